@@ -1,0 +1,62 @@
+// swift-tools-version:6.0
+// castd — the iPadCast sender for Linux. See README.md and ../shared/DESIGN.md.
+import PackageDescription
+
+/// One system-library target per C library (STYLE.md rule 4: each C library is
+/// wrapped once, in its own place; nothing but its Swift wrapper imports it).
+func systemLibrary(_ name: String, pkgConfig: String, apt: [String]) -> Target {
+    .systemLibrary(name: name, path: "Sources/CShims/\(name)", pkgConfig: pkgConfig,
+                   providers: [.apt(apt)])
+}
+
+let package = Package(
+    name: "castd",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "castd", targets: ["castd"]),
+    ],
+    targets: [
+        // C libraries (Debian's).
+        systemLibrary("CX11", pkgConfig: "x11",
+                      apt: ["libx11-dev", "libxext-dev", "libxfixes-dev", "libxdamage-dev", "libxrandr-dev"]),
+        systemLibrary("CPipeWire", pkgConfig: "libpipewire-0.3", apt: ["libpipewire-0.3-dev"]),
+        systemLibrary("CVA", pkgConfig: "libva", apt: ["libva-dev"]),
+        systemLibrary("CX264", pkgConfig: "x264", apt: ["libx264-dev"]),
+        systemLibrary("CSRTP", pkgConfig: "libsrtp2", apt: ["libsrtp2-dev"]),
+        systemLibrary("COpenSSL", pkgConfig: "openssl", apt: ["libssl-dev"]),
+        systemLibrary("CSystemd", pkgConfig: "libsystemd", apt: ["libsystemd-dev"]),
+
+        // Pure: clocks as parameters, bytes, errors, redaction.
+        .target(name: "CastCore"),
+        // Frames, the dropping ring, pixel conversion and scaling.
+        .target(name: "CastMedia", dependencies: ["CastCore"]),
+        // Screen sources (IO).
+        .target(name: "CastCapture", dependencies: ["CastCore", "CastMedia", "CX11", "CPipeWire", "CSystemd"]),
+        // H.264 encoders (IO).
+        .target(name: "CastEncode", dependencies: ["CastCore", "CastMedia", "CX264", "CVA"]),
+        // RTP/RTCP, H.264 packetization, history, pacing (pure).
+        .target(name: "CastRTP", dependencies: ["CastCore"]),
+        // SDP, STUN, ICE, DTLS, SRTP, PeerSession (pure + C).
+        .target(name: "CastWebRTC", dependencies: ["CastCore", "CastRTP", "COpenSSL", "CSRTP"]),
+        // Supabase Auth/REST/Realtime, WebSocket, iPadCast API (pure + IO).
+        .target(name: "CastSignaling", dependencies: ["CastCore", "COpenSSL"]),
+        // The session controller and the IO shell around everything.
+        .target(name: "CastDaemon", dependencies: [
+            "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastRTP",
+            "CastWebRTC", "CastSignaling", "CSystemd",
+        ]),
+        // CLI only: parse, configure, run.
+        .executableTarget(name: "castd", dependencies: ["CastCore", "CastDaemon", "CastSignaling", "CastCapture", "CastEncode"]),
+
+        .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
+        .testTarget(name: "CastMediaTests", dependencies: ["CastMedia"]),
+        .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture"]),
+        .testTarget(name: "CastEncodeTests", dependencies: ["CastEncode"]),
+        .testTarget(name: "CastRTPTests", dependencies: ["CastRTP"]),
+        .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC"],
+                    resources: [.copy("Fixtures")]),
+        .testTarget(name: "CastSignalingTests", dependencies: ["CastSignaling"]),
+        .testTarget(name: "CastDaemonTests", dependencies: ["CastDaemon"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,3 @@
+// libsrtp2.
+#pragma once
+#include <srtp2/srtp.h>

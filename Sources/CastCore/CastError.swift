@@ -1,0 +1,29 @@
+/// The error every castd component throws: a stable code that tests compare,
+/// and a sentence for people (STYLE.md rule 5). Never put a secret in `message`.
+public struct CastError: Error, Equatable, Sendable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public var rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public init(_ raw: String) { rawValue = raw }
+        public var description: String { rawValue }
+    }
+
+    public var code: Code
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+extension CastError.Code {
+    public static let malformed = Self("malformed")
+    public static let truncated = Self("truncated")
+    public static let unsupported = Self("unsupported")
+    public static let usage = Self("usage")
+    public static let io = Self("io")
+    public static let system = Self("system")
+}

@@ -1,0 +1,86 @@
+import CastCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// castd's command line: parse, configure, run. Exit codes are part of the
+/// interface (documented in `--help` and the README).
+public enum CLI {
+    public enum ExitCode {
+        public static let ok: Int32 = 0
+        /// The cast or pairing failed (network, receiver, backend).
+        public static let failure: Int32 = 1
+        /// Bad command line or configuration.
+        public static let usage: Int32 = 2
+        /// A part of castd that is not built yet was asked for.
+        public static let unavailable: Int32 = 69
+    }
+
+    public static let helpText = """
+    castd \(CastdVersion.string) — cast this Linux screen to an iPadCast Chrome receiver.
+
+    Usage:
+      castd pair --pin 482913 [--device-name NAME] [--json]
+      castd pair 'https://…/pair?t=<token>&s=<session id>' [--device-name NAME] [--json]
+      castd --session <id>      run the sender daemon for a paired, approved session
+      castd doctor              what this machine can capture and encode, and why not
+      castd --help | --version
+
+    Configuration (environment; `Scripts/devstack up` prints these for the local stack):
+      CASTD_API_URL          base URL of the iPadCast API (/api/public/*)
+      CASTD_SUPABASE_URL     base URL of Supabase (Auth, REST, Realtime)
+      CASTD_SUPABASE_KEY     the publishable key (public by design)
+
+    Exit codes:
+      0   success (a cast ended cleanly, a pairing was approved)
+      1   the cast or pairing failed; the message says why
+      2   bad command line or configuration
+      69  the command is not built yet in this version
+
+    Status of this version: `pair`, `--session` and the full `doctor` are not
+    built yet; see README.md.
+    """
+
+    public static func run(arguments: [String], environment: [String: String]) -> Int32 {
+        var out = StandardStream.out
+        var err = StandardStream.err
+        guard let first = arguments.first else {
+            print(helpText, to: &err)
+            return ExitCode.usage
+        }
+        switch first {
+        case "--help", "-h", "help":
+            print(helpText, to: &out)
+            return ExitCode.ok
+        case "--version", "-V":
+            print("castd \(CastdVersion.string)", to: &out)
+            return ExitCode.ok
+        case "pair", "--session", "doctor":
+            print("castd: `\(first)` is not built yet in castd \(CastdVersion.string); see README.md for the status.",
+                  to: &err)
+            return ExitCode.unavailable
+        default:
+            print("castd: unknown command or option `\(first)`; run `castd --help`.", to: &err)
+            return ExitCode.usage
+        }
+    }
+}
+
+/// stdout/stderr as `TextOutputStream`s (the only place castd writes to them).
+public struct StandardStream: TextOutputStream {
+    let fd: Int32
+    public static var out: StandardStream { StandardStream(fd: 1) }
+    public static var err: StandardStream { StandardStream(fd: 2) }
+    public mutating func write(_ string: String) {
+        var s = string
+        s.withUTF8 { buf in
+            var off = 0
+            while off < buf.count {
+                let n = Glibc.write(fd, buf.baseAddress! + off, buf.count - off)
+                if n <= 0 { if n < 0 && errno == EINTR { continue }; return }
+                off += n
+            }
+        }
+    }
+}
