@@ -28,6 +28,8 @@ let package = Package(
 
         // Pure: clocks as parameters, bytes, errors, redaction.
         .target(name: "CastCore"),
+        // OpenSSL wrapped once: digests, HMAC, randomness, certificates, TLS/DTLS over memory BIOs.
+        .target(name: "CastOpenSSL", dependencies: ["CastCore", "COpenSSL"]),
         // Frames, the dropping ring, pixel conversion and scaling.
         .target(name: "CastMedia", dependencies: ["CastCore"]),
         // Screen sources (IO).
@@ -37,9 +39,9 @@ let package = Package(
         // RTP/RTCP, H.264 packetization, history, pacing (pure).
         .target(name: "CastRTP", dependencies: ["CastCore"]),
         // SDP, STUN, ICE, DTLS, SRTP, PeerSession (pure + C).
-        .target(name: "CastWebRTC", dependencies: ["CastCore", "CastRTP", "COpenSSL", "CSRTP"]),
+        .target(name: "CastWebRTC", dependencies: ["CastCore", "CastRTP", "CastOpenSSL", "CSRTP"]),
         // Supabase Auth/REST/Realtime, WebSocket, iPadCast API (pure + IO).
-        .target(name: "CastSignaling", dependencies: ["CastCore", "COpenSSL"]),
+        .target(name: "CastSignaling", dependencies: ["CastCore", "CastOpenSSL"]),
         // The session controller and the IO shell around everything.
         .target(name: "CastDaemon", dependencies: [
             "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastRTP",
@@ -49,6 +51,7 @@ let package = Package(
         .executableTarget(name: "castd", dependencies: ["CastCore", "CastDaemon", "CastSignaling", "CastCapture", "CastEncode"]),
 
         .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
+        .testTarget(name: "CastOpenSSLTests", dependencies: ["CastOpenSSL"]),
         .testTarget(name: "CastMediaTests", dependencies: ["CastMedia"]),
         .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture"]),
         .testTarget(name: "CastEncodeTests", dependencies: ["CastEncode"]),
