@@ -26,7 +26,7 @@ public struct LogLine: Sendable, CustomStringConvertible {
         return out
     }
 
-    static func quote(_ v: String) -> String {
+    public static func quote(_ v: String) -> String {
         var needsQuotes = v.isEmpty
         var escaped = ""
         for u in v.unicodeScalars {
