@@ -23,6 +23,8 @@ public struct Pacer<Item: Sendable>: Sendable {
     public var configuration: Configuration
     private var queue: [(item: Item, size: Int)] = []
     private var head = 0
+    /// Retransmissions jump the media queue, first come first served among themselves.
+    private var urgent: [(item: Item, size: Int)] = []
     /// Credit in byte·nanoseconds (bytes × 1e9) so that refills stay exact integers.
     private var credit: Int64
     private var lastRefill: Instant?
@@ -32,13 +34,13 @@ public struct Pacer<Item: Sendable>: Sendable {
         credit = configuration.burstBytes * 1_000_000_000
     }
 
-    public var queuedCount: Int { queue.count - head }
-    public var queuedBytes: Int { queue[head...].reduce(0) { $0 + $1.size } }
+    public var queuedCount: Int { urgent.count + queue.count - head }
+    public var queuedBytes: Int { (urgent + queue[head...]).reduce(0) { $0 + $1.size } }
 
     /// Queues an item of `size` bytes; `urgent` items (retransmissions) go first.
     public mutating func enqueue(_ item: Item, size: Int, urgent: Bool = false) {
         if urgent {
-            queue.insert((item, size), at: head)
+            self.urgent.append((item, size))
         } else {
             queue.append((item, size))
         }
@@ -56,6 +58,13 @@ public struct Pacer<Item: Sendable>: Sendable {
     public mutating func poll(now: Instant) -> [Item] {
         refill(now)
         var out: [Item] = []
+        var u = 0
+        while u < urgent.count, credit > 0 {
+            credit -= Int64(urgent[u].size) * 1_000_000_000
+            out.append(urgent[u].item)
+            u += 1
+        }
+        urgent.removeFirst(u)
         while head < queue.count, credit > 0 {
             let e = queue[head]
             head += 1
@@ -68,7 +77,7 @@ public struct Pacer<Item: Sendable>: Sendable {
 
     /// When the next queued item may leave; nil with nothing queued.
     public var nextDeadline: Instant? {
-        guard head < queue.count, let last = lastRefill else { return nil }
+        guard queuedCount > 0, let last = lastRefill else { return nil }
         if credit > 0 { return last }
         let deficit = -credit + 1
         let bps = configuration.bytesPerSecond

@@ -46,10 +46,12 @@ public struct RTCPSenderState: Sendable {
     }
 
     /// Counts a packet sent on our SSRC; the first one makes an SR due at once.
-    public mutating func packetSent(payloadLength: Int, rtpTimestamp: UInt32, captureTime: Instant, now: Instant) {
+    /// A plain retransmission counts but does not move the timestamp mapping.
+    public mutating func packetSent(payloadLength: Int, rtpTimestamp: UInt32, captureTime: Instant, now: Instant,
+                                    isRetransmission: Bool = false) {
         packetCount &+= 1
         octetCount &+= UInt32(truncatingIfNeeded: payloadLength)
-        if lastCaptureTime == nil || lastRTPTimestamp != rtpTimestamp {
+        if !isRetransmission, lastCaptureTime == nil || lastRTPTimestamp != rtpTimestamp {
             lastRTPTimestamp = rtpTimestamp
             lastCaptureTime = captureTime
         }
