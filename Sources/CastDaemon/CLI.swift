@@ -42,9 +42,14 @@ public enum CLI {
     built yet; see README.md.
     """
 
-    public static func run(arguments: [String], environment: [String: String]) -> Int32 {
+    public static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var out = StandardStream.out
         var err = StandardStream.err
+        if arguments.first == "dev-send" {
+            // A developer command (not in --help): the send path against a receiver fed by stdin.
+            do { return await DevSend.run(try DevSend.parse(Array(arguments.dropFirst()))) }
+            catch { print("castd: \(error)", to: &err); return ExitCode.usage }
+        }
         let command: Command
         do {
             command = try CommandLineParser.parse(arguments)
