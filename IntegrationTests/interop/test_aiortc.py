@@ -10,7 +10,7 @@ import pytest
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.sdp import candidate_from_sdp
 
-from conftest import DevSender
+from devsender import DevSender
 
 # SMPTE bars (top two thirds), left to right: white(75%), yellow, cyan, green, magenta, red, blue.
 BARS = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0), (191, 0, 191), (191, 0, 0), (0, 0, 191)]
