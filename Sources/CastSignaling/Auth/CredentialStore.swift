@@ -123,7 +123,8 @@ public struct CredentialStore: Sendable {
 
     /// Runs `body` holding the exclusive lock. Waits for another holder by
     /// polling (so no thread of the cooperative pool blocks in `flock`), up to `timeout`.
-    public func withLock<T>(timeout: Duration = .seconds(60), _ body: () async throws -> T) async throws -> T {
+    public func withLock<T>(isolation: isolated (any Actor)? = #isolation, timeout: Duration = .seconds(60),
+                            _ body: () async throws -> T) async throws -> T {
         try ensureDirectory()
         let fd = open(lockFile, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Self.errno("open \(lockFile)") }
