@@ -228,9 +228,18 @@ class PairedSession:
     pin: str
 
 
-def paired_session(stack: Stack, approve: bool | None = True) -> PairedSession:
+def supabase_client(stack: Stack):
+    """The official client, signed in anonymously (no background refresh thread)."""
+    from supabase import ClientOptions, create_client
+    c = create_client(stack.supabase_url, stack.key, ClientOptions(auto_refresh_token=False, persist_session=False))
+    s = c.auth.sign_in_anonymously().session
+    return c, Tokens(s.access_token, s.refresh_token, s.user.id, {})
+
+
+def paired_session(stack: Stack, approve: bool | None = True, receiver: Tokens | None = None,
+                   sender: Tokens | None = None) -> PairedSession:
     """Receiver creates, sender pairs with the PIN, receiver approves (or not, with approve=None)."""
-    receiver, sender = sign_in(stack), sign_in(stack)
+    receiver, sender = receiver or sign_in(stack), sender or sign_in(stack)
     c = api(stack, receiver.access_token, "session-create", {})
     assert c.status_code == 200, c.text
     sid, pin = c.json()["sessionId"], c.json()["pin"]
