@@ -246,14 +246,14 @@ class Hub:
         return self._columns[key]
 
     async def read_row(self, claims: dict, change: proto.Change, columns: list[dict]) -> dict | None:
-        """The row as PostgREST renders it (``to_jsonb``: uuid as string,
+        """The row as PostgREST renders it (``to_json``, column order: uuid as string,
         timestamptz ISO-8601, jsonb nested), or None when RLS hides it."""
         from . import db  # the gateway's helper: SET LOCAL ROLE + request.jwt.claims
 
         id_type = next((c["type"] for c in columns if c["name"] == "id"), None)
         if id_type is None:
             return None
-        sql = (f"select to_jsonb(t)::text from {_quote_ident(change.schema)}.{_quote_ident(change.table)} t"
+        sql = (f"select to_json(t)::text from {_quote_ident(change.schema)}.{_quote_ident(change.table)} t"
                f" where t.id = $1::text::{_quote_ident(id_type)}")
         try:
             result = await db.read_as_user(self.ctx, claims, sql, str(change.id))
