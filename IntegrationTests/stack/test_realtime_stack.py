@@ -454,3 +454,107 @@ async def test_client_disconnect_without_leave_does_not_disturb_others(stack):
             assert (await stay.next_change())["payload"]["data"]["record"]["payload"] == {"sdp": "one"}
         finally:
             await stay.close()
+
+
+# ---- time and faults (stacks of their own) -----------------------------------
+
+
+@pytest.mark.timeout(40)
+async def test_token_expiry_closes_the_channel_and_an_expired_token_cannot_join(stack_factory):
+    ttl = 3
+    st = Stack(stack_factory(access_token_ttl=ttl))
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        user = await signup(st, http)
+        joined_at = time.time()
+        sock = await Raw.open(st, "2.0.0")
+        try:
+            join_ref, reply, _ = await sock.join("realtime:short", [], user.token)
+            assert reply["payload"]["status"] == "ok"
+            m = await sock.recv(timeout=ttl + WAIT)
+            assert (m["join_ref"], m["ref"], m["topic"], m["event"]) == (None, None, "realtime:short", "system")
+            assert (m["payload"]["extension"], m["payload"]["status"], m["payload"]["channel"]) == ("system", "error", "short")
+            assert m["payload"]["message"].startswith("Token has expired")
+            assert time.time() - joined_at >= ttl - 1.5  # not before the token's exp (whole seconds)
+            m = await sock.recv()
+            assert (m["join_ref"], m["ref"], m["topic"], m["event"], m["payload"]) == \
+                (join_ref, join_ref, "realtime:short", "phx_close", {})
+            # The socket outlives the channel; the expired token no longer joins.
+            _, reply, _ = await sock.join("realtime:short", [], user.token)
+            assert reply["payload"] == {"status": "error", "response": {"reason": "InvalidJWTToken: Token has expired"}}
+        finally:
+            await sock.close()
+
+
+@pytest.mark.timeout(40)
+async def test_a_socket_silent_past_the_idle_timeout_is_closed(stack_factory, monkeypatch):
+    # DEVSTACK_REALTIME_IDLE_TIMEOUT reaches the gateway through devstack's
+    # environment; the odd pairing window keeps this stack apart from others.
+    monkeypatch.setenv("DEVSTACK_REALTIME_IDLE_TIMEOUT", "2")
+    st = Stack(stack_factory(pairing_window=299))
+    monkeypatch.delenv("DEVSTACK_REALTIME_IDLE_TIMEOUT")
+    talker = await Raw.open(st)
+    silent = await Raw.open(st)
+    try:
+        opened = time.monotonic()
+        for _ in range(4):  # a heartbeat every second keeps a socket open
+            ref = await talker.send("phoenix", "heartbeat", {})
+            assert (await talker.recv())["ref"] == ref
+            await asyncio.sleep(1.0)
+        with pytest.raises(websockets.exceptions.ConnectionClosed):
+            await asyncio.wait_for(silent.ws.recv(), WAIT)
+        assert silent.ws.close_code == 1000
+        assert 1.5 <= time.monotonic() - opened
+        ref = await talker.send("phoenix", "heartbeat", {})
+        assert (await talker.recv())["ref"] == ref
+    finally:
+        await talker.close()
+        await silent.close()
+
+
+@pytest.mark.timeout(60)
+async def test_changes_flow_again_after_postgres_restarts(stack_factory):
+    import asyncpg
+
+    stk = stack_factory(pairing_window=298)
+    st = Stack(stk)
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        receiver, sender, sid = await paired(st, http, approve=True)
+    sock = await Raw.open(st, "2.0.0")
+    try:
+        await sock.join("realtime:restart", subs_for(sid), sender.token)
+        data = os.path.join(stk.state_dir, "pg", "data")
+        cmd = ["/usr/lib/postgresql/15/bin/pg_ctl", "-D", data, "-l", os.path.join(stk.state_dir, "postgres.log"),
+               "-m", "fast", "-w", "-t", "30", "restart"]
+        if os.getuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--"] + cmd
+        # The new postmaster must not hold our pipes: its output goes to the log.
+        proc = await asyncio.create_subprocess_exec(*cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert await asyncio.wait_for(proc.wait(), 45) == 0
+
+        # The gateway notices the lost LISTEN connection and listens again;
+        # until then inserts are not announced, so insert until one arrives.
+        conn = await asyncpg.connect(st.pg_url)
+        try:
+            deadline = time.monotonic() + 20
+            n = 0
+            while True:
+                n += 1
+                await conn.execute(
+                    "insert into public.signaling_messages (session_id, sender_role, recipient_role, message_type, payload)"
+                    " values ($1::uuid, 'receiver', 'sender', 'answer', $2::jsonb)", sid, json.dumps({"n": n}))
+                try:
+                    m = await sock.next_change(timeout=1.0)
+                    break
+                except asyncio.TimeoutError:
+                    assert time.monotonic() < deadline, "no change delivered after the restart"
+            assert m["payload"]["data"]["record"]["payload"] == {"n": n}
+            # And the next one arrives at once.
+            await conn.execute(
+                "insert into public.signaling_messages (session_id, sender_role, recipient_role, message_type, payload)"
+                " values ($1::uuid, 'receiver', 'sender', 'answer', '{\"n\": \"last\"}')", sid)
+            m = await sock.next_change()
+            assert m["payload"]["data"]["record"]["payload"] == {"n": "last"}
+        finally:
+            await conn.close()
+    finally:
+        await sock.close()
