@@ -67,7 +67,9 @@ public enum CLI {
         case .version:
             print("castd \(CastdVersion.string)", to: &out)
             return ExitCode.ok
-        case .pair, .session, .doctor:
+        case .pair(let o):
+            return await PairCommand.run(o, environment: environment)
+        case .session, .doctor:
             print("castd: this command is not built yet in castd \(CastdVersion.string); see README.md for the status.",
                   to: &err)
             return ExitCode.unavailable

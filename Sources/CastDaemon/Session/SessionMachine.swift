@@ -38,6 +38,8 @@ public struct SessionMachine: Sendable {
         case sessionUpdateFinished(SessionUpdateAction, SessionUpdateResult)
         /// SIGTERM / SIGINT: the user stops the cast.
         case stopRequested
+        /// The signaling layer cannot go on (the identity is dead, the backend refuses us).
+        case signalingFailed(String)
     }
 
     public enum Action: Sendable, Equatable {
@@ -190,6 +192,9 @@ public struct SessionMachine: Sendable {
 
         case .stopRequested:
             endAsSender(reason: .senderEnded, exitCode: 0, message: "Cast stopped.")
+
+        case .signalingFailed(let message):
+            finishQuietly(exitCode: 1, "Signaling failed: \(message)")
         }
         pump(now: now)
     }
