@@ -169,3 +169,11 @@ def test_ice_config_with_turn_gives_turn_rest_credentials(stack_factory):
     assert before + 86400 <= int(expiry) <= int(time.time()) + 86400
     want = base64.b64encode(hmac.new(b"shared-secret-for-tests", turn["username"].encode(), hashlib.sha1).digest()).decode()
     assert turn["credential"] == want
+
+
+def test_unknown_api_endpoint_and_method_keep_the_error_shape(stack):
+    t = sign_in(stack)
+    r = api(stack, t.access_token, "session-teleport", {})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    r = api(stack, t.access_token, "session-create", method="GET")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"

@@ -102,9 +102,14 @@ def setup(app: web.Application, ctx) -> None:
         try:
             async with as_claims(ctx, claims, {"request.method": "GET", "request.path": request.path}) as conn:
                 body, n = await conn.fetchrow(select_sql(table, q), *q.params)
+                total = "*"
+                if prefer(request).get("count") == "exact":
+                    where = (" where " + " and ".join(q.where)) if q.where else ""
+                    total = str(await conn.fetchval(f"select count(*) from public.{quote_ident(table)}{where}", *q.params))
         except asyncpg.PostgresError as e:
             return pg_error(e, claims["role"])
-        rng = f"{q.offset or 0}-{(q.offset or 0) + n - 1}/*" if n else "*/0"
+        first = q.offset or 0
+        rng = f"{first}-{first + n - 1}/{total}" if n else f"*/{total}"
         return web.Response(text=body, status=200, content_type="application/json",
                             headers={"Content-Range": rng})
 
@@ -127,9 +132,14 @@ def setup(app: web.Application, ctx) -> None:
             if isinstance(body, list) and not body:
                 return web.Response(status=201) if prefer(request).get("return") != "representation" else json_response([], 201)
             return rest_error(400, "PGRST102", "Empty or invalid json")
-        keys = list(rows[0].keys())
-        if any(set(r.keys()) != set(keys) for r in rows[1:]):
-            return rest_error(400, "PGRST102", "All object keys must match")
+        if "columns" in request.query:
+            # ?columns="a","b" (postgrest-py sends it for array inserts): keys may
+            # differ between objects; a missing key inserts NULL, as PostgREST does.
+            keys = [c.strip().strip('"') for c in request.query["columns"].split(",") if c.strip()]
+        else:
+            keys = list(rows[0].keys())
+            if any(set(r.keys()) != set(keys) for r in rows[1:]):
+                return rest_error(400, "PGRST102", "All object keys must match")
         cols = columns[table]
         for k in keys:
             if k not in cols:
