@@ -262,3 +262,12 @@ def test_official_client_bulk_insert_with_columns_and_exact_count(stack, parties
              json=[row(ps.session_id, "sender", "receiver"), {"session_id": ps.session_id, "sender_role": "sender",
                                                                "recipient_role": "receiver", "message_type": "offer"}])
     assert r.status_code == 400 and r.json()["code"] == "23502"  # payload NULL violates NOT NULL
+
+
+def test_created_at_is_stamped_by_the_server(stack, parties):
+    ps, rc, sc = parties
+    sc.table("signaling_messages").insert({**row(ps.session_id, "sender", "receiver"),
+                                           "created_at": "2000-01-01T00:00:00Z"}, returning="minimal").execute()
+    got = rc.table("signaling_messages").select("created_at").eq("message_type", "offer") \
+        .eq("session_id", ps.session_id).execute().data
+    assert len(got) == 1 and not got[0]["created_at"].startswith("2000-")
