@@ -96,7 +96,7 @@ def setup(app: web.Application, ctx) -> None:
         if err:
             return err
         try:
-            q = parse_query(list(request.query.items()), columns[table])
+            q = parse_query(list(request.query.items()), columns[table], table)
         except QueryError as e:
             return rest_error(e.status, e.code, e.message, e.details, e.hint)
         try:
@@ -128,9 +128,10 @@ def setup(app: web.Application, ctx) -> None:
         except (ValueError, UnicodeDecodeError):
             return rest_error(400, "PGRST102", "Empty or invalid json")
         rows = body if isinstance(body, list) else [body]
-        if not rows or not all(isinstance(r, dict) for r in rows):
-            if isinstance(body, list) and not body:
-                return web.Response(status=201) if prefer(request).get("return") != "representation" else json_response([], 201)
+        representation = prefer(request).get("return") == "representation"
+        if isinstance(body, list) and not body:  # nothing to insert
+            return json_response([], 201) if representation else web.Response(status=201)
+        if not all(isinstance(r, dict) for r in rows):
             return rest_error(400, "PGRST102", "Empty or invalid json")
         if "columns" in request.query:
             # ?columns="a","b" (postgrest-py sends it for array inserts): keys may
@@ -144,7 +145,6 @@ def setup(app: web.Application, ctx) -> None:
         for k in keys:
             if k not in cols:
                 return rest_error(400, "PGRST204", f"Could not find the '{k}' column of '{table}' in the schema cache")
-        representation = prefer(request).get("return") == "representation"
         col_sql = ", ".join(quote_ident(k) for k in keys)
         # As PostgREST: INSERT … SELECT … FROM json_populate_recordset(null::t, $1), and
         # RETURNING only when the client asked for the representation (then the
@@ -176,7 +176,7 @@ def setup(app: web.Application, ctx) -> None:
         if err:
             return err
         try:
-            q = parse_query(list(request.query.items()), columns[table])
+            q = parse_query(list(request.query.items()), columns[table], table)
         except QueryError as e:
             return rest_error(e.status, e.code, e.message, e.details, e.hint)
         where = (" where " + " and ".join(q.where)) if q.where else ""
