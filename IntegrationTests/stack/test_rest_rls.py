@@ -226,6 +226,9 @@ def test_invalid_and_expired_tokens(stack, stack_factory):
     r = rest(short, t.access_token, "GET", "signaling_messages")
     assert r.status_code == 401
     assert r.json()["code"] == "PGRST303" and r.json()["message"] == "JWT expired"
+    from conftest import api
+    r = api(short, t.access_token, "session-create", {})
+    assert r.status_code == 401 and r.json() == {"error": {"code": "unauthorized", "message": "Token expired"}}
 
 
 def test_clients_can_read_but_never_write_casting_sessions(stack, parties):
