@@ -274,3 +274,12 @@ def test_created_at_is_stamped_by_the_server(stack, parties):
     got = rc.table("signaling_messages").select("created_at").eq("message_type", "offer") \
         .eq("session_id", ps.session_id).execute().data
     assert len(got) == 1 and not got[0]["created_at"].startswith("2000-")
+
+
+def test_single_object_responses(parties):
+    ps, _, sc = parties
+    one = sc.table("casting_sessions").select("id,status").eq("id", ps.session_id).single().execute().data
+    assert one == {"id": ps.session_id, "status": "connecting"}
+    with pytest.raises(APIError) as e:
+        sc.table("signaling_messages").select("id").eq("recipient_role", "receiver").single().execute()
+    assert e.value.code == "PGRST116"

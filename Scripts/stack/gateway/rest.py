@@ -110,6 +110,13 @@ def setup(app: web.Application, ctx) -> None:
             return pg_error(e, claims["role"])
         first = q.offset or 0
         rng = f"{first}-{first + n - 1}/{total}" if n else f"*/{total}"
+        if "application/vnd.pgrst.object" in request.headers.get("Accept", ""):
+            # .single(): exactly one row, as an object (PostgREST's singular response)
+            if n != 1:
+                return rest_error(406, "PGRST116", "JSON object requested, multiple (or no) rows returned",
+                                  f"The result contains {n} rows")
+            return web.Response(text=json.dumps(json.loads(body)[0]), status=200,
+                                content_type="application/vnd.pgrst.object+json", headers={"Content-Range": rng})
         return web.Response(text=body, status=200, content_type="application/json",
                             headers={"Content-Range": rng})
 
