@@ -292,6 +292,82 @@ async def test_official_client_receives_exactly_the_rows_rls_allows(stack):
                 await c.realtime.close()
 
 
+def _exp(token: str) -> int:
+    import jwt
+    return jwt.decode(token, options={"verify_signature": False})["exp"]
+
+
+@pytest.mark.timeout(45)
+async def test_official_client_refresh_moves_the_expiry_and_expiry_closes_the_channel(stack_factory):
+    from supabase import AsyncClientOptions, acreate_client
+
+    ttl = 4
+    st = Stack(stack_factory(access_token_ttl=ttl))
+    client = await acreate_client(st.supabase, st.key, AsyncClientOptions(auto_refresh_token=False))
+    try:
+        async with httpx.AsyncClient(timeout=WAIT) as http:
+            signed = await client.auth.sign_in_anonymously()
+            token = signed.session.access_token
+            receiver = await signup(st, http)
+            created = await receiver.api("session-create", {})
+            r = await http.post(f"{st.api}/api/public/session-pair", json={"pin": created["pin"]},
+                                headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == 200, r.text
+            sid = created["sessionId"]
+            await receiver.api("session-approve", {"sessionId": sid, "approve": True})
+
+            rows, systems, states, errors = [], [], [], []
+            arrived = asyncio.Event()
+            await client.realtime.set_auth(token)
+            channel = client.channel("refresh-" + uuid.uuid4().hex[:6])
+            channel.on_postgres_changes(event="INSERT", schema="public", table="signaling_messages",
+                                        filter=f"session_id=eq.{sid}",
+                                        callback=lambda p: (rows.append(p), arrived.set()))
+            channel.on_system(lambda p: (systems.append(p), arrived.set()))
+
+            async def until(pred):
+                deadline = time.monotonic() + ttl + WAIT
+                while not pred():
+                    arrived.clear()
+                    assert time.monotonic() < deadline, (rows, systems, states)
+                    try:
+                        await asyncio.wait_for(arrived.wait(), 1.0)
+                    except asyncio.TimeoutError:
+                        pass
+
+            await channel.subscribe(lambda state, err: (states.append(str(state)), errors.append(err), arrived.set()))
+            assert states[-1].endswith("SUBSCRIBED")
+            await until(lambda: systems)  # the system push follows the join reply
+            assert [(p.extension, p.status, p.message) for p in systems] == [("postgres_changes", "ok", "Subscribed to PostgreSQL")]
+
+            first_exp = _exp(token)
+            await asyncio.sleep(2.0)  # let time pass, so the refreshed token outlives the first by 2 s
+            refreshed = await client.auth.refresh_session()
+            new_token = refreshed.session.access_token
+            assert _exp(new_token) >= first_exp + 2
+            await client.realtime.set_auth(new_token)  # what the auth listener does, awaited here
+
+            # Past the first token's expiry the channel still delivers.
+            await asyncio.sleep(max(0.0, first_exp + 0.5 - time.time()))
+            assert time.time() < _exp(new_token)
+            await receiver.refresh()
+            await receiver.insert(sid, "receiver", "sender", "answer", {"sdp": "after the first expiry"})
+
+            await until(lambda: any(p["data"]["record"]["payload"] == {"sdp": "after the first expiry"} for p in rows))
+            assert not any("CLOSED" in s for s in states)
+
+            # The refreshed token expires too: a system error (the client
+            # reports CHANNEL_ERROR with it), then phx_close (CLOSED).
+            await until(lambda: any("CLOSED" in s for s in states))
+            assert time.time() >= _exp(new_token) - 1
+            assert [s.rsplit(".", 1)[-1] for s in states] == ["SUBSCRIBED", "CHANNEL_ERROR", "CLOSED"]
+            err = json.loads(str(errors[1]))
+            assert (err["extension"], err["status"]) == ("system", "error")
+            assert err["message"].startswith("Token has expired")
+    finally:
+        await client.realtime.close()
+
+
 # ---- raw protocol ----------------------------------------------------------
 
 
