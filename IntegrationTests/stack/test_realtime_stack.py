@@ -657,3 +657,28 @@ async def test_changes_flow_again_after_postgres_restarts(stack_factory):
             await conn.close()
     finally:
         await sock.close()
+
+
+@pytest.mark.parametrize("vsn", ["1.0.0", "2.0.0"])
+async def test_several_channels_on_one_socket_each_read_under_its_own_token(stack, vsn):
+    st = Stack(stack)
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        receiver, sender, sid = await paired(st, http, approve=True)
+        sock = await Raw.open(st, vsn)
+        try:
+            only_inserts = [subs_for(sid)[1]]
+            await sock.join("realtime:as-sender", only_inserts, sender.token)
+            await sock.join("realtime:as-receiver", only_inserts, receiver.token)
+            await sender.insert(sid, "sender", "receiver", "offer", {"n": 1})
+            await receiver.insert(sid, "receiver", "sender", "answer", {"n": 2})
+            await sender.insert(sid, "sender", "receiver", "ice_candidate", {"n": 3})
+            seen = []
+            while len(seen) < 3:
+                m = await sock.next_change()
+                seen.append((m["topic"], m["payload"]["data"]["record"]["message_type"], m["payload"]["data"]["record"]["payload"]))
+            # Events in commit order; each row only on the channel whose token may read it.
+            assert seen == [("realtime:as-receiver", "offer", {"n": 1}),
+                            ("realtime:as-sender", "answer", {"n": 2}),
+                            ("realtime:as-receiver", "ice_candidate", {"n": 3})]
+        finally:
+            await sock.close()
