@@ -231,6 +231,9 @@ class Chromium:
             "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--disable-extensions",
             "--disable-default-apps", "--metrics-recording-only", "--password-store=basic",
+            # Without this, chrome_crashpad_handler daemons start in their own
+            # sessions, escape the process group and outlive the browser.
+            "--disable-breakpad",
         ]
         if not self.hide_mdns:
             # Host candidates with real addresses instead of <uuid>.local names.

@@ -52,6 +52,7 @@ const v = {
   outChain: Promise.resolve(),
   iceServers: [],
   stats: null,
+  stopping: false,           // Stop pressed: session-end in flight
   events: [],
 };
 
@@ -165,7 +166,8 @@ async function handleRow(row) {
 function onSessionUpdate(record) {
   log("session", { status: record.status });
   if (record.status === "disconnected" || record.status === "expired") {
-    if (TERMINAL.has(v.state)) return;
+    // Our own Stop also changes the status: that is "stopped", not "ended".
+    if (TERMINAL.has(v.state) || v.stopping) return;
     teardown();
     clearTimers();
     setState("ended");
@@ -380,12 +382,14 @@ function samplePixels(x, y, w, h) {
 
 async function stop() {
   $("stop").disabled = true;
+  v.stopping = true;
   try {
     await v.ctx.rest.api("session-end", { sessionId });
     teardown();
     clearTimers();
     setState("stopped");
   } catch (e) {
+    v.stopping = false;
     $("stop").disabled = false;
     log("stop_failed", { code: e.code });
     showError($("message"), e);

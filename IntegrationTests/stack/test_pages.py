@@ -1,0 +1,318 @@
+"""The receiver pages (/dashboard, /viewer/:id) in headless Chromium against the stack.
+
+Issue 2's Must-show: a PIN on the dashboard, the official `supabase` client
+pairs with it, the join request appears, Approve moves the session to
+`connecting` and the paired client receives `join_approved` over Realtime
+(and Deny sends `disconnect {"reason":"denied"}`). Then the viewer as the
+answerer of tools/ref_sender.py: H.264 decoded, frames climbing, the sent
+resolution and colours in pixels, a new negotiationId replacing the peer
+connection, the receiver rules of spec §11 on compressed durations, a refresh
+ignoring old offers, and each way a session ends.
+
+Screenshots go to $CASTD_TEST_ARTIFACTS/pages (default: artifacts/pages).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from conftest import random_ip  # noqa: E402
+from tools.chromium import Chromium  # noqa: E402
+from tools.pattern import BARS, ColourBars  # noqa: E402
+from tools.ref_sender import Denied, RefSender  # noqa: E402
+from tools.signaling import SessionSignals, StackClient, StackConfig  # noqa: E402
+
+pytestmark = pytest.mark.asyncio
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("CASTD_TEST_ARTIFACTS", REPO / "artifacts")) / "pages"
+WAIT = 10.0
+
+
+def config(stack) -> StackConfig:
+    return StackConfig(stack.api_url, stack.supabase_url, stack.key)
+
+
+@pytest.fixture
+async def browser():
+    # Real host addresses in Chrome's candidates: aiortc would otherwise need
+    # multicast mDNS on eth0 to resolve <uuid>.local names.
+    b = Chromium(hide_mdns=False)
+    await b.start()
+    yield b
+    await b.close()
+    assert not b.group_alive(), "chromium left processes behind"
+
+
+async def open_dashboard(browser, stack, query="?stay=1"):
+    page = await browser.new_page(stack.dashboard + query)
+    pin = await page.wait_for("window.castdDashboard?.pin", timeout=WAIT)
+    sid = await page.evaluate("window.castdDashboard.sessionId")
+    return page, pin, sid
+
+
+async def approved_sender(browser, stack, *, width=640, height=360, fps=30, query="?stay=1"):
+    """Dashboard → ref_sender pairs by PIN → Approve; returns (page, sender, client, session id)."""
+    page, pin, sid = await open_dashboard(browser, stack, query)
+    client = StackClient(config(stack), forwarded_for=random_ip())
+    await client.sign_in()
+    sender = RefSender(client, width=width, height=height, fps=fps, ice_servers=None)
+    assert await sender.pair(pin=pin) == sid
+    await page.wait_for("!!document.querySelector('[data-testid=join-request] [data-testid=approve]')", timeout=WAIT)
+    await page.click("[data-testid=join-request] [data-testid=approve]")
+    await sender.wait_approved(timeout=WAIT)
+    return page, sender, client, sid
+
+
+async def stats(page) -> dict:
+    return await page.evaluate("window.castdViewer.stats")
+
+
+# ---------------------------------------------------------------- dashboard
+
+@pytest.mark.timeout(60)
+async def test_dashboard_pin_pairs_with_the_official_client_and_approve_delivers_join_approved(browser, stack):
+    from supabase import acreate_client
+
+    page, pin, sid = await open_dashboard(browser, stack)
+    shown = await page.text("[data-testid=pin]")
+    assert re.fullmatch(r"\d{3} \d{3}", shown), shown          # spec §4: grouped "482 913"
+    assert shown.replace(" ", "") == pin
+    qr_url = await page.evaluate("document.querySelector('[data-testid=pair-url]').href")
+    assert f"s={sid}" in qr_url and "t=" in qr_url
+    assert await page.text("[data-testid=session-status]") == "waiting"
+    await page.screenshot(ARTIFACTS / "dashboard-pin.png")
+
+    client = await acreate_client(stack.supabase_url, stack.key)
+    try:
+        auth = await client.auth.sign_in_anonymously()
+        token = auth.session.access_token
+        await client.realtime.set_auth(token)
+        async with httpx.AsyncClient(timeout=WAIT) as http:
+            r = await http.post(f"{stack.api_url}/api/public/session-pair",
+                                json={"pin": shown, "deviceName": "Jane's iPad Pro"},  # non-digits stripped
+                                headers={"Authorization": f"Bearer {token}", "X-Forwarded-For": random_ip()})
+        assert r.status_code == 200, r.text
+        assert r.json() == {"sessionId": sid, "status": "pairing"}
+
+        # spec §5: subscribe first, then backfill.
+        realtime_rows: list[dict] = []
+        statuses: list[str] = []
+        arrived = asyncio.Event()
+
+        def on_insert(payload):
+            realtime_rows.append(payload["data"]["record"])
+            arrived.set()
+
+        def on_update(payload):
+            statuses.append(payload["data"]["record"]["status"])
+            arrived.set()
+
+        channel = client.channel(f"sender-{sid}")
+        channel.on_postgres_changes(event="INSERT", schema="public", table="signaling_messages",
+                                    filter=f"session_id=eq.{sid}", callback=on_insert)
+        channel.on_postgres_changes(event="UPDATE", schema="public", table="casting_sessions",
+                                    filter=f"id=eq.{sid}", callback=on_update)
+        states = []
+        await channel.subscribe(lambda state, err: states.append(str(state)))
+        assert states and states[-1].endswith("SUBSCRIBED"), states
+        backfill = (await client.table("signaling_messages").select("*").eq("session_id", sid)
+                    .eq("recipient_role", "sender").order("created_at").execute()).data
+        assert backfill == []  # nothing for the sender before the approval
+
+        # The dashboard shows the join request with the device name.
+        await page.wait_for("!!document.querySelector('[data-testid=join-request]')", timeout=WAIT)
+        assert await page.text("[data-testid=join-request] [data-testid=device-name]") == "Jane's iPad Pro"
+        assert await page.text("[data-testid=session-status]") == "pairing"
+        # The receiver's preferences travel in join_approved (spec §5).
+        await page.evaluate("""(() => {
+            const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('change')); };
+            set('pref-resolution', '720p'); set('pref-framerate', '60');
+            document.getElementById('pref-auto').checked = false; return true; })()""")
+        await page.screenshot(ARTIFACTS / "dashboard-join-request.png")
+        await page.click("[data-testid=join-request] [data-testid=approve]")
+
+        status = await page.wait_for(
+            "(s => s === 'connecting' && s)(document.querySelector('[data-testid=session-status]').textContent)",
+            timeout=WAIT)
+        assert status == "connecting"
+        assert await page.text("[data-testid=join-request] [data-testid=request-result]") == " Approved"
+        assert await page.evaluate("document.querySelector('[data-testid=open-viewer]').getAttribute('href')") == f"/viewer/{sid}"
+        await page.screenshot(ARTIFACTS / "dashboard-approved.png")
+
+        async def until_join_approved():
+            while not any(r["message_type"] == "join_approved" for r in realtime_rows):
+                arrived.clear()
+                await arrived.wait()
+        await asyncio.wait_for(until_join_approved(), WAIT)
+        row = next(r for r in realtime_rows if r["message_type"] == "join_approved")
+        assert row["recipient_role"] == "sender" and row["session_id"] == sid
+        assert row["payload"]["streamPrefs"] == {"autoQuality": False, "resolution": "720p", "frameRate": 60}
+        assert row["payload"]["senderAuthExpiresAt"].endswith("Z")
+        assert "connecting" in statuses
+    finally:
+        await client.realtime.close()
+
+
+@pytest.mark.timeout(60)
+async def test_dashboard_deny_expires_the_session_and_tells_the_sender(browser, stack):
+    page, pin, sid = await open_dashboard(browser, stack)
+    async with StackClient(config(stack), forwarded_for=random_ip()) as client:
+        sender = RefSender(client, ice_servers=[])
+        await sender.pair(pin=pin)
+        await page.wait_for("!!document.querySelector('[data-testid=join-request] [data-testid=deny]')", timeout=WAIT)
+        await page.click("[data-testid=join-request] [data-testid=deny]")
+        with pytest.raises(Denied, match="denied"):
+            await sender.wait_approved(timeout=WAIT)
+        await sender.signals.wait_status("expired", timeout=WAIT)
+        await page.wait_for("document.querySelector('[data-testid=session-status]').textContent === 'expired'",
+                            timeout=WAIT)
+        assert await page.text("[data-testid=join-request] [data-testid=request-result]") == " Denied"
+        assert await page.evaluate("document.getElementById('viewer-link').hidden") is True
+        await page.screenshot(ARTIFACTS / "dashboard-denied.png")
+        await sender.close()
+
+
+# ---------------------------------------------------------------- viewer
+
+@pytest.mark.timeout(90)
+async def test_viewer_decodes_h264_from_the_reference_sender_then_shows_the_ipad_disconnect(browser, stack):
+    # Without ?stay=1 the dashboard opens the viewer itself after Approve.
+    page, sender, client, sid = await approved_sender(browser, stack, width=1280, height=720, query="")
+    try:
+        await page.wait_for(f"location.pathname === '/viewer/{sid}' && !!window.castdViewer", timeout=WAIT)
+        await sender.start()
+        await page.wait_for("window.castdViewer.state === 'connected'", timeout=WAIT)
+        await page.wait_for("window.castdViewer.stats?.framesDecoded >= 30", timeout=WAIT)
+        first = await stats(page)
+        await asyncio.sleep(1.5)
+        later = await stats(page)
+        assert later["framesDecoded"] > first["framesDecoded"] + 20, (first, later)
+        assert later["codec"] == "H264"
+        assert "profile-level-id=42e01f" in later["sdpFmtpLine"]
+        assert "packetization-mode=1" in later["sdpFmtpLine"]
+        assert (later["frameWidth"], later["frameHeight"]) == (1280, 720)
+        assert later["negotiationId"] == sender.negotiation_id
+        assert later["packetsLost"] == 0
+        assert later["jitterBufferDelayMs"] is not None and later["jitterBufferDelayMs"] < 500
+        # The panel shows the same figures.
+        assert await page.text("[data-testid=stat-codec]") == "H264 · 42e01f"
+        assert await page.text("[data-testid=stat-resolution]") == "1280×720"
+
+        # Colours: the centre of each bar, within a few percent of what was sent.
+        pattern = ColourBars(1280, 720)
+        for name, rgb in BARS:
+            x, y = pattern.bar_centre(name)
+            px = await page.evaluate(f"window.castdViewer.samplePixels({x - 8}, {y - 8}, 16, 16)")
+            got = (px["r"], px["g"], px["b"])
+            assert all(abs(g - w) <= 40 for g, w in zip(got, rgb)), (name, got, rgb)
+        await page.screenshot(ARTIFACTS / "viewer-streaming.png")
+
+        # The sender stops: disconnect row, then session end (spec §9).
+        await sender.stop()
+        message = await page.wait_for(
+            "window.castdViewer.state === 'sender-disconnected' && window.castdViewer.message", timeout=WAIT)
+        assert message == "Your iPad has disconnected."
+        assert await page.evaluate("document.getElementById('retry').hidden") is True
+        await page.screenshot(ARTIFACTS / "viewer-ipad-disconnected.png")
+    finally:
+        await sender.close()
+        await client.close()
+
+
+@pytest.mark.timeout(90)
+async def test_viewer_recovery_rules_fail_after_the_cycles_then_a_new_offer_replaces_the_connection(browser, stack):
+    page, sender, client, sid = await approved_sender(browser, stack)
+    try:
+        # spec §11 compressed: 1 s grace, 2 s per "Reconnecting…" cycle, 2 cycles.
+        await page.goto(f"{stack.api_url}/viewer/{sid}?grace=1&wait=2&cycles=2")
+        await sender.start()
+        await page.wait_for("window.castdViewer.stats?.framesDecoded >= 10", timeout=WAIT)
+        first_nid = sender.negotiation_id
+
+        # The sender vanishes without a word (no disconnect row, no re-offer).
+        sender.ended.set()
+        await sender._close_pc()
+        await page.wait_for("window.castdViewer.state === 'reconnecting'", timeout=15)
+        assert await page.evaluate("window.castdViewer.message") in ("Reconnecting… (1/2)", "Reconnecting… (2/2)")
+        await page.screenshot(ARTIFACTS / "viewer-reconnecting.png")
+        await page.wait_for("window.castdViewer.state === 'failed'", timeout=10)
+        assert await page.evaluate("window.castdViewer.message") == "Failed. The connection could not be restored."
+        assert await page.evaluate("document.getElementById('retry').hidden") is False
+        changes = [e for e in await page.evaluate("window.castdViewer.events") if e["event"] == "state"]
+        names = [e["state"] for e in changes]
+        tail = names[len(names) - 1 - names[::-1].index("connected"):]
+        # connected → (recovering for the grace) → reconnecting → failed, nothing else.
+        assert tail in (["connected", "recovering", "reconnecting", "failed"],
+                        ["connected", "reconnecting", "failed"]), names
+        t = {e["state"]: e["t"] for e in changes}
+        # Two cycles of 2 s each between "Reconnecting…" and "Failed".
+        assert 3900 <= t["failed"] - t["reconnecting"] <= 6000, t
+        await page.screenshot(ARTIFACTS / "viewer-failed.png")
+
+        # Retry waits for a fresh offer; a new negotiationId replaces the connection.
+        await page.click("[data-testid=retry]")
+        assert await page.evaluate("window.castdViewer.state") == "reconnecting"
+        sender.ended.clear()
+        await sender.negotiate()
+        assert sender.negotiation_id != first_nid
+        await page.wait_for(f"window.castdViewer.state === 'connected' && window.castdViewer.negotiationId === '{sender.negotiation_id}'",
+                            timeout=WAIT)
+        await page.wait_for(f"window.castdViewer.stats?.negotiationId === '{sender.negotiation_id}' && window.castdViewer.stats.framesDecoded >= 10",
+                            timeout=WAIT)
+        assert await page.evaluate("window.castdViewer.cycles") == 0
+
+        # A status change without a disconnect row (e.g. the cleanup job): "ended".
+        await client.api("session-update", {"sessionId": sid, "action": "end"})
+        message = await page.wait_for("window.castdViewer.state === 'ended' && window.castdViewer.message", timeout=WAIT)
+        assert message == "The broadcasting session has ended."
+        await page.screenshot(ARTIFACTS / "viewer-session-ended.png")
+    finally:
+        await sender.close()
+        await client.close()
+
+
+@pytest.mark.timeout(90)
+async def test_viewer_refresh_ignores_old_offers_and_stop_ends_the_session(browser, stack):
+    page, sender, client, sid = await approved_sender(browser, stack)
+    try:
+        await page.goto(f"{stack.api_url}/viewer/{sid}")
+        await sender.start()
+        await page.wait_for("window.castdViewer.state === 'connected'", timeout=WAIT)
+        old_nid = sender.negotiation_id
+
+        # Refresh on a connected session: the old offer is ignored, the viewer waits.
+        await page.goto(f"{stack.api_url}/viewer/{sid}")
+        await page.wait_for("window.castdViewer.events.some(e => e.event === 'offer_ignored')", timeout=WAIT)
+        assert await page.evaluate("window.castdViewer.negotiationId") is None
+        assert await page.evaluate("window.castdViewer.state") == "reconnecting"
+        ignored = await page.evaluate("window.castdViewer.events.filter(e => e.event === 'offer_ignored').map(e => e.negotiationId)")
+        assert ignored == [old_nid]
+
+        # The sender's next offer is answered.
+        await sender.negotiate()
+        await page.wait_for(f"window.castdViewer.state === 'connected' && window.castdViewer.negotiationId === '{sender.negotiation_id}'",
+                            timeout=WAIT)
+        await page.wait_for("window.castdViewer.stats?.framesDecoded >= 10", timeout=WAIT)
+
+        # Stop: session-end → the sender gets disconnect receiver_ended and the status change.
+        await page.click("[data-testid=stop]")
+        await page.wait_for("window.castdViewer.state === 'stopped'", timeout=WAIT)
+        row = await sender.signals.wait_row(lambda r: r["message_type"] == "disconnect", timeout=WAIT)
+        assert row["payload"] == {"reason": "receiver_ended"}
+        await sender.signals.wait_status("disconnected", timeout=WAIT)
+        await asyncio.wait_for(sender.ended.wait(), WAIT)
+        assert sender.end_reason == "receiver_ended"
+        assert await page.evaluate("window.castdViewer.message") == "You ended the session."
+        await page.screenshot(ARTIFACTS / "viewer-stopped.png")
+    finally:
+        await sender.close()
+        await client.close()
