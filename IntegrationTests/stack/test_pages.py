@@ -316,3 +316,54 @@ async def test_viewer_refresh_ignores_old_offers_and_stop_ends_the_session(brows
     finally:
         await sender.close()
         await client.close()
+
+
+# ---------------------------------------------------------------- QR code
+
+def zbar_decode(png: Path) -> list[str]:
+    """Decodes QR symbols in a PNG with zbarimg (Debian zbar-tools): an independent decoder."""
+    import shutil
+    import subprocess
+    if not shutil.which("zbarimg"):
+        pytest.skip("zbarimg (Debian package zbar-tools) is not installed")
+    r = subprocess.run(["zbarimg", "--quiet", "--raw", "-Sdisable", "-Sqrcode.enable", str(png)],
+                       capture_output=True, text=True, timeout=30)
+    return [line for line in r.stdout.splitlines() if line]
+
+
+@pytest.mark.timeout(60)
+async def test_qr_encoder_matches_the_reed_solomon_vector_and_decodes_with_zbar(browser, stack, tmp_path):
+    import base64
+    page = await browser.new_page(stack.dashboard + "?stay=1")
+    # ISO 18004 worked example data (HELLO WORLD, 1-M): its 10 EC codewords.
+    ec = await page.evaluate("""import('/web/lib/qr.js').then(q => q.rsRemainder(
+        [32, 91, 11, 120, 209, 114, 220, 77, 67, 64, 236, 17, 236, 17, 236, 17], 10))""")
+    assert ec == [196, 35, 39, 119, 235, 215, 231, 226, 93, 23]
+    texts = ["castd", "https://sideview.svry.co/pair?t=" + "A" * 43 + "&s=" + str(uuid.uuid4()),
+             "x" * 120, "z" * 100, "y" * 213]  # ASCII: without ECI, decoders guess the charset of bytes
+    versions = []
+    for i, text in enumerate(texts):
+        for mask in (None, 0, 3, 7):
+            url = await page.evaluate(f"""import('/web/lib/qr.js').then(q => {{
+                const box = document.createElement('div');
+                const canvas = (q.renderQr(box, {text!r}, 4), box.querySelector('canvas'));
+                if ({'null' if mask is None else mask} !== null) {{
+                    // re-render with a forced mask, so every mask pattern is decoded at least once
+                    const sym = q.encodeQr({text!r}, {0 if mask is None else mask});
+                    const g = canvas.getContext('2d'); g.fillStyle = '#fff'; g.fillRect(0, 0, canvas.width, canvas.height);
+                    g.fillStyle = '#000';
+                    sym.modules.forEach((row, r) => row.forEach((d, c) => d && g.fillRect((c + 4) * 4, (r + 4) * 4, 4, 4)));
+                }}
+                return [canvas.dataset.version, canvas.toDataURL('image/png')];
+            }})""")
+            png = tmp_path / f"qr-{i}-{mask}.png"
+            png.write_bytes(base64.b64decode(url[1].split(",", 1)[1]))
+            assert zbar_decode(png) == [text], (i, mask, url[0])
+        versions.append(int(url[0]))
+    assert versions == [1, 7, 7, 6, 10]
+
+    # And the dashboard's own symbol, from a screenshot of the page.
+    await page.wait_for("window.castdDashboard?.pin", timeout=WAIT)
+    link = await page.evaluate("document.querySelector('[data-testid=pair-url]').href")
+    shot = await page.screenshot(tmp_path / "dashboard.png")
+    assert zbar_decode(shot) == [link]
