@@ -89,7 +89,7 @@ async def test_dashboard_pin_pairs_with_the_official_client_and_approve_delivers
     qr_url = await page.evaluate("document.querySelector('[data-testid=pair-url]').href")
     assert f"s={sid}" in qr_url and "t=" in qr_url
     assert await page.text("[data-testid=session-status]") == "waiting"
-    await page.screenshot(ARTIFACTS / "dashboard-pin.png")
+    await page.screenshot(ARTIFACTS / "dashboard-pin.png", full_page=True)
 
     client = await acreate_client(stack.supabase_url, stack.key)
     try:
@@ -137,7 +137,7 @@ async def test_dashboard_pin_pairs_with_the_official_client_and_approve_delivers
             const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('change')); };
             set('pref-resolution', '720p'); set('pref-framerate', '60');
             document.getElementById('pref-auto').checked = false; return true; })()""")
-        await page.screenshot(ARTIFACTS / "dashboard-join-request.png")
+        await page.screenshot(ARTIFACTS / "dashboard-join-request.png", full_page=True)
         await page.click("[data-testid=join-request] [data-testid=approve]")
 
         status = await page.wait_for(
@@ -146,7 +146,7 @@ async def test_dashboard_pin_pairs_with_the_official_client_and_approve_delivers
         assert status == "connecting"
         assert await page.text("[data-testid=join-request] [data-testid=request-result]") == " Approved"
         assert await page.evaluate("document.querySelector('[data-testid=open-viewer]').getAttribute('href')") == f"/viewer/{sid}"
-        await page.screenshot(ARTIFACTS / "dashboard-approved.png")
+        await page.screenshot(ARTIFACTS / "dashboard-approved.png", full_page=True)
 
         async def until_join_approved():
             while not any(r["message_type"] == "join_approved" for r in realtime_rows):
@@ -177,7 +177,7 @@ async def test_dashboard_deny_expires_the_session_and_tells_the_sender(browser, 
                             timeout=WAIT)
         assert await page.text("[data-testid=join-request] [data-testid=request-result]") == " Denied"
         assert await page.evaluate("document.getElementById('viewer-link').hidden") is True
-        await page.screenshot(ARTIFACTS / "dashboard-denied.png")
+        await page.screenshot(ARTIFACTS / "dashboard-denied.png", full_page=True)
         await sender.close()
 
 

@@ -193,8 +193,15 @@ class Page:
     async def text(self, selector: str) -> str | None:
         return await self.evaluate(f"document.querySelector({json.dumps(selector)})?.textContent ?? null")
 
-    async def screenshot(self, path: str | os.PathLike) -> Path:
-        res = await self.send("Page.captureScreenshot", {"format": "png"})
+    async def screenshot(self, path: str | os.PathLike, full_page: bool = False) -> Path:
+        """A PNG of the viewport, or of the whole page when full_page is set."""
+        params: dict[str, Any] = {"format": "png"}
+        if full_page:
+            m = await self.send("Page.getLayoutMetrics")
+            size = m.get("cssContentSize") or m["contentSize"]
+            params |= {"captureBeyondViewport": True,
+                       "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}}
+        res = await self.send("Page.captureScreenshot", params)
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(base64.b64decode(res["data"]))

@@ -68,7 +68,7 @@ async function createSession() {
   $("pair-url").href = s.qrUrl;
   const expires = new Date(s.expiresAt);
   $("expires").textContent = `at ${expires.toLocaleTimeString()}`;
-  renderQr($("qr"), s.qrUrl);
+  renderQr($("qr"), s.qrUrl, 4);
   setStatus("waiting");
   document.body.classList.remove("code-expired");
   // The pairing window (spec §4: 5 minutes): show it, the cleanup job expires it.
