@@ -367,3 +367,35 @@ async def test_qr_encoder_matches_the_reed_solomon_vector_and_decodes_with_zbar(
     link = await page.evaluate("document.querySelector('[data-testid=pair-url]').href")
     shot = await page.screenshot(tmp_path / "dashboard.png")
     assert zbar_decode(shot) == [link]
+
+
+# ---------------------------------------------------------------- auth refresh
+
+@pytest.mark.timeout(60)
+async def test_pages_refresh_the_token_ahead_of_expiry_and_keep_the_realtime_channel(browser, stack_factory):
+    stack = stack_factory(access_token_ttl=12)
+    page, pin, sid = await open_dashboard(browser, stack)
+    key = "castd.auth." + stack.supabase_url.rstrip("/")
+    refreshes = "window.castdDashboard.events.filter(e => e.event === 'token_refreshed').length"
+    first = await page.evaluate(f"JSON.parse(localStorage.getItem({key!r}))")
+    assert first["expires_in"] == 12
+    assert await page.evaluate(refreshes) == 0  # not refreshed early
+    # Two refreshes (at ~8 s and ~16 s): the first token has expired by then.
+    await page.wait_for(f"{refreshes} >= 2", timeout=30, interval=0.5)
+    now = await page.evaluate(f"JSON.parse(localStorage.getItem({key!r}))")
+    assert now["refresh_token"] != first["refresh_token"]       # rotated
+    assert now["access_token"] != first["access_token"]
+    assert now["user"]["id"] == first["user"]["id"]              # same anonymous identity
+    assert now["expires_at"] > first["expires_at"]
+
+    # The channel lived on the pushed access_token: it still delivers, without a rejoin.
+    async with StackClient(config(stack), forwarded_for=random_ip()) as client:
+        sender = RefSender(client, ice_servers=[])
+        await sender.pair(pin=pin)
+        await page.wait_for("!!document.querySelector('[data-testid=join-request] [data-testid=approve]')", timeout=WAIT)
+        channel = await page.evaluate(
+            "window.castdDashboard.events.filter(e => e.event === 'channel').map(e => e.status)")
+        assert channel == ["SUBSCRIBED"]
+        await page.click("[data-testid=join-request] [data-testid=approve]")
+        assert (await sender.wait_approved(timeout=WAIT))["streamPrefs"]["resolution"] == "1080p"
+        await sender.close()

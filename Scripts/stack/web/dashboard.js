@@ -165,6 +165,7 @@ function openViewer() {
 async function main() {
   try {
     state.ctx = await boot();
+    state.ctx.auth.onRefresh(() => log("token_refreshed", {}));
     $("identity").textContent = `signed in anonymously · ${state.ctx.auth.userId.slice(0, 8)}`;
     $("new-code").onclick = () => createSession().catch((e) => showError($("error"), e));
     await createSession();

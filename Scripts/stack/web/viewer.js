@@ -405,6 +405,7 @@ async function main() {
   setState("starting");
   try {
     v.ctx = await boot();
+    v.ctx.auth.onRefresh(() => log("token_refreshed", {}));
     const { rest, realtime } = v.ctx;
     if (params.get("ice") !== "none") {
       try { v.iceServers = (await rest.api("ice-config")).iceServers || []; } catch (e) {

@@ -52,7 +52,7 @@ export class Auth {
     const stored = this.load();
     if (stored) {
       this.session = stored;
-      if (this.secondsLeft() < REFRESH_MARGIN_S) await this.refresh();
+      if (this.secondsLeft() < Math.min(REFRESH_MARGIN_S, (stored.expires_in ?? 3600) / 3)) await this.refresh();
     } else {
       await this.signUp();
     }
@@ -60,10 +60,14 @@ export class Auth {
     return this.session;
   }
 
-  /** A valid access token; refreshes first when fewer than 30 s remain. */
+  /**
+   * A valid access token; refreshes first when fewer than 30 s remain (a
+   * quarter of the lifetime when tests compress it below two minutes).
+   */
   async accessToken() {
     if (!this.session) await this.start();
-    if (this.secondsLeft() < 30) await this.refresh();
+    const lifetime = this.session.expires_in ?? 3600;
+    if (this.secondsLeft() < Math.min(30, lifetime / 4)) await this.refresh();
     return this.session.access_token;
   }
 
