@@ -399,3 +399,29 @@ async def test_pages_refresh_the_token_ahead_of_expiry_and_keep_the_realtime_cha
         await page.click("[data-testid=join-request] [data-testid=approve]")
         assert (await sender.wait_approved(timeout=WAIT))["streamPrefs"]["resolution"] == "1080p"
         await sender.close()
+
+
+@pytest.mark.timeout(60)
+async def test_viewer_buffers_candidates_that_arrive_before_their_offer_and_ignores_other_negotiations(browser, stack):
+    page, sender, client, sid = await approved_sender(browser, stack)
+    try:
+        await page.goto(f"{stack.api_url}/viewer/{sid}")
+        await page.wait_for("window.castdViewer.state === 'waiting'", timeout=WAIT)
+        # A candidate of a negotiation that never gets an offer: never applied.
+        stray = str(uuid.uuid4())
+        await sender.signals.send("ice_candidate", {"negotiationId": stray, "sdpMid": "0", "sdpMLineIndex": 0,
+                                                    "candidate": "candidate:1 1 udp 2130706431 192.0.2.99 9 typ host"})
+        # The real negotiation sends its candidates (and endOfCandidates) before the offer.
+        await sender.start(candidates_first=True)
+        await page.wait_for("window.castdViewer.state === 'connected'", timeout=WAIT)
+        await page.wait_for("window.castdViewer.stats?.framesDecoded >= 10", timeout=WAIT)
+        applied = await page.evaluate(
+            "window.castdViewer.events.filter(e => e.event === 'buffered_candidates_applied')")
+        sent = [r for r in sender.events if r[1] == "offer"]
+        assert len(sent) == 1
+        assert [(e["negotiationId"], e["count"]) for e in applied] == [(sender.negotiation_id, sender.sent_candidates + 1)]
+        assert sender.sent_candidates >= 1
+        assert await page.evaluate("window.castdViewer.negotiationId") == sender.negotiation_id
+    finally:
+        await sender.close()
+        await client.close()

@@ -33,7 +33,8 @@ class ColourBars:
             raise ValueError("H.264 4:2:0 needs even dimensions")
         self.width, self.height = width, height
         self.bars_bottom = height * 2 // 3
-        self.cell = max(4, min(width // (2 * COUNTER_BITS), (height - self.bars_bottom) // 2))
+        # The counter (one cell of margin, 16 cells) stays left of the moving box in the right half.
+        self.cell = max(2, min(width // (2 * (COUNTER_BITS + 1)), (height - self.bars_bottom) // 2))
         base = np.full((height, width, 3), 64, dtype=np.uint8)
         for i, (_, rgb) in enumerate(BARS):
             x0, x1 = self.bar_span(i)

@@ -95,6 +95,7 @@ class RefSender:
         self.connected = asyncio.Event()
         self.end_reason: str | None = None
         self.offer_sdp: str | None = None
+        self.sent_candidates = 0
         self._rows: asyncio.Queue = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self._reported_connected = False
@@ -137,12 +138,12 @@ class RefSender:
 
     # ---- negotiation --------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, candidates_first: bool = False) -> None:
         """Negotiate and keep the session alive (heartbeats) until stop() or the end."""
         if self.ice_servers is None:
             cfg = await self.client.api("ice-config")
             self.ice_servers = cfg.get("iceServers", [])
-        await self.negotiate()
+        await self.negotiate(candidates_first=candidates_first)
         self._tasks.append(asyncio.create_task(self._heartbeat_loop()))
 
     def _config(self) -> RTCConfiguration:
@@ -152,7 +153,7 @@ class RefSender:
             servers.append(RTCIceServer(urls=urls, username=s.get("username"), credential=s.get("credential")))
         return RTCConfiguration(iceServers=servers)
 
-    async def negotiate(self) -> None:
+    async def negotiate(self, *, candidates_first: bool = False) -> None:
         await self._close_pc()
         self.negotiation_id = nid = new_negotiation_id()
         self.remote_set = False
@@ -182,11 +183,15 @@ class RefSender:
         self.offer_sdp = sdp
         mvideo = [ln for ln in sdp.splitlines() if ln.startswith("m=video")]
         self.event("offer", negotiationId=nid, m_video=mvideo[0] if mvideo else "")
-        await self.signals.send("offer", {"type": "offer", "sdp": sdp, "negotiationId": nid})
-        # spec §8: one row per candidate, then endOfCandidates.
-        for c in candidates:
-            await self.signals.send("ice_candidate", {"negotiationId": nid, **c})
-        await self.signals.send("ice_candidate", {"negotiationId": nid, "endOfCandidates": True})
+        self.sent_candidates = len(candidates)
+        rows = [("ice_candidate", {"negotiationId": nid, **c}) for c in candidates]
+        rows.append(("ice_candidate", {"negotiationId": nid, "endOfCandidates": True}))
+        offer_row = ("offer", {"type": "offer", "sdp": sdp, "negotiationId": nid})
+        # spec §8: one row per candidate, then endOfCandidates. Tests may send the
+        # candidates first, to check that the receiver buffers them (spec §6).
+        rows = rows + [offer_row] if candidates_first else [offer_row] + rows
+        for t, payload in rows:
+            await self.signals.send(t, payload)
 
     async def _row_loop(self) -> None:
         while True:

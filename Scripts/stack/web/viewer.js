@@ -223,6 +223,7 @@ async function acceptOffer(row) {
   v.remoteSet = true;
   const buffered = v.pending.get(nid) || [];
   v.pending.delete(nid);
+  if (buffered.length) log("buffered_candidates_applied", { negotiationId: nid, count: buffered.length });
   for (const c of buffered) await addRemoteCandidate(pc, c);
   const answer = await pc.createAnswer();
   await pc.setLocalDescription(answer);
