@@ -38,6 +38,13 @@ function setStatus(status) {
   $("status").textContent = status ?? "—";
   $("status").dataset.status = status ?? "";
   document.body.dataset.status = status ?? "";
+  // The code is single-use (spec §4): once paired, or once the session is
+  // over, show it as spent so nobody types it in again.
+  document.body.classList.toggle("code-used", !!status && status !== "waiting");
+  if (status === "expired" || status === "disconnected") {
+    clearTimeout(state.expiryTimer);
+    $("expires").textContent = "This session is over. Press New code to pair again.";
+  }
 }
 
 function streamPrefs() {
@@ -67,14 +74,14 @@ async function createSession() {
   $("pair-url").textContent = s.qrUrl;
   $("pair-url").href = s.qrUrl;
   const expires = new Date(s.expiresAt);
-  $("expires").textContent = `at ${expires.toLocaleTimeString()}`;
+  $("expires").textContent = `Code expires at ${expires.toLocaleTimeString()}`;
   renderQr($("qr"), s.qrUrl, 4);
   setStatus("waiting");
   document.body.classList.remove("code-expired");
   // The pairing window (spec §4: 5 minutes): show it, the cleanup job expires it.
   state.expiryTimer = setTimeout(() => {
     if (state.status === "waiting") {
-      $("expires").textContent = "— expired. Press New code.";
+      $("expires").textContent = "This code has expired. Press New code.";
       document.body.classList.add("code-expired");
     }
   }, Math.max(0, expires.getTime() - Date.now()));
