@@ -425,3 +425,28 @@ async def test_viewer_buffers_candidates_that_arrive_before_their_offer_and_igno
     finally:
         await sender.close()
         await client.close()
+
+
+@pytest.mark.timeout(60)
+async def test_dashboard_reconnects_its_realtime_socket_and_backfills_what_it_missed(browser, stack):
+    page, pin, sid = await open_dashboard(browser, stack)
+    await page.wait_for("window.castdDashboard.events.some(e => e.event === 'channel' && e.status === 'SUBSCRIBED')",
+                        timeout=WAIT)
+    await page.evaluate("window.castdDashboard.dropSocket()")
+    # Pair while the socket is down (the first reconnect waits 1 s): the join
+    # request can only come from the backfill after the rejoin.
+    async with StackClient(config(stack), forwarded_for=random_ip()) as client:
+        sender = RefSender(client, ice_servers=[])
+        await sender.pair(pin=pin)
+        await page.wait_for("!!document.querySelector('[data-testid=join-request]')", timeout=WAIT)
+        channel = await page.evaluate(
+            "window.castdDashboard.events.filter(e => e.event === 'channel').map(e => e.status)")
+        assert channel == ["SUBSCRIBED", "CLOSED", "SUBSCRIBED"]
+        assert await page.evaluate("document.querySelectorAll('[data-testid=join-request]').length") == 1
+        # Live delivery works again after the rejoin: the sender ends the session,
+        # and only a Realtime UPDATE can tell the dashboard.
+        await page.click("[data-testid=join-request] [data-testid=approve]")
+        await sender.wait_approved(timeout=WAIT)
+        await client.api("session-update", {"sessionId": sid, "action": "end"})
+        await page.wait_for("window.castdDashboard.status === 'disconnected'", timeout=WAIT)
+        await sender.close()

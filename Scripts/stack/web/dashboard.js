@@ -25,6 +25,8 @@ window.castdDashboard = {
   get pin() { return state.session?.pin ?? null; },
   get status() { return state.status; },
   get requests() { return [...state.requests.keys()]; },
+  /** Tests: drop the Realtime socket as a network failure would. */
+  dropSocket() { state.ctx?.realtime.ws?.close(); return true; },
   events: [],
 };
 
