@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import concurrent.futures
 import ipaddress
 import os
 import secrets
@@ -25,11 +26,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import sys
+
 import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 DEVSTACK = REPO / "Scripts" / "devstack"
+# The gateway's pure modules (STUN codec, query parser, pairing codes) are unit-tested directly.
+sys.path.insert(0, str(REPO / "Scripts" / "stack"))
 
 
 # ---------------------------------------------------------------- time limit
@@ -153,8 +158,8 @@ def stack_factory():
         return started[key]
 
     yield make
-    for s in started.values():
-        devstack_down(s.state_dir)
+    with concurrent.futures.ThreadPoolExecutor(max(1, len(started))) as ex:
+        list(ex.map(lambda s: devstack_down(s.state_dir), started.values()))
 
 
 # ---------------------------------------------------------------- helpers
@@ -224,9 +229,18 @@ class PairedSession:
     pin: str
 
 
-def paired_session(stack: Stack, approve: bool | None = True) -> PairedSession:
+def supabase_client(stack: Stack):
+    """The official client, signed in anonymously (no background refresh thread)."""
+    from supabase import ClientOptions, create_client
+    c = create_client(stack.supabase_url, stack.key, ClientOptions(auto_refresh_token=False, persist_session=False))
+    s = c.auth.sign_in_anonymously().session
+    return c, Tokens(s.access_token, s.refresh_token, s.user.id, {})
+
+
+def paired_session(stack: Stack, approve: bool | None = True, receiver: Tokens | None = None,
+                   sender: Tokens | None = None) -> PairedSession:
     """Receiver creates, sender pairs with the PIN, receiver approves (or not, with approve=None)."""
-    receiver, sender = sign_in(stack), sign_in(stack)
+    receiver, sender = receiver or sign_in(stack), sender or sign_in(stack)
     c = api(stack, receiver.access_token, "session-create", {})
     assert c.status_code == 200, c.text
     sid, pin = c.json()["sessionId"], c.json()["pin"]

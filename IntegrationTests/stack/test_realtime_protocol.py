@@ -378,3 +378,48 @@ def test_change_for_a_channel_that_left_meanwhile_is_dropped():
     s.on_frame(v1("realtime:s1", "phx_leave", {}, "2", "1"), T0)
     change = proto.Change("public", "casting_sessions", "UPDATE", SID, "t")
     assert s.change_frame(ch, change, COLUMNS[:1], {"id": SID}) is None
+
+
+def test_nan_filter_value_matches_nothing_instead_of_raising():
+    f = proto.parse_filter("n=lt.NaN")
+    assert f.matches({"n": 1}, TYPES) is False
+    assert proto.parse_filter("n=eq.sNaN").matches({"n": 1}, TYPES) is False
+
+
+def test_random_garbage_never_raises_and_never_kills_the_state():
+    """A seeded mutation fuzz of client frames: on_frame answers or ignores,
+    never raises, and the socket still answers a heartbeat afterwards."""
+    import random
+
+    rng = random.Random(20261130)
+    seeds = [
+        v1("realtime:s1", "phx_join", {"config": {"postgres_changes": SUBS}, "access_token": "alice"}, "1", "1"),
+        '["1","1","realtime:s1","phx_join",{"config":{"postgres_changes":[{"event":"*","schema":"public","filter":"n=in.(1,2)"}]}}]',
+        v1("realtime:s1", "access_token", {"access_token": "bob"}, "2", "1"),
+        v1("phoenix", "heartbeat", {}, "3"),
+        v1("realtime:s1", "phx_leave", {}, "4", "1"),
+    ]
+    alphabet = list('{}[]",:.=()\\0123456789abcdefnulltrue') + ["\u00e9", "\x00", "null", "[[[[", "}}}}"]
+    for vsn in (proto.VSN_1, proto.VSN_2):
+        s = state(vsn)
+        for i in range(3000):
+            text = list(rng.choice(seeds))
+            for _ in range(rng.randint(1, 6)):
+                op = rng.randrange(3)
+                pos = rng.randrange(len(text) + 1)
+                if op == 0:
+                    text.insert(pos, rng.choice(alphabet))
+                elif op == 1 and text:
+                    del text[min(pos, len(text) - 1)]
+                elif text:
+                    text[min(pos, len(text) - 1)] = rng.choice(alphabet)
+            out = s.on_frame("".join(text), T0 + i * 0.001)
+            assert all(isinstance(x, str) for x in out)
+            s.on_tick(T0 + i * 0.001)
+        ch = proto.Change("public", "signaling_messages", "INSERT", "m", "t")
+        for c in s.interested(ch):
+            s.change_frame(c, ch, COLUMNS, {"id": "m", "n": "x", "session_id": SID})
+        hb = '[null,"hb","phoenix","heartbeat",{}]' if vsn == proto.VSN_2 else v1("phoenix", "heartbeat", {}, "hb")
+        assert json.loads(s.on_frame(hb, T0 + 10)[0])  # still answering
+    deep = "[" * 100_000
+    assert state().on_frame(deep, T0) == []

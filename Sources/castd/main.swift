@@ -5,6 +5,6 @@ import CastDaemon
 import Glibc
 #endif
 
-let exitCode = CLI.run(arguments: Array(CommandLine.arguments.dropFirst()),
+let exitCode = await CLI.run(arguments: Array(CommandLine.arguments.dropFirst()),
                        environment: ProcessEnvironment.current())
 exit(exitCode)

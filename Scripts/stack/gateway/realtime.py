@@ -36,6 +36,7 @@ NOTIFY_CHANNEL = "castd_realtime"
 DEFAULT_IDLE_TIMEOUT = 60.0  # seconds without any client frame (Phoenix's transport timeout)
 INBOX_LIMIT = 10_000  # queued events per socket before a slow client is dropped
 MAX_FRAME = 1 << 20
+SEND_TIMEOUT = 10.0  # seconds one frame may wait for a client that does not read
 
 
 def _idle_timeout(ctx: Any) -> float:
@@ -55,9 +56,10 @@ def _quote_ident(name: str) -> str:
 class Connection:
     """One WebSocket. ``inbox`` items: ("frame", text), ("change", Change), ("stop",)."""
 
-    def __init__(self, hub: "Hub", ws: web.WebSocketResponse, vsn: str, peer: str):
+    def __init__(self, hub: "Hub", ws: web.WebSocketResponse, vsn: str, peer: str, transport: Any = None):
         self.hub = hub
         self.ws = ws
+        self.transport = transport
         self.peer = peer
         self.inbox: asyncio.Queue = asyncio.Queue(maxsize=INBOX_LIMIT)
         self.state = proto.SocketState(
@@ -91,7 +93,8 @@ class Connection:
                     await self._deliver(item[1])
                 # Expiry deadlines may have passed while a read was running.
                 await self._send(self.state.on_tick(time.time()))
-            if self.state.close_reason is not None and not self.ws.closed:
+            aborted = self.transport is not None and self.transport.is_closing()
+            if self.state.close_reason is not None and not self.ws.closed and not aborted:
                 log.info("realtime event=socket_close peer=%s reason=%s", self.peer, self.state.close_reason.replace(" ", "_"))
                 await self.ws.close(code=1000, message=self.state.close_reason.encode()[:120])
         except asyncio.CancelledError:
@@ -106,13 +109,24 @@ class Connection:
             if self.ws.closed:
                 return
             try:
-                await self.ws.send_str(text)
+                await asyncio.wait_for(self.ws.send_str(text), SEND_TIMEOUT)
+            except (asyncio.TimeoutError, TimeoutError):
+                # A client that stopped reading must not hold its worker (and
+                # its queue) forever: drop the connection without a handshake.
+                log.warning("realtime event=send_timeout peer=%s", self.peer)
+                self.state.close_reason = "client too slow"
+                if self.transport is not None:
+                    self.transport.abort()
+                return
             except (ConnectionError, RuntimeError) as e:
                 log.info("realtime event=send_failed peer=%s error=%s", self.peer, type(e).__name__)
                 self.state.close_reason = "send failed"
                 return
 
     async def _deliver(self, change: proto.Change) -> None:
+        # Close channels whose token ran out while earlier reads were running,
+        # so that no row is read under expired claims.
+        await self._send(self.state.on_tick(time.time()))
         channels = self.state.interested(change)
         if not channels:
             return
@@ -281,7 +295,7 @@ class Hub:
             log.info("realtime event=upgrade_failed error=%s", type(e).__name__)
             raise
         peer = request.headers.get("cf-connecting-ip") or (request.remote or "?")
-        conn = Connection(self, ws, vsn, peer)
+        conn = Connection(self, ws, vsn, peer, request.transport)
         self.connections.add(conn)
         worker = asyncio.create_task(conn.run(), name="realtime-socket")
         log.info("realtime event=socket_open vsn=%s sockets=%d", vsn, len(self.connections))

@@ -160,7 +160,7 @@ class Filter:
                 return a > wanted[0]
             if self.op == "gte":
                 return a >= wanted[0]
-        except TypeError:  # e.g. naive vs aware datetimes
+        except (TypeError, ArithmeticError):  # naive vs aware datetimes; NaN (decimal.InvalidOperation)
             return False
         return False
 
