@@ -71,7 +71,16 @@ enum PairCommand {
                 default: continue
                 }
             case .status(let s):
-                if s == .expired { return r.fail("The pairing expired before the receiver approved it.", code: "expired") }
+                if s == .expired {
+                    // Deny sets the status and inserts `disconnect {"reason":"denied"}` together
+                    // (spec §5); the status change can arrive first, so look for the row.
+                    if let token = try? await backend.identity.accessToken(),
+                       let rows = try? await backend.rest.backfill(sessionID: sessionID, token: token),
+                       rows.contains(where: { SignalingMessage(row: $0) == .disconnect(.denied) }) {
+                        return r.fail("The receiver denied the request.", code: "denied")
+                    }
+                    return r.fail("The pairing expired before the receiver approved it.", code: "expired")
+                }
                 if s == .disconnected { return r.fail("The session ended before it was approved.", code: "ended") }
             case .failed(let e):
                 return r.fail(e.message, code: e.code.rawValue)
