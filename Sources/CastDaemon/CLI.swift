@@ -69,7 +69,9 @@ public enum CLI {
             return ExitCode.ok
         case .pair(let o):
             return await PairCommand.run(o, environment: environment)
-        case .session, .doctor:
+        case .session(let o):
+            return await SessionCommand.run(o, environment: environment)
+        case .doctor:
             print("castd: this command is not built yet in castd \(CastdVersion.string); see README.md for the status.",
                   to: &err)
             return ExitCode.unavailable
