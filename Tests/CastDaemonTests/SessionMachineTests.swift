@@ -332,12 +332,30 @@ extension Array where Element == SessionMachine.Action {
         #expect(a.contains(.stopMedia))
     }
 
-    @Test func statusDisconnectedWithoutARowEndsToo() {
+    @Test func statusDisconnectedWithoutARowEndsAfterTheGrace() {
         var h = Harness()
         _ = h.startApproved()
         h.connect()
-        let a = h.send(.statusChanged(.disconnected))
+        var a = h.send(.statusChanged(.disconnected))
+        #expect(a.contains(.stopMedia) && a.contains(.closePeer))   // capture stops at once
+        #expect(a.finish == nil)
+        a = h.advance(.milliseconds(999))
+        #expect(a.finish == nil)
+        a = h.advance(.milliseconds(1))
         #expect(a.finish?.1 == "The broadcasting session has ended.")
+        #expect(a.finish?.0 == 0)
+    }
+
+    @Test func statusFirstThenRowReportsTheRowsReason() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        h.send(.statusChanged(.disconnected))
+        h.advance(.milliseconds(300))
+        let a = h.send(.signal(.disconnect(.receiverEnded)))
+        #expect(a.finish?.1 == "The receiver ended the session.")
+        #expect(!a.contains(.stopMedia))   // already stopped
+        #expect(h.machine.isEnded)
     }
 
     @Test func unknownReasonIsShownRawButSanitised() {

@@ -11,6 +11,8 @@ public struct SessionMachine: Sendable {
         public var reconnect = ReconnectPolicy()
         /// spec §10: heartbeat every 30 s while connected.
         public var heartbeatInterval: Duration = .seconds(30)
+        /// How long a status change to `disconnected` waits for its disconnect row.
+        public var disconnectRowGrace: Duration = .seconds(1)
         /// castd's own rows per minute (spec §6 caps the session at 200, both sides).
         public var rowLimit = 100
         public var rowWindow: Duration = .seconds(60)
@@ -90,6 +92,7 @@ public struct SessionMachine: Sendable {
     private var bufferedRemote: [IceCandidatePayload] = []
     private var remoteEnded = false
     private var heartbeatDue: Instant? = nil
+    private var statusEndAt: Instant? = nil
     private var authExpiresAt: Instant? = nil
     private var actions: [Action] = []
     public private(set) var ignoredRows = 0
@@ -112,6 +115,7 @@ public struct SessionMachine: Sendable {
 
     public func nextDeadline() -> Instant? {
         guard phase != .ended else { return nil }
+        if let t = statusEndAt { return t }
         var candidates: [Instant?] = [heartbeatDue, authExpiresAt, outbox.nextDeadline()]
         switch phase {
         case .negotiating(let since): candidates.append(since + configuration.reconnect.attemptTimeout)
@@ -124,6 +128,14 @@ public struct SessionMachine: Sendable {
 
     public mutating func handle(_ input: Input, now: Instant) {
         guard phase != .ended else { return }
+        if statusEndAt != nil {
+            // The session is over; only its disconnect row (for its reason) or a stop matter.
+            switch input {
+            case .signal(.disconnect), .stopRequested: break
+            default: return
+            }
+            if input == .stopRequested { finishQuietly(exitCode: 0, "The broadcasting session has ended."); return }
+        }
         switch input {
         case .ready(let status):
             guard phase == .awaitingReady else { return }
@@ -146,7 +158,14 @@ public struct SessionMachine: Sendable {
         case .statusChanged(let status):
             switch status {
             case .disconnected:
-                finishQuietly(exitCode: 0, "The broadcasting session has ended.")
+                // The backend changes the status and inserts the disconnect row
+                // together; the status may arrive first. Stop at once, but wait
+                // briefly for the row, whose reason says more (spec §9).
+                guard statusEndAt == nil else { break }
+                statusEndAt = now + configuration.disconnectRowGrace
+                outbox.removeQueued { _ in true }
+                if mediaStarted { actions.append(.stopMedia); mediaStarted = false }
+                if negotiationId != nil { actions.append(.closePeer); negotiationId = nil }
             case .expired:
                 finishQuietly(exitCode: 1, "The session expired before it was approved; pair again.")
             case .connecting, .connected:
@@ -201,6 +220,10 @@ public struct SessionMachine: Sendable {
 
     public mutating func handleTimeout(now: Instant) {
         guard phase != .ended else { return }
+        if let t = statusEndAt {
+            if now >= t { finishQuietly(exitCode: 0, "The broadcasting session has ended.") }
+            return
+        }
         if let t = authExpiresAt, now >= t {
             finishQuietly(exitCode: 1, "Authorization expired; pair again.")
             return
