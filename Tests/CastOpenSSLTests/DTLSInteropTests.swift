@@ -132,17 +132,19 @@ func pump(_ engine: SSLEngine, _ udp: LoopbackUDP) {
 @Suite(.serialized) struct DTLSInteropTests {
     static let srtp = "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80"
 
-    func makePeerCertificate(_ dir: URL) throws -> CertificateFingerprint {
-        try TestPKI.openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+    func makePeerCertificate(_ dir: URL, rsa: Bool = false) throws -> CertificateFingerprint {
+        let key = rsa ? ["-newkey", "rsa:2048"] : ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
+        try TestPKI.openssl(["req", "-x509"] + key + ["-nodes",
                              "-keyout", "peer.key", "-out", "peer.pem", "-subj", "/CN=peer", "-days", "1"], in: dir)
         try TestPKI.openssl(["x509", "-in", "peer.pem", "-outform", "DER", "-out", "peer.der"], in: dir)
         let der = try [UInt8](Data(contentsOf: dir.appendingPathComponent("peer.der")))
         return CertificateFingerprint(algorithm: .sha256, der: der)
     }
 
-    @Test func castdClientAgainstOpenSSLServerExportsTheSameKeys() throws {
+    @Test(arguments: [false, true])
+    func castdClientAgainstOpenSSLServerExportsTheSameKeys(rsa: Bool) throws {
         let pki = try TestPKI()
-        let fp = try makePeerCertificate(pki.dir)
+        let fp = try makePeerCertificate(pki.dir, rsa: rsa)
         let server = try OpenSSLPeer(["s_server", "-dtls1_2", "-accept", "127.0.0.1:0", "-cert", "peer.pem", "-key", "peer.key",
                                       "-use_srtp", Self.srtp, "-keymatexport", "EXTRACTOR-dtls_srtp", "-keymatexportlen", "56",
                                       "-verify", "1", "-naccept", "1"], in: pki.dir)
