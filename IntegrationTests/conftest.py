@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import concurrent.futures
 import ipaddress
 import os
 import secrets
@@ -157,8 +158,8 @@ def stack_factory():
         return started[key]
 
     yield make
-    for s in started.values():
-        devstack_down(s.state_dir)
+    with concurrent.futures.ThreadPoolExecutor(max(1, len(started))) as ex:
+        list(ex.map(lambda s: devstack_down(s.state_dir), started.values()))
 
 
 # ---------------------------------------------------------------- helpers

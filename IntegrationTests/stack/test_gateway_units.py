@@ -160,3 +160,24 @@ def test_parse_query_refuses_what_postgrest_refuses(items, code):
 ])
 def test_sqlstate_to_http_status_as_postgrest(sqlstate, role, status):
     assert status_for_sqlstate(sqlstate, role) == status
+
+
+def test_stun_parser_survives_random_and_mutated_datagrams():
+    # A seeded, bounded stand-in for a fuzzer (the gateway is Python, outside
+    # the libFuzzer package): never raises, and only accepts what it can answer.
+    import random
+    rng = random.Random(5389)
+    valid = bytes.fromhex("0001" "0008" "2112a442") + RFC5769_TXID + bytes.fromhex("80220003") + b"abc\x00"
+    for i in range(20000):
+        if i % 2:
+            data = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 64)))
+        else:
+            b = bytearray(valid)
+            for _ in range(rng.randrange(1, 4)):
+                b[rng.randrange(len(b))] = rng.getrandbits(8)
+            data = bytes(b[: rng.randrange(len(b) + 1)]) if rng.random() < 0.3 else bytes(b)
+        txid = stun.parse_binding_request(data)
+        if txid is not None:
+            assert len(txid) == 12 and data[:2] == b"\x00\x01" and data[4:8] == bytes.fromhex("2112a442")
+            resp = stun.binding_success(txid, "127.0.0.1", 9)
+            assert resp[8:20] == txid

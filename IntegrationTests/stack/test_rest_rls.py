@@ -226,6 +226,9 @@ def test_invalid_and_expired_tokens(stack, stack_factory):
     r = rest(short, t.access_token, "GET", "signaling_messages")
     assert r.status_code == 401
     assert r.json()["code"] == "PGRST303" and r.json()["message"] == "JWT expired"
+    from conftest import api
+    r = api(short, t.access_token, "session-create", {})
+    assert r.status_code == 401 and r.json() == {"error": {"code": "unauthorized", "message": "Token expired"}}
 
 
 def test_clients_can_read_but_never_write_casting_sessions(stack, parties):
@@ -243,3 +246,40 @@ def test_clients_can_read_but_never_write_casting_sessions(stack, parties):
     r = rest(stack, ps.receiver.access_token, "DELETE", "casting_sessions", params={"id": f"eq.{ps.session_id}"})
     assert r.status_code == 403 and r.json()["code"] == "42501"
     assert sc.table("casting_sessions").select("status").execute().data == [{"status": "connecting"}]
+
+
+def test_official_client_bulk_insert_with_columns_and_exact_count(stack, parties):
+    ps, rc, sc = parties
+    # postgrest-py sends ?columns=… for a list: keys may differ, and a missing key inserts NULL
+    sc.table("signaling_messages").insert([row(ps.session_id, "sender", "receiver"),
+                                           row(ps.session_id, "sender", "receiver", "ice_candidate",
+                                               {"negotiationId": "n", "candidate": "candidate:1 1 udp 1 127.0.0.1 9 typ host"})],
+                                          returning="minimal").execute()
+    res = rc.table("signaling_messages").select("id", count="exact").eq("session_id", ps.session_id).limit(2).execute()
+    assert res.count == 3 and len(res.data) == 2
+    r = rest(stack, ps.receiver.access_token, "GET", "signaling_messages", prefer="count=exact",
+             params={"session_id": f"eq.{ps.session_id}", "limit": "2", "offset": "1"})
+    assert r.headers["Content-Range"] == "1-2/3"
+    r = rest(stack, ps.sender.access_token, "POST", "signaling_messages", prefer="return=minimal",
+             params={"columns": "session_id,sender_role,recipient_role,message_type,payload"},
+             json=[row(ps.session_id, "sender", "receiver"), {"session_id": ps.session_id, "sender_role": "sender",
+                                                               "recipient_role": "receiver", "message_type": "offer"}])
+    assert r.status_code == 400 and r.json()["code"] == "23502"  # payload NULL violates NOT NULL
+
+
+def test_created_at_is_stamped_by_the_server(stack, parties):
+    ps, rc, sc = parties
+    sc.table("signaling_messages").insert({**row(ps.session_id, "sender", "receiver"),
+                                           "created_at": "2000-01-01T00:00:00Z"}, returning="minimal").execute()
+    got = rc.table("signaling_messages").select("created_at").eq("message_type", "offer") \
+        .eq("session_id", ps.session_id).execute().data
+    assert len(got) == 1 and not got[0]["created_at"].startswith("2000-")
+
+
+def test_single_object_responses(parties):
+    ps, _, sc = parties
+    one = sc.table("casting_sessions").select("id,status").eq("id", ps.session_id).single().execute().data
+    assert one == {"id": ps.session_id, "status": "connecting"}
+    with pytest.raises(APIError) as e:
+        sc.table("signaling_messages").select("id").eq("recipient_role", "receiver").single().execute()
+    assert e.value.code == "PGRST116"

@@ -14,7 +14,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("gateway").info("start %r", settings)
     web.run_app(build_app(settings), host=settings.host, port=settings.port,
-                access_log_class=AccessLogger, print=None, shutdown_timeout=2)
+                access_log_class=AccessLogger, print=None, shutdown_timeout=0.5)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from aiohttp.abc import AbstractAccessLogger
 from . import auth, cleanup, ice, pairing, rest, sessions, static, stun
 from .context import Context
 from .db import as_service
+from .errors import api_error
 from .settings import Settings
 
 log = logging.getLogger("gateway")
@@ -47,6 +48,13 @@ async def cors(request: web.Request, handler):
         })
     try:
         resp = await handler(request)
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as e:
+        if not request.path.startswith("/api/public/"):
+            e.headers.update(CORS_HEADERS)
+            raise
+        # spec §2: errors always have the {"error": {...}} shape on the API.
+        code = "not_found" if isinstance(e, web.HTTPNotFound) else "method_not_allowed"
+        resp = api_error(e.status, code, f"No such endpoint: {request.method} {request.path}")
     except web.HTTPException as e:
         e.headers.update(CORS_HEADERS)
         raise

@@ -49,9 +49,9 @@ def parse_select(value: str | None, table_columns: dict[str, str]) -> list[str]:
     return cols
 
 
-def add_filter(q: Query, column: str, expr: str, table_columns: dict[str, str]) -> None:
+def add_filter(q: Query, column: str, expr: str, table_columns: dict[str, str], table: str) -> None:
     if column not in table_columns:
-        raise QueryError(400, "42703", f"column signaling_messages.{column} does not exist")
+        raise QueryError(400, "42703", f"column {table}.{column} does not exist")
     negate = False
     if expr.startswith("not."):
         negate, expr = True, expr[4:]
@@ -80,13 +80,13 @@ def add_filter(q: Query, column: str, expr: str, table_columns: dict[str, str]) 
     q.where.append(f"not ({cond})" if negate else cond)
 
 
-def parse_order(value: str, table_columns: dict[str, str]) -> list[str]:
+def parse_order(value: str, table_columns: dict[str, str], table: str) -> list[str]:
     terms = []
     for part in value.split(","):
         bits = part.strip().split(".")
         col = bits[0]
         if col not in table_columns:
-            raise QueryError(400, "42703", f"column signaling_messages.{col} does not exist")
+            raise QueryError(400, "42703", f"column {table}.{col} does not exist")
         sql = quote_ident(col)
         for b in bits[1:]:
             if b in ("asc", "desc"):
@@ -109,7 +109,8 @@ def parse_nonneg(name: str, value: str) -> int:
     return n
 
 
-def parse_query(items: list[tuple[str, str]], table_columns: dict[str, str]) -> Query:
+def parse_query(items: list[tuple[str, str]], table_columns: dict[str, str],
+                table: str = "signaling_messages") -> Query:
     """`items` are the decoded query parameters in order (repeated keys allowed)."""
     q = Query(columns=[])
     select = None
@@ -117,7 +118,7 @@ def parse_query(items: list[tuple[str, str]], table_columns: dict[str, str]) -> 
         if k == "select":
             select = v
         elif k == "order":
-            q.order = parse_order(v, table_columns)
+            q.order = parse_order(v, table_columns, table)
         elif k == "limit":
             q.limit = parse_nonneg("limit", v)
         elif k == "offset":
@@ -125,7 +126,7 @@ def parse_query(items: list[tuple[str, str]], table_columns: dict[str, str]) -> 
         elif k in RESERVED or k == "apikey":
             continue
         else:
-            add_filter(q, k, v, table_columns)
+            add_filter(q, k, v, table_columns, table)
     q.columns = parse_select(select, table_columns)
     return q
 

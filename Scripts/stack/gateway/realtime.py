@@ -93,7 +93,8 @@ class Connection:
                     await self._deliver(item[1])
                 # Expiry deadlines may have passed while a read was running.
                 await self._send(self.state.on_tick(time.time()))
-            if self.state.close_reason is not None and not self.ws.closed:
+            aborted = self.transport is not None and self.transport.is_closing()
+            if self.state.close_reason is not None and not self.ws.closed and not aborted:
                 log.info("realtime event=socket_close peer=%s reason=%s", self.peer, self.state.close_reason.replace(" ", "_"))
                 await self.ws.close(code=1000, message=self.state.close_reason.encode()[:120])
         except asyncio.CancelledError:
@@ -123,6 +124,9 @@ class Connection:
                 return
 
     async def _deliver(self, change: proto.Change) -> None:
+        # Close channels whose token ran out while earlier reads were running,
+        # so that no row is read under expired claims.
+        await self._send(self.state.on_tick(time.time()))
         channels = self.state.interested(change)
         if not channels:
             return

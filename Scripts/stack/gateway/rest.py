@@ -96,15 +96,27 @@ def setup(app: web.Application, ctx) -> None:
         if err:
             return err
         try:
-            q = parse_query(list(request.query.items()), columns[table])
+            q = parse_query(list(request.query.items()), columns[table], table)
         except QueryError as e:
             return rest_error(e.status, e.code, e.message, e.details, e.hint)
         try:
             async with as_claims(ctx, claims, {"request.method": "GET", "request.path": request.path}) as conn:
                 body, n = await conn.fetchrow(select_sql(table, q), *q.params)
+                total = "*"
+                if prefer(request).get("count") == "exact":
+                    where = (" where " + " and ".join(q.where)) if q.where else ""
+                    total = str(await conn.fetchval(f"select count(*) from public.{quote_ident(table)}{where}", *q.params))
         except asyncpg.PostgresError as e:
             return pg_error(e, claims["role"])
-        rng = f"{q.offset or 0}-{(q.offset or 0) + n - 1}/*" if n else "*/0"
+        first = q.offset or 0
+        rng = f"{first}-{first + n - 1}/{total}" if n else f"*/{total}"
+        if "application/vnd.pgrst.object" in request.headers.get("Accept", ""):
+            # .single(): exactly one row, as an object (PostgREST's singular response)
+            if n != 1:
+                return rest_error(406, "PGRST116", "JSON object requested, multiple (or no) rows returned",
+                                  f"The result contains {n} rows")
+            return web.Response(text=json.dumps(json.loads(body)[0]), status=200,
+                                content_type="application/vnd.pgrst.object+json", headers={"Content-Range": rng})
         return web.Response(text=body, status=200, content_type="application/json",
                             headers={"Content-Range": rng})
 
@@ -123,18 +135,23 @@ def setup(app: web.Application, ctx) -> None:
         except (ValueError, UnicodeDecodeError):
             return rest_error(400, "PGRST102", "Empty or invalid json")
         rows = body if isinstance(body, list) else [body]
-        if not rows or not all(isinstance(r, dict) for r in rows):
-            if isinstance(body, list) and not body:
-                return web.Response(status=201) if prefer(request).get("return") != "representation" else json_response([], 201)
+        representation = prefer(request).get("return") == "representation"
+        if isinstance(body, list) and not body:  # nothing to insert
+            return json_response([], 201) if representation else web.Response(status=201)
+        if not all(isinstance(r, dict) for r in rows):
             return rest_error(400, "PGRST102", "Empty or invalid json")
-        keys = list(rows[0].keys())
-        if any(set(r.keys()) != set(keys) for r in rows[1:]):
-            return rest_error(400, "PGRST102", "All object keys must match")
+        if "columns" in request.query:
+            # ?columns="a","b" (postgrest-py sends it for array inserts): keys may
+            # differ between objects; a missing key inserts NULL, as PostgREST does.
+            keys = [c.strip().strip('"') for c in request.query["columns"].split(",") if c.strip()]
+        else:
+            keys = list(rows[0].keys())
+            if any(set(r.keys()) != set(keys) for r in rows[1:]):
+                return rest_error(400, "PGRST102", "All object keys must match")
         cols = columns[table]
         for k in keys:
             if k not in cols:
                 return rest_error(400, "PGRST204", f"Could not find the '{k}' column of '{table}' in the schema cache")
-        representation = prefer(request).get("return") == "representation"
         col_sql = ", ".join(quote_ident(k) for k in keys)
         # As PostgREST: INSERT … SELECT … FROM json_populate_recordset(null::t, $1), and
         # RETURNING only when the client asked for the representation (then the
@@ -166,7 +183,7 @@ def setup(app: web.Application, ctx) -> None:
         if err:
             return err
         try:
-            q = parse_query(list(request.query.items()), columns[table])
+            q = parse_query(list(request.query.items()), columns[table], table)
         except QueryError as e:
             return rest_error(e.status, e.code, e.message, e.details, e.hint)
         where = (" where " + " and ".join(q.where)) if q.where else ""

@@ -30,6 +30,9 @@ begin
         raise exception 'payload too large: % bytes (limit 65536)', octet_length(new.payload::text)
             using errcode = '54000';
     end if;
+    -- The server's clock stamps every row: a client-chosen created_at could
+    -- otherwise slip past the window below (and reorder the backfill).
+    new.created_at := now();
     select signaling_rate_limit, signaling_rate_window_seconds into lim, win from private.settings;
     -- Serialize inserts of one session so that parallel inserts cannot pass the limit together.
     perform pg_advisory_xact_lock(hashtextextended(new.session_id::text, 429));
