@@ -66,14 +66,15 @@ final class ReverseServer {
             }
         }
         guard let port else {
-            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
             throw CastError(.system, "s_server did not start: \(text)")
         }
         self.port = port
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
 }

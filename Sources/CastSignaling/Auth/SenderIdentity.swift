@@ -60,7 +60,8 @@ public actor SenderIdentity {
         let before = try await signIn(createIfMissing: false)
         guard RefreshPolicy.refreshOnTick(expiresAt: before.expiresAt, nowUnix: nowUnix()) else { return nil }
         let after = try await refresh(force: false)
-        return after.accessToken == before.accessToken ? nil : after
+        // A refresh within the same second may mint an identical JWT; the refresh token still rotated.
+        return after.accessToken == before.accessToken && after.refreshToken == before.refreshToken ? nil : after
     }
 
     /// Refreshes under the file lock. The file is re-read first: if another
@@ -76,10 +77,11 @@ public actor SenderIdentity {
             guard let disk = try store.load(backend: backend)?.tokens else {
                 throw CastError(.noCredentials, "castd's stored identity is gone; pair again with `castd pair`.")
             }
+            // Another process rotated the pair while this one waited for the
+            // lock: its token is usable unless it is itself about to expire.
             let rotatedElsewhere = disk.refreshToken != held.refreshToken
-            if RefreshPolicy.isFresh(expiresAt: disk.expiresAt, nowUnix: now) && (!force || rotatedElsewhere) {
-                return disk
-            }
+            if rotatedElsewhere && !RefreshPolicy.refreshBeforeCall(expiresAt: disk.expiresAt, nowUnix: now) { return disk }
+            if !force && RefreshPolicy.isFresh(expiresAt: disk.expiresAt, nowUnix: now) { return disk }
             let new = try await auth.refresh(disk.refreshToken)
             // Written back before anyone uses it: the old refresh token is now spent.
             try store.save(CredentialStore.Record(backend: backend, tokens: new))

@@ -3,11 +3,8 @@ import CastCore
 import Glibc
 #endif
 
-/// A connected byte stream the WebSocket thread polls and reads. TCP
-/// implements it here; TLS (`wss://`) is the seam: a TLS stream wraps the
-/// TCP one, reads ciphertext from the same descriptor, feeds the OpenSSL
-/// engine of CastOpenSSL (memory BIOs) and returns plaintext. Until that
-/// engine lands, `wss://` URLs are refused with a clear error.
+/// A connected byte stream the WebSocket thread polls and reads: `TCPStream`
+/// for `ws://`, `TLSStream` (TCP + CastOpenSSL's TLS engine) for `wss://`.
 public protocol ByteStream: AnyObject {
     /// The descriptor to poll for readability.
     var fileDescriptor: Int32 { get }

@@ -63,13 +63,11 @@ public final class WebSocketClient: Sendable {
     /// Opens a stream for a target; the default is TCP, and TLS when the TLS engine lands.
     public typealias Connector = @Sendable (Target, Duration) throws -> ByteStream
 
+    /// TCP for `ws://`; TLS (system CA store, hostname verification, SNI) for `wss://`.
     public static let defaultConnector: Connector = { target, timeout in
-        guard !target.secure else {
-            // The seam: wrap TCPStream in a TLS ByteStream (system CA store,
-            // hostname verification, SNI) once CastOpenSSL has its TLS engine.
-            throw CastError(.unsupported, "wss:// needs the TLS engine of CastOpenSSL, which is not there yet; use ws:// to a local stack.")
-        }
-        return try TCPStream.connect(host: target.host, port: target.port, timeout: timeout)
+        target.secure
+            ? try TLSStream.connect(host: target.host, port: target.port, timeout: timeout)
+            : try TCPStream.connect(host: target.host, port: target.port, timeout: timeout)
     }
 
     /// Starts connecting at once on its own thread.
