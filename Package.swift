@@ -56,11 +56,13 @@ let package = Package(
         ]),
         // CLI only: parse, configure, run.
         .executableTarget(name: "castd", dependencies: ["CastCore", "CastDaemon", "CastSignaling", "CastCapture", "CastEncode"]),
+        // The test picture on an X screen (integration tests, demo, benchmarks).
+        .executableTarget(name: "castd-pattern", dependencies: ["CastCore", "CastCapture"]),
 
         .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
         .testTarget(name: "CastOpenSSLTests", dependencies: ["CastOpenSSL"]),
         .testTarget(name: "CastMediaTests", dependencies: ["CastMedia"]),
-        .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture"]),
+        .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture", "CastEncode"]),
         .testTarget(name: "CastEncodeTests", dependencies: ["CastEncode"]),
         .testTarget(name: "CastRTPTests", dependencies: ["CastRTP"]),
         .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC"],

@@ -29,6 +29,28 @@ from tools.signaling import SessionSignals, StackClient  # noqa: E402
 from tools.trickle import add_remote_candidate, split_candidates  # noqa: E402
 
 
+def to_rgb(frame) -> np.ndarray:
+    """Decoded frame → RGB with the matrix its VUI signals. swscale (PyAV) converts
+    with BT.601 whatever the stream says, so BT.709 streams (castd's x264 signals
+    BT.709, limited range, and Chrome honours it) are converted here by hand."""
+    if frame.format.name != "yuv420p" or int(frame.colorspace or 2) != 1:
+        return frame.to_ndarray(format="rgb24")
+    h, w = frame.height, frame.width
+    yuv = frame.to_ndarray(format="yuv420p")            # (h*3/2, w): Y, then U, then V
+    y = yuv[:h].astype(np.float32)
+    u = yuv[h:h + h // 4].reshape(h // 2, w // 2).astype(np.float32)
+    v = yuv[h + h // 4:].reshape(h // 2, w // 2).astype(np.float32)
+    u = u.repeat(2, axis=0).repeat(2, axis=1)[:h, :w] - 128.0
+    v = v.repeat(2, axis=0).repeat(2, axis=1)[:h, :w] - 128.0
+    y = (y - 16.0) * (255.0 / 219.0)
+    cb, cr = u * (255.0 / 224.0), v * (255.0 / 224.0)
+    # ITU-R BT.709: Kr = 0.2126, Kb = 0.0722.
+    r = y + 1.5748 * cr
+    g = y - 0.18732 * cb - 0.46812 * cr
+    b = y + 1.8556 * cb
+    return np.clip(np.stack([r, g, b], axis=-1) + 0.5, 0, 255).astype(np.uint8)
+
+
 @dataclass
 class FrameInfo:
     arrived: float      # time.monotonic() when decoded
@@ -51,7 +73,9 @@ class ReceiverAnswerer:
         self.pending: dict[str, list[dict]] = {}
         self.answered: set[str] = set()
         self.frames: list[FrameInfo] = []
-        self.recent: list[np.ndarray] = []
+        # Decoded frames, converted to RGB only when read (converting every 1080p
+        # frame in Python would make the receiver, not the sender, the bottleneck).
+        self.recent_frames: list = []
         self.codecs: list[str] = []
         self.connection_states: list[str] = []
         self.disconnect_reason: str | None = None
@@ -61,7 +85,11 @@ class ReceiverAnswerer:
 
     @property
     def last_frame(self) -> np.ndarray | None:
-        return self.recent[-1] if self.recent else None
+        return to_rgb(self.recent_frames[-1]) if self.recent_frames else None
+
+    @property
+    def recent(self) -> list[np.ndarray]:
+        return [to_rgb(f) for f in self.recent_frames]
 
     async def start(self) -> None:
         self.signals.on_row(self._rows.put_nowait)
@@ -125,13 +153,12 @@ class ReceiverAnswerer:
         try:
             while True:
                 frame = await track.recv()
-                rgb = frame.to_ndarray(format="rgb24")
                 info = FrameInfo(time.monotonic(), frame.width, frame.height, nid)
                 self.frames.append(info)
-                self.recent.append(rgb)
-                del self.recent[: -self.keep_frames]
+                self.recent_frames.append(frame)
+                del self.recent_frames[: -self.keep_frames]
                 if self.on_frame:
-                    self.on_frame(rgb, info)
+                    self.on_frame(to_rgb(frame), info)
                 self.frame_event.set()
         except MediaStreamError:
             return

@@ -46,7 +46,7 @@ enum SessionCommand {
 
         let signaling = BackendSignaling(sessionID: o.sessionId, config: backend.config, identity: backend.identity,
                                          transport: backend.transport, clock: clock, log: log)
-        let notifier = ReadinessNotifier(peer: peer, log: log)
+        let notifier = ReadinessNotifier(peer: peer, log: log, mediaStats: { (media as? CapturePipeline)?.statistics })
         let controller = SessionController(
             machine: SessionMachine { UUID().uuidString.lowercased() },
             signaling: signaling, peer: peer, media: media, clock: clock, log: log,
@@ -73,11 +73,14 @@ enum SessionCommand {
 final class ReadinessNotifier: @unchecked Sendable {
     private let peer: LivePeerPort
     private let log: LogSink
+    private let mediaStats: @Sendable () -> CapturePipeline.Statistics?
     private var ready = false   // touched by `run`'s task only
+    private var ticks = 0       // likewise
 
-    init(peer: LivePeerPort, log: LogSink) {
+    init(peer: LivePeerPort, log: LogSink, mediaStats: @escaping @Sendable () -> CapturePipeline.Statistics?) {
         self.peer = peer
         self.log = log
+        self.mediaStats = mediaStats
     }
 
     func connected() { SDNotify.send("STATUS=Connected; waiting for the first frame to reach the receiver") }
@@ -92,6 +95,16 @@ final class ReadinessNotifier: @unchecked Sendable {
                     log.write(LogLine(.notice, "first_frame_received", [("frames_sent", v.framesSent)]))
                 }
                 SDNotify.send("STATUS=Casting: \(v.framesSent) frames, \(v.bytesSent / 1024) KiB sent, \(v.nacksReceived) NACKs, \(v.keyframesRequested) keyframe requests")
+                ticks += 1
+                if ticks % 5 == 0 {
+                    let m = mediaStats()
+                    log.write(LogLine(.info, "stats", [
+                        ("captured", m?.captured ?? 0), ("encoded", m?.encoded ?? 0), ("ring_dropped", m?.ringDropped ?? 0),
+                        ("frames_sent", v.framesSent), ("keyframes_sent", v.keyframesSent), ("kbytes_sent", v.bytesSent / 1024),
+                        ("nacks", v.nacksReceived), ("retransmits", v.retransmissionsSent),
+                        ("plis", v.pictureLossReceived), ("rtt_ms", v.roundTripTime.map { Int($0.seconds * 1000) } ?? -1),
+                        ("dropped_before_connect", s.accessUnitsDropped)]))
+                }
             }
             try? await Task.sleep(for: .seconds(1))
         }
