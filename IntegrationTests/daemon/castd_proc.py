@@ -6,19 +6,16 @@ import json
 import os
 import pathlib
 import signal
-import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "IntegrationTests"))
+from tools.castd_build import binary  # noqa: E402
 from tools.signaling import StackClient, StackConfig  # noqa: E402
 
 
 def castd_binary() -> str:
-    out = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True, check=True)
-    path = pathlib.Path(out.stdout.strip()) / "castd"
-    assert path.exists(), "castd is not built (Scripts/test builds it)"
-    return str(path)
+    return binary("castd")
 
 
 def castd_env(stack, state_home: pathlib.Path, **extra) -> dict:

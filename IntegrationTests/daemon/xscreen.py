@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pathlib
 import subprocess
 
-from castd_proc import castd_binary
+from tools.castd_build import binary
 
 BARS = [(0xBF, 0xBF, 0xBF), (0xBF, 0xBF, 0), (0, 0xBF, 0xBF), (0, 0xBF, 0), (0xBF, 0, 0xBF), (0xBF, 0, 0), (0, 0, 0xBF)]
 
@@ -36,7 +35,7 @@ class XScreen:
             await asyncio.sleep(0.05)
         else:
             raise RuntimeError("Xvfb did not start")
-        pattern = str(pathlib.Path(castd_binary()).with_name("castd-pattern"))
+        pattern = binary("castd-pattern")
         args = [pattern, "--display", self.display, "--fps", "30"] + ([] if animate else ["--static"])
         self.painter = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         line = await asyncio.get_running_loop().run_in_executor(None, self.painter.stdout.readline)

@@ -3,17 +3,16 @@
 import asyncio
 import json
 import pathlib
-import subprocess
 
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from tools.castd_build import binary  # noqa: E402
 
 
-def castd_binary() -> pathlib.Path:
-    out = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True, check=True)
-    path = pathlib.Path(out.stdout.strip()) / "castd"
-    assert path.exists(), "castd is not built (Scripts/test builds it)"
-    return path
+def castd_binary() -> str:
+    return binary("castd")
 
 
 class DevSender:

@@ -2,17 +2,20 @@
 import configparser
 import pathlib
 import shutil
+import sys
 import subprocess
 
 import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from tools.castd_build import binary  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "castd@.service"
 
 
 def _castd_binary() -> pathlib.Path:
-    out = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return pathlib.Path(out.stdout.strip()) / "castd"
+    return pathlib.Path(binary("castd"))
 
 
 def test_unit_verifies_with_the_binary_installed(tmp_path):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from typing import Any
 
@@ -40,9 +39,8 @@ SEND_TIMEOUT = 10.0  # seconds one frame may wait for a client that does not rea
 
 
 def _idle_timeout(ctx: Any) -> float:
+    # `devstack up --realtime-idle-timeout N` (Settings.realtime_idle_timeout).
     value = getattr(getattr(ctx, "settings", None), "realtime_idle_timeout", None)
-    if value is None:
-        value = os.environ.get("DEVSTACK_REALTIME_IDLE_TIMEOUT")
     try:
         return float(value) if value is not None else DEFAULT_IDLE_TIMEOUT
     except ValueError:

@@ -108,6 +108,9 @@ public final class WebSocketClient: Sendable {
         _ = Glibc.write(wakeFDs.1, &one, 1)   // a full pipe already means awake
     }
 
+    // Swift 6.3.1 crashes in -O (SIL CopyPropagation "Found ownership error") on
+    // this function; it is IO-bound, so it is compiled unoptimised.
+    @_optimize(none)
     private func run(target: Target, limits: WebSocketConnection.Limits, connectTimeout: Duration, connector: Connector) {
         let clock = SystemMonotonicClock()
         let stream: ByteStream
