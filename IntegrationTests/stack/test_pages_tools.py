@@ -4,6 +4,7 @@ answerer that other tests use as an exact-pixel receiver is itself checked.
 """
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -68,3 +69,23 @@ async def test_reference_sender_to_python_answerer_frames_counters_and_colours(s
         finally:
             await sender.close()
             await rx.close()
+
+
+@pytest.mark.timeout(60)
+async def test_python_signaling_refreshes_tokens_and_keeps_its_channel(stack_factory):
+    stack = stack_factory(access_token_ttl=12)
+    config = StackConfig(stack.api_url, stack.supabase_url, stack.key)
+    async with StackClient(config) as receiver, StackClient(config, forwarded_for=random_ip()) as sc:
+        created = await receiver.api("session-create", {})
+        sid = created["sessionId"]
+        sender = RefSender(sc, ice_servers=[])
+        await sender.pair(pin=created["pin"])
+        first = sc._session["refresh_token"]
+        # Past the first token's expiry (12 s): refreshed (rotated) and pushed.
+        await asyncio.sleep(15)
+        assert sc._session["refresh_token"] != first
+        assert sender.signals.channel.token_pushes >= 1
+        await receiver.api("session-approve", {"sessionId": sid, "approve": True})
+        await sender.wait_approved(timeout=10)   # delivered on the same, never rejoined channel
+        assert sender.signals.channel.joins == 1
+        await sender.close()
