@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import random_ip  # noqa: E402
 from tools.chromium import Chromium  # noqa: E402
 from tools.pattern import BARS, ColourBars  # noqa: E402
+from tools.receiver_pages import Dashboard, Viewer  # noqa: E402
 from tools.ref_sender import Denied, RefSender  # noqa: E402
 from tools.signaling import SessionSignals, StackClient, StackConfig  # noqa: E402
 
@@ -52,24 +53,21 @@ async def browser():
     assert not b.group_alive(), "chromium left processes behind"
 
 
-async def open_dashboard(browser, stack, query="?stay=1"):
-    page = await browser.new_page(stack.dashboard + query)
-    pin = await page.wait_for("window.castdDashboard?.pin", timeout=WAIT)
-    sid = await page.evaluate("window.castdDashboard.sessionId")
-    return page, pin, sid
+async def open_dashboard(browser, stack, stay=True):
+    dash = await Dashboard.open(browser, stack.dashboard, stay=stay)
+    return dash.page, dash.pin, dash.session_id
 
 
-async def approved_sender(browser, stack, *, width=640, height=360, fps=30, query="?stay=1"):
+async def approved_sender(browser, stack, *, width=640, height=360, fps=30, stay=True):
     """Dashboard → ref_sender pairs by PIN → Approve; returns (page, sender, client, session id)."""
-    page, pin, sid = await open_dashboard(browser, stack, query)
+    dash = await Dashboard.open(browser, stack.dashboard, stay=stay)
     client = StackClient(config(stack), forwarded_for=random_ip())
     await client.sign_in()
     sender = RefSender(client, width=width, height=height, fps=fps, ice_servers=None)
-    assert await sender.pair(pin=pin) == sid
-    await page.wait_for("!!document.querySelector('[data-testid=join-request] [data-testid=approve]')", timeout=WAIT)
-    await page.click("[data-testid=join-request] [data-testid=approve]")
+    assert await sender.pair(pin=dash.pin) == dash.session_id
+    await dash.approve()
     await sender.wait_approved(timeout=WAIT)
-    return page, sender, client, sid
+    return dash.page, sender, client, dash.session_id
 
 
 async def stats(page) -> dict:
@@ -186,7 +184,7 @@ async def test_dashboard_deny_expires_the_session_and_tells_the_sender(browser, 
 @pytest.mark.timeout(90)
 async def test_viewer_decodes_h264_from_the_reference_sender_then_shows_the_ipad_disconnect(browser, stack):
     # Without ?stay=1 the dashboard opens the viewer itself after Approve.
-    page, sender, client, sid = await approved_sender(browser, stack, width=1280, height=720, query="")
+    page, sender, client, sid = await approved_sender(browser, stack, width=1280, height=720, stay=False)
     try:
         await page.wait_for(f"location.pathname === '/viewer/{sid}' && !!window.castdViewer", timeout=WAIT)
         await sender.start()
@@ -233,9 +231,10 @@ async def test_viewer_recovery_rules_fail_after_the_cycles_then_a_new_offer_repl
     page, sender, client, sid = await approved_sender(browser, stack)
     try:
         # spec §11 compressed: 1 s grace, 2 s per "Reconnecting…" cycle, 2 cycles.
-        await page.goto(f"{stack.api_url}/viewer/{sid}?grace=1&wait=2&cycles=2")
+        viewer = await Viewer.open(page, stack.api_url, sid, grace=1, wait=2, cycles=2)
+        assert await page.evaluate("window.castdViewer.config") == {"graceMs": 1000, "waitMs": 2000, "maxCycles": 2}
         await sender.start()
-        await page.wait_for("window.castdViewer.stats?.framesDecoded >= 10", timeout=WAIT)
+        await viewer.wait_frames(10)
         first_nid = sender.negotiation_id
 
         # The sender vanishes without a word (no disconnect row, no re-offer).
