@@ -449,3 +449,12 @@ async def test_dashboard_reconnects_its_realtime_socket_and_backfills_what_it_mi
         await client.api("session-update", {"sessionId": sid, "action": "end"})
         await page.wait_for("window.castdDashboard.status === 'disconnected'", timeout=WAIT)
         await sender.close()
+
+
+@pytest.mark.timeout(30)
+async def test_viewer_of_a_session_that_is_not_ours_says_so(browser, stack):
+    async with StackClient(config(stack)) as other:
+        created = await other.api("session-create", {})
+    viewer = await Viewer.open(browser, stack.api_url, created["sessionId"])
+    await viewer.wait_state("error")
+    assert await viewer.message() == "Something went wrong. This session does not exist or belongs to another receiver."

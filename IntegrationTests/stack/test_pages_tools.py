@@ -89,3 +89,24 @@ async def test_python_signaling_refreshes_tokens_and_keeps_its_channel(stack_fac
         await sender.wait_approved(timeout=10)   # delivered on the same, never rejoined channel
         assert sender.signals.channel.joins == 1
         await sender.close()
+
+
+def test_split_candidates_moves_first_section_candidates_into_row_payloads():
+    from tools.trickle import split_candidates
+    sdp = ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\n"
+           "m=video 5000 UDP/TLS/RTP/SAVPF 96\r\na=ice-ufrag:abcd\r\n"
+           "a=candidate:1 1 udp 2130706431 192.0.2.2 5000 typ host\r\n"
+           "a=candidate:2 1 udp 1694498815 198.51.100.7 6000 typ srflx raddr 192.0.2.2 rport 5000\r\n"
+           "a=end-of-candidates\r\na=mid:0\r\n"
+           "m=audio 5000 UDP/TLS/RTP/SAVPF 111\r\na=ice-ufrag:abcd\r\na=mid:1\r\n"
+           "a=candidate:1 1 udp 2130706431 192.0.2.2 5000 typ host\r\na=end-of-candidates\r\n")
+    stripped, cands = split_candidates(sdp)
+    assert stripped == ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\n"
+                        "m=video 5000 UDP/TLS/RTP/SAVPF 96\r\na=ice-ufrag:abcd\r\na=mid:0\r\n"
+                        "m=audio 5000 UDP/TLS/RTP/SAVPF 111\r\na=ice-ufrag:abcd\r\na=mid:1\r\n")
+    assert cands == [
+        {"candidate": "candidate:1 1 udp 2130706431 192.0.2.2 5000 typ host", "sdpMid": "0",
+         "sdpMLineIndex": 0, "usernameFragment": "abcd"},
+        {"candidate": "candidate:2 1 udp 1694498815 198.51.100.7 6000 typ srflx raddr 192.0.2.2 rport 5000",
+         "sdpMid": "0", "sdpMLineIndex": 0, "usernameFragment": "abcd"},
+    ]

@@ -414,7 +414,13 @@ async function main() {
       }
     }
     // After a refresh on a connected session, wait for the sender's next offer.
-    const row = await rest.selectSession(sessionId);
+    const found = await rest.selectSession(sessionId);
+    if (found && !found.row) {
+      // RLS shows a receiver only its own sessions.
+      setState("error", "This session does not exist or belongs to another receiver.");
+      return;
+    }
+    const row = found?.row;
     const wasConnected = sessionStorage.getItem(connectedKey) === "1" || row?.status === "connected";
     if (row && (row.status === "disconnected" || row.status === "expired")) {
       setState("ended");
