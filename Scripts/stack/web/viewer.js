@@ -192,6 +192,11 @@ async function acceptOffer(row) {
   pc.ontrack = (e) => {
     // The receiver builds its view from streams[0] (spec §7).
     const stream = e.streams[0] || new MediaStream([e.track]);
+    // Like the real receiver, the last track's streams[0] is what plays; a
+    // sender must put all tracks in one stream (spec §7). Say when it did not.
+    if (video.srcObject && video.srcObject !== stream && pc === v.pc && video.srcObject.getTracks().some((t) => t.readyState === "live")) {
+      log("tracks_in_different_streams", { kind: e.track.kind });
+    }
     if (video.srcObject !== stream) video.srcObject = stream;
     video.play().catch(() => { /* autoplay may wait for a gesture */ });
     log("track", { kind: e.track.kind });
