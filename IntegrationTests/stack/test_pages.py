@@ -58,12 +58,12 @@ async def open_dashboard(browser, stack, stay=True):
     return dash.page, dash.pin, dash.session_id
 
 
-async def approved_sender(browser, stack, *, width=640, height=360, fps=30, stay=True):
+async def approved_sender(browser, stack, *, width=640, height=360, fps=30, stay=True, audio=False):
     """Dashboard → ref_sender pairs by PIN → Approve; returns (page, sender, client, session id)."""
     dash = await Dashboard.open(browser, stack.dashboard, stay=stay)
     client = StackClient(config(stack), forwarded_for=random_ip())
     await client.sign_in()
-    sender = RefSender(client, width=width, height=height, fps=fps, ice_servers=None)
+    sender = RefSender(client, width=width, height=height, fps=fps, ice_servers=None, audio=audio)
     assert await sender.pair(pin=dash.pin) == dash.session_id
     await dash.approve()
     await sender.wait_approved(timeout=WAIT)
@@ -184,7 +184,7 @@ async def test_dashboard_deny_expires_the_session_and_tells_the_sender(browser, 
 @pytest.mark.timeout(90)
 async def test_viewer_decodes_h264_from_the_reference_sender_then_shows_the_ipad_disconnect(browser, stack):
     # Without ?stay=1 the dashboard opens the viewer itself after Approve.
-    page, sender, client, sid = await approved_sender(browser, stack, width=1280, height=720, stay=False)
+    page, sender, client, sid = await approved_sender(browser, stack, width=1280, height=720, stay=False, audio=True)
     try:
         await page.wait_for(f"location.pathname === '/viewer/{sid}' && !!window.castdViewer", timeout=WAIT)
         await sender.start()
@@ -201,6 +201,10 @@ async def test_viewer_decodes_h264_from_the_reference_sender_then_shows_the_ipad
         assert later["negotiationId"] == sender.negotiation_id
         assert later["packetsLost"] == 0
         assert later["jitterBufferDelayMs"] is not None and later["jitterBufferDelayMs"] < 500
+        # Audio (spec §7: optional, same stream): received, and both tracks play.
+        assert later["audio"]["codec"] == "opus" and later["audio"]["packetsReceived"] > 20, later["audio"]
+        assert later["streams"] == ["audio", "video"]
+        assert not any(e["event"] == "tracks_in_different_streams" for e in await page.evaluate("window.castdViewer.events"))
         # The panel shows the same figures.
         assert await page.text("[data-testid=stat-codec]") == "H264 · 42e01f"
         assert await page.text("[data-testid=stat-resolution]") == "1280×720"

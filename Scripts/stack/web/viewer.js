@@ -322,11 +322,12 @@ async function pollStats() {
   if (!pc) return;
   try {
     const report = await pc.getStats();
-    let inbound = null, codec = null, pair = null;
+    let inbound = null, codec = null, pair = null, audio = null;
     const byId = new Map();
     report.forEach((s) => {
       byId.set(s.id, s);
       if (s.type === "inbound-rtp" && s.kind === "video") inbound = s;
+      if (s.type === "inbound-rtp" && s.kind === "audio") audio = s;
       if (s.type === "candidate-pair" && s.nominated && s.state === "succeeded") pair = s;
     });
     if (!inbound) return;
@@ -353,6 +354,12 @@ async function pollStats() {
       localCandidateType: pair ? byId.get(pair.localCandidateId)?.candidateType ?? null : null,
       remoteCandidateType: pair ? byId.get(pair.remoteCandidateId)?.candidateType ?? null : null,
       roundTripTimeMs: pair?.currentRoundTripTime != null ? pair.currentRoundTripTime * 1000 : null,
+      audio: audio ? {
+        codec: audio.codecId ? byId.get(audio.codecId)?.mimeType?.replace(/^audio\//, "") ?? null : null,
+        packetsReceived: audio.packetsReceived ?? 0,
+        packetsLost: audio.packetsLost ?? 0,
+      } : null,
+      streams: $("video").srcObject ? $("video").srcObject.getTracks().map((t) => t.kind).sort() : [],
       at: Date.now(),
     };
     const s = v.stats;
