@@ -682,3 +682,28 @@ async def test_several_channels_on_one_socket_each_read_under_its_own_token(stac
                             ("realtime:as-receiver", "ice_candidate", {"n": 3})]
         finally:
             await sock.close()
+
+
+async def test_a_burst_of_rows_arrives_complete_and_in_order_to_two_subscribers(stack):
+    # Trickle ICE sends many rows quickly; castd relies on their order.
+    st = Stack(stack)
+    ordered, concurrent = 40, 20  # 60 rows: well under the 200 rows/min/session limit
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        receiver, sender, sid = await paired(st, http, approve=True)
+        a, b = await Raw.open(st, "2.0.0"), await Raw.open(st, "1.0.0")
+        try:
+            await a.join("realtime:a", subs_for(sid), sender.token)
+            await b.join("realtime:b", subs_for(sid), sender.token)
+            for i in range(ordered):  # one writer, one row after the other
+                await receiver.insert(sid, "receiver", "sender", "ice_candidate", {"i": i})
+            # Concurrent writers: every row arrives, whatever the commit order.
+            await asyncio.gather(*(receiver.insert(sid, "receiver", "sender", "ice_candidate", {"i": ordered + i})
+                                   for i in range(concurrent)))
+            for sock in (a, b):
+                got = [(await sock.next_change())["payload"]["data"]["record"] for _ in range(ordered + concurrent)]
+                assert [r["payload"]["i"] for r in got[:ordered]] == list(range(ordered))
+                assert sorted(r["payload"]["i"] for r in got[ordered:]) == list(range(ordered, ordered + concurrent))
+                assert len({r["id"] for r in got}) == ordered + concurrent
+        finally:
+            await a.close()
+            await b.close()
