@@ -707,3 +707,31 @@ async def test_a_burst_of_rows_arrives_complete_and_in_order_to_two_subscribers(
         finally:
             await a.close()
             await b.close()
+
+
+@pytest.mark.timeout(60)
+async def test_gateway_shutdown_closes_sockets_and_releases_the_listen_connection():
+    # asyncpg's Pool.close() waits for every acquired connection: if the
+    # LISTEN connection were still held, SIGTERM would hang the gateway until
+    # devstack's SIGKILL 5 s later.
+    from conftest import DEVSTACK, devstack_down, devstack_up
+
+    stk = devstack_up()
+    try:
+        st = Stack(stk)
+        async with httpx.AsyncClient(timeout=WAIT) as http:
+            user = await signup(st, http)
+        sock = await Raw.open(st)
+        await sock.join("realtime:until-shutdown", [], user.token)
+        started = time.monotonic()
+        down = await asyncio.create_subprocess_exec(str(DEVSTACK), "down", "--state-dir", stk.state_dir,
+                                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+            await asyncio.wait_for(sock.ws.recv(), WAIT)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        assert await asyncio.wait_for(down.wait(), 30) == 0
+        assert time.monotonic() - started < 4.5  # devstack SIGKILLs a gateway still alive after 5 s
+        log = open(os.path.join(stk.state_dir, "gateway.log")).read()
+        assert "Traceback" not in log
+    finally:
+        devstack_down(stk.state_dir)

@@ -162,10 +162,11 @@ class Hub:
         self._listener = asyncio.create_task(self._listen_forever(), name="realtime-listen")
 
     async def stop(self, app: web.Application) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
             try:
-                await self._listener
+                await listener
             except (asyncio.CancelledError, Exception):
                 pass
         for conn in list(self.connections):
@@ -350,4 +351,9 @@ def setup(app: web.Application, ctx: Any) -> None:
     app[HUB_KEY] = hub
     app.router.add_get("/realtime/v1/websocket", hub.handle)
     app.on_startup.append(hub.start)
+    # on_shutdown runs before on_cleanup, where the gateway closes its pool:
+    # asyncpg's Pool.close() waits for every acquired connection, so the LISTEN
+    # connection must be back (and the sockets closed) by then. on_cleanup
+    # repeats it for an app that is cleaned up without a shutdown.
+    app.on_shutdown.append(hub.stop)
     app.on_cleanup.append(hub.stop)
