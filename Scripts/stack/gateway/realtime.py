@@ -15,6 +15,18 @@ A thin IO shell around ``realtime_protocol.SocketState`` (supabase-wire.md §C):
 
 Nothing here may take the gateway down: every handler catches and logs.
 Tokens never reach a log line.
+
+Where this stand-in knowingly differs from hosted Supabase Realtime:
+
+* DELETE subscriptions are accepted but never fire (the triggers cover
+  INSERT and UPDATE, which is all the contract uses).
+* ``commit_timestamp`` is the trigger's ``clock_timestamp()``, a moment
+  before the commit, not the WAL commit time.
+* broadcast and presence are not served; pushes for them get an ok reply.
+* an invalid subscription (bad filter, unknown event) fails the join with an
+  error reply instead of a later ``system`` error.
+* the socket closes after ``realtime_idle_timeout`` seconds (default 60)
+  without any client frame, as Phoenix's transport timeout does.
 """
 
 from __future__ import annotations
