@@ -742,3 +742,30 @@ async def test_gateway_shutdown_closes_sockets_and_releases_the_listen_connectio
         assert "Traceback" not in log
     finally:
         devstack_down(stk.state_dir)
+
+
+async def test_a_subscriber_with_only_the_publishable_key_reads_nothing(stack):
+    st = Stack(stack)
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        receiver, sender, sid = await paired(st, http, approve=True)
+        sock = await Raw.open(st, "2.0.0")
+        try:
+            everything = [{"event": "*", "schema": "public", "table": "signaling_messages"},
+                          {"event": "*", "schema": "public", "table": "casting_sessions"}]
+            # Joined first, so a change it could read would be pushed to it
+            # before the same change reaches the sender's channel below.
+            _, reply, _ = await sock.join("realtime:anon", everything, st.key)
+            assert reply["payload"]["status"] == "ok"
+            _, reply, _ = await sock.join("realtime:no-token", everything, None)
+            assert reply["payload"]["status"] == "ok"
+            await sock.join("realtime:sender", subs_for(sid), sender.token)
+            await receiver.insert(sid, "receiver", "sender", "answer", {"sdp": "for the sender only"})
+            await receiver.api("session-end", {"sessionId": sid})
+            first = await sock.next_change()
+            assert first["topic"] == "realtime:sender"
+            assert first["payload"]["data"]["record"]["payload"] == {"sdp": "for the sender only"}
+            rest = [await sock.next_change() for _ in range(2)]  # the session's end: UPDATE and the disconnect row
+            assert sorted((m["topic"], m["payload"]["data"]["type"]) for m in rest) == \
+                [("realtime:sender", "INSERT"), ("realtime:sender", "UPDATE")]
+        finally:
+            await sock.close()
