@@ -423,3 +423,11 @@ def test_random_garbage_never_raises_and_never_kills_the_state():
         assert json.loads(s.on_frame(hb, T0 + 10)[0])  # still answering
     deep = "[" * 100_000
     assert state().on_frame(deep, T0) == []
+
+
+def test_replies_stay_valid_utf8_even_for_a_lone_surrogate_in_the_topic():
+    out = state().on_frame('{"topic":"realtime:\\ud800","event":"phx_join","payload":{},"ref":"1"}', T0)
+    out[0].encode("utf-8")  # would raise for an unescaped surrogate
+    assert '"topic":"realtime:\\ud800"' in out[0]
+    # Ordinary non-ASCII text goes out as UTF-8, unescaped.
+    assert proto.encode_frame(proto.VSN_1, "realtime:é", "system", {}) == '{"topic":"realtime:é","event":"system","payload":{},"ref":null}'

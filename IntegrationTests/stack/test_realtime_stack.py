@@ -586,11 +586,18 @@ async def test_token_expiry_closes_the_channel_and_an_expired_token_cannot_join(
 
 @pytest.mark.timeout(40)
 async def test_a_socket_silent_past_the_idle_timeout_is_closed(stack_factory, monkeypatch):
-    # DEVSTACK_REALTIME_IDLE_TIMEOUT reaches the gateway through devstack's
-    # environment; the odd pairing window keeps this stack apart from others.
-    monkeypatch.setenv("DEVSTACK_REALTIME_IDLE_TIMEOUT", "2")
-    st = Stack(stack_factory(pairing_window=299))
-    monkeypatch.delenv("DEVSTACK_REALTIME_IDLE_TIMEOUT")
+    from conftest import DEVSTACK
+
+    usage = subprocess.run([str(DEVSTACK), "up", "--help"], capture_output=True, text=True).stdout
+    if "--realtime-idle-timeout" in usage:
+        st = Stack(stack_factory(realtime_idle_timeout=2))
+    else:
+        # Until devstack has the option: DEVSTACK_REALTIME_IDLE_TIMEOUT reaches
+        # the gateway through devstack's environment; the odd pairing window
+        # keeps this stack apart from every other one.
+        monkeypatch.setenv("DEVSTACK_REALTIME_IDLE_TIMEOUT", "2")
+        st = Stack(stack_factory(pairing_window=299))
+        monkeypatch.delenv("DEVSTACK_REALTIME_IDLE_TIMEOUT")
     talker = await Raw.open(st)
     silent = await Raw.open(st)
     try:
@@ -680,5 +687,85 @@ async def test_several_channels_on_one_socket_each_read_under_its_own_token(stac
             assert seen == [("realtime:as-receiver", "offer", {"n": 1}),
                             ("realtime:as-sender", "answer", {"n": 2}),
                             ("realtime:as-receiver", "ice_candidate", {"n": 3})]
+        finally:
+            await sock.close()
+
+
+async def test_a_burst_of_rows_arrives_complete_and_in_order_to_two_subscribers(stack):
+    # Trickle ICE sends many rows quickly; castd relies on their order.
+    st = Stack(stack)
+    ordered, concurrent = 40, 20  # 60 rows: well under the 200 rows/min/session limit
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        receiver, sender, sid = await paired(st, http, approve=True)
+        a, b = await Raw.open(st, "2.0.0"), await Raw.open(st, "1.0.0")
+        try:
+            await a.join("realtime:a", subs_for(sid), sender.token)
+            await b.join("realtime:b", subs_for(sid), sender.token)
+            for i in range(ordered):  # one writer, one row after the other
+                await receiver.insert(sid, "receiver", "sender", "ice_candidate", {"i": i})
+            # Concurrent writers: every row arrives, whatever the commit order.
+            await asyncio.gather(*(receiver.insert(sid, "receiver", "sender", "ice_candidate", {"i": ordered + i})
+                                   for i in range(concurrent)))
+            for sock in (a, b):
+                got = [(await sock.next_change())["payload"]["data"]["record"] for _ in range(ordered + concurrent)]
+                assert [r["payload"]["i"] for r in got[:ordered]] == list(range(ordered))
+                assert sorted(r["payload"]["i"] for r in got[ordered:]) == list(range(ordered, ordered + concurrent))
+                assert len({r["id"] for r in got}) == ordered + concurrent
+        finally:
+            await a.close()
+            await b.close()
+
+
+@pytest.mark.timeout(60)
+async def test_gateway_shutdown_closes_sockets_and_releases_the_listen_connection():
+    # asyncpg's Pool.close() waits for every acquired connection: if the
+    # LISTEN connection were still held, SIGTERM would hang the gateway until
+    # devstack's SIGKILL 5 s later.
+    from conftest import DEVSTACK, devstack_down, devstack_up
+
+    stk = devstack_up()
+    try:
+        st = Stack(stk)
+        async with httpx.AsyncClient(timeout=WAIT) as http:
+            user = await signup(st, http)
+        sock = await Raw.open(st)
+        await sock.join("realtime:until-shutdown", [], user.token)
+        started = time.monotonic()
+        down = await asyncio.create_subprocess_exec(str(DEVSTACK), "down", "--state-dir", stk.state_dir,
+                                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+            await asyncio.wait_for(sock.ws.recv(), WAIT)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        assert await asyncio.wait_for(down.wait(), 30) == 0
+        assert time.monotonic() - started < 4.5  # devstack SIGKILLs a gateway still alive after 5 s
+        log = open(os.path.join(stk.state_dir, "gateway.log")).read()
+        assert "Traceback" not in log
+    finally:
+        devstack_down(stk.state_dir)
+
+
+async def test_a_subscriber_with_only_the_publishable_key_reads_nothing(stack):
+    st = Stack(stack)
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        receiver, sender, sid = await paired(st, http, approve=True)
+        sock = await Raw.open(st, "2.0.0")
+        try:
+            everything = [{"event": "*", "schema": "public", "table": "signaling_messages"},
+                          {"event": "*", "schema": "public", "table": "casting_sessions"}]
+            # Joined first, so a change it could read would be pushed to it
+            # before the same change reaches the sender's channel below.
+            _, reply, _ = await sock.join("realtime:anon", everything, st.key)
+            assert reply["payload"]["status"] == "ok"
+            _, reply, _ = await sock.join("realtime:no-token", everything, None)
+            assert reply["payload"]["status"] == "ok"
+            await sock.join("realtime:sender", subs_for(sid), sender.token)
+            await receiver.insert(sid, "receiver", "sender", "answer", {"sdp": "for the sender only"})
+            await receiver.api("session-end", {"sessionId": sid})
+            first = await sock.next_change()
+            assert first["topic"] == "realtime:sender"
+            assert first["payload"]["data"]["record"]["payload"] == {"sdp": "for the sender only"}
+            rest = [await sock.next_change() for _ in range(2)]  # the session's end: UPDATE and the disconnect row
+            assert sorted((m["topic"], m["payload"]["data"]["type"]) for m in rest) == \
+                [("realtime:sender", "INSERT"), ("realtime:sender", "UPDATE")]
         finally:
             await sock.close()

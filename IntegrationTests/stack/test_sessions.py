@@ -68,17 +68,17 @@ async def test_cap_counts_from_created_at_before_connected(stack):
 @pytest.mark.timeout(40)
 async def test_compressed_durations_heartbeat_then_cap_then_expiry(stack_factory):
     import asyncio
-    s = stack_factory(sender_auth=2, sender_auth_cap=3)
+    s = stack_factory(sender_auth=4, sender_auth_cap=6)
     ps = paired_session(s)
     assert update(s, ps.sender.access_token, ps.session_id, "connected").status_code == 200
     r = update(s, ps.sender.access_token, ps.session_id, "heartbeat")
     row = await fetch_session(s, ps.session_id)
-    assert (row["sender_auth_expires_at"] - row["last_heartbeat_at"]).total_seconds() == 2
-    await asyncio.sleep(1.5)  # compressed time: past the point where now + 2 s exceeds the 3 s cap
+    assert (row["sender_auth_expires_at"] - row["last_heartbeat_at"]).total_seconds() == 4
+    await asyncio.sleep(2.5)  # compressed time: past the point where now + 4 s exceeds the 6 s cap
     r = update(s, ps.sender.access_token, ps.session_id, "heartbeat")
     assert r.status_code == 200
     row = await fetch_session(s, ps.session_id)
-    assert (row["sender_auth_expires_at"] - row["connected_at"]).total_seconds() == 3
+    assert (row["sender_auth_expires_at"] - row["connected_at"]).total_seconds() == 6
     # wait out the cap: the sender's authorization is over
     while (await fetch_session(s, ps.session_id))["sender_auth_expires_at"].timestamp() > time.time() - 0.05:
         await asyncio.sleep(0.1)

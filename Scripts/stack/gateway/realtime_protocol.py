@@ -35,7 +35,14 @@ ALLOWED_ROLES = ("anon", "authenticated")
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (a client may send "\ud800" escaped) cannot go out
+        # as UTF-8 in a text frame; escaped it is still the same JSON.
+        text = json.dumps(obj, separators=(",", ":"))
+    return text
 
 
 # --------------------------------------------------------------------------
