@@ -191,9 +191,10 @@ async def test_viewer_decodes_h264_from_the_reference_sender_then_shows_the_ipad
         await page.wait_for("window.castdViewer.state === 'connected'", timeout=WAIT)
         await page.wait_for("window.castdViewer.stats?.framesDecoded >= 30", timeout=WAIT)
         first = await stats(page)
-        await asyncio.sleep(1.5)
-        later = await stats(page)
-        assert later["framesDecoded"] > first["framesDecoded"] + 20, (first, later)
+        # Climbing: at least 30 more frames (1 s at 30 fps) within 5 s.
+        later = await page.wait_for(
+            f"(s => s.framesDecoded >= {first['framesDecoded'] + 30} && s)(window.castdViewer.stats)", timeout=5)
+        assert later["at"] > first["at"]
         assert later["codec"] == "H264"
         assert "profile-level-id=42e01f" in later["sdpFmtpLine"]
         assert "packetization-mode=1" in later["sdpFmtpLine"]
@@ -462,3 +463,27 @@ async def test_viewer_of_a_session_that_is_not_ours_says_so(browser, stack):
     viewer = await Viewer.open(browser, stack.api_url, created["sessionId"])
     await viewer.wait_state("error")
     assert await viewer.message() == "Something went wrong. This session does not exist or belongs to another receiver."
+
+
+@pytest.mark.timeout(60)
+async def test_viewer_replaces_a_live_connection_when_a_new_negotiation_arrives(browser, stack):
+    page, sender, client, sid = await approved_sender(browser, stack)
+    try:
+        viewer = await Viewer.open(page, stack.api_url, sid)
+        await sender.start()
+        await viewer.wait_frames(10)
+        old = sender.negotiation_id
+        # The sender re-offers while the viewer is still connected (spec §11: a
+        # new offer always replaces the old peer connection).
+        await sender.negotiate()
+        new = sender.negotiation_id
+        await page.wait_for(f"window.castdViewer.negotiationId === '{new}' && window.castdViewer.state === 'connected'",
+                            timeout=WAIT)
+        stats_new = await viewer.wait_frames(10)
+        assert stats_new["negotiationId"] == new
+        offers = [(e["negotiationId"], e["replaces"]) for e in await viewer.events() if e["event"] == "offer"]
+        assert offers == [(old, None), (new, old)]
+        assert await page.evaluate("window.castdViewer.cycles") == 0
+    finally:
+        await sender.close()
+        await client.close()
