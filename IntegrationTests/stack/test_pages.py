@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import random_ip  # noqa: E402
 from tools.chromium import Chromium  # noqa: E402
 from tools.pattern import BARS, ColourBars  # noqa: E402
+from tools.receiver_pages import Dashboard, Viewer  # noqa: E402
 from tools.ref_sender import Denied, RefSender  # noqa: E402
 from tools.signaling import SessionSignals, StackClient, StackConfig  # noqa: E402
 
@@ -52,24 +53,21 @@ async def browser():
     assert not b.group_alive(), "chromium left processes behind"
 
 
-async def open_dashboard(browser, stack, query="?stay=1"):
-    page = await browser.new_page(stack.dashboard + query)
-    pin = await page.wait_for("window.castdDashboard?.pin", timeout=WAIT)
-    sid = await page.evaluate("window.castdDashboard.sessionId")
-    return page, pin, sid
+async def open_dashboard(browser, stack, stay=True):
+    dash = await Dashboard.open(browser, stack.dashboard, stay=stay)
+    return dash.page, dash.pin, dash.session_id
 
 
-async def approved_sender(browser, stack, *, width=640, height=360, fps=30, query="?stay=1"):
+async def approved_sender(browser, stack, *, width=640, height=360, fps=30, stay=True, audio=False):
     """Dashboard → ref_sender pairs by PIN → Approve; returns (page, sender, client, session id)."""
-    page, pin, sid = await open_dashboard(browser, stack, query)
+    dash = await Dashboard.open(browser, stack.dashboard, stay=stay)
     client = StackClient(config(stack), forwarded_for=random_ip())
     await client.sign_in()
-    sender = RefSender(client, width=width, height=height, fps=fps, ice_servers=None)
-    assert await sender.pair(pin=pin) == sid
-    await page.wait_for("!!document.querySelector('[data-testid=join-request] [data-testid=approve]')", timeout=WAIT)
-    await page.click("[data-testid=join-request] [data-testid=approve]")
+    sender = RefSender(client, width=width, height=height, fps=fps, ice_servers=None, audio=audio)
+    assert await sender.pair(pin=dash.pin) == dash.session_id
+    await dash.approve()
     await sender.wait_approved(timeout=WAIT)
-    return page, sender, client, sid
+    return dash.page, sender, client, dash.session_id
 
 
 async def stats(page) -> dict:
@@ -186,16 +184,17 @@ async def test_dashboard_deny_expires_the_session_and_tells_the_sender(browser, 
 @pytest.mark.timeout(90)
 async def test_viewer_decodes_h264_from_the_reference_sender_then_shows_the_ipad_disconnect(browser, stack):
     # Without ?stay=1 the dashboard opens the viewer itself after Approve.
-    page, sender, client, sid = await approved_sender(browser, stack, width=1280, height=720, query="")
+    page, sender, client, sid = await approved_sender(browser, stack, width=1280, height=720, stay=False, audio=True)
     try:
         await page.wait_for(f"location.pathname === '/viewer/{sid}' && !!window.castdViewer", timeout=WAIT)
         await sender.start()
         await page.wait_for("window.castdViewer.state === 'connected'", timeout=WAIT)
         await page.wait_for("window.castdViewer.stats?.framesDecoded >= 30", timeout=WAIT)
         first = await stats(page)
-        await asyncio.sleep(1.5)
-        later = await stats(page)
-        assert later["framesDecoded"] > first["framesDecoded"] + 20, (first, later)
+        # Climbing: at least 30 more frames (1 s at 30 fps) within 5 s.
+        later = await page.wait_for(
+            f"(s => s.framesDecoded >= {first['framesDecoded'] + 30} && s)(window.castdViewer.stats)", timeout=5)
+        assert later["at"] > first["at"]
         assert later["codec"] == "H264"
         assert "profile-level-id=42e01f" in later["sdpFmtpLine"]
         assert "packetization-mode=1" in later["sdpFmtpLine"]
@@ -203,6 +202,10 @@ async def test_viewer_decodes_h264_from_the_reference_sender_then_shows_the_ipad
         assert later["negotiationId"] == sender.negotiation_id
         assert later["packetsLost"] == 0
         assert later["jitterBufferDelayMs"] is not None and later["jitterBufferDelayMs"] < 500
+        # Audio (spec §7: optional, same stream): received, and both tracks play.
+        assert later["audio"]["codec"] == "opus" and later["audio"]["packetsReceived"] > 20, later["audio"]
+        assert later["streams"] == ["audio", "video"]
+        assert not any(e["event"] == "tracks_in_different_streams" for e in await page.evaluate("window.castdViewer.events"))
         # The panel shows the same figures.
         assert await page.text("[data-testid=stat-codec]") == "H264 · 42e01f"
         assert await page.text("[data-testid=stat-resolution]") == "1280×720"
@@ -233,9 +236,10 @@ async def test_viewer_recovery_rules_fail_after_the_cycles_then_a_new_offer_repl
     page, sender, client, sid = await approved_sender(browser, stack)
     try:
         # spec §11 compressed: 1 s grace, 2 s per "Reconnecting…" cycle, 2 cycles.
-        await page.goto(f"{stack.api_url}/viewer/{sid}?grace=1&wait=2&cycles=2")
+        viewer = await Viewer.open(page, stack.api_url, sid, grace=1, wait=2, cycles=2)
+        assert await page.evaluate("window.castdViewer.config") == {"graceMs": 1000, "waitMs": 2000, "maxCycles": 2}
         await sender.start()
-        await page.wait_for("window.castdViewer.stats?.framesDecoded >= 10", timeout=WAIT)
+        await viewer.wait_frames(10)
         first_nid = sender.negotiation_id
 
         # The sender vanishes without a word (no disconnect row, no re-offer).
@@ -450,3 +454,36 @@ async def test_dashboard_reconnects_its_realtime_socket_and_backfills_what_it_mi
         await client.api("session-update", {"sessionId": sid, "action": "end"})
         await page.wait_for("window.castdDashboard.status === 'disconnected'", timeout=WAIT)
         await sender.close()
+
+
+@pytest.mark.timeout(30)
+async def test_viewer_of_a_session_that_is_not_ours_says_so(browser, stack):
+    async with StackClient(config(stack)) as other:
+        created = await other.api("session-create", {})
+    viewer = await Viewer.open(browser, stack.api_url, created["sessionId"])
+    await viewer.wait_state("error")
+    assert await viewer.message() == "Something went wrong. This session does not exist or belongs to another receiver."
+
+
+@pytest.mark.timeout(60)
+async def test_viewer_replaces_a_live_connection_when_a_new_negotiation_arrives(browser, stack):
+    page, sender, client, sid = await approved_sender(browser, stack)
+    try:
+        viewer = await Viewer.open(page, stack.api_url, sid)
+        await sender.start()
+        await viewer.wait_frames(10)
+        old = sender.negotiation_id
+        # The sender re-offers while the viewer is still connected (spec §11: a
+        # new offer always replaces the old peer connection).
+        await sender.negotiate()
+        new = sender.negotiation_id
+        await page.wait_for(f"window.castdViewer.negotiationId === '{new}' && window.castdViewer.state === 'connected'",
+                            timeout=WAIT)
+        stats_new = await viewer.wait_frames(10)
+        assert stats_new["negotiationId"] == new
+        offers = [(e["negotiationId"], e["replaces"]) for e in await viewer.events() if e["event"] == "offer"]
+        assert offers == [(old, None), (new, old)]
+        assert await page.evaluate("window.castdViewer.cycles") == 0
+    finally:
+        await sender.close()
+        await client.close()

@@ -4,6 +4,7 @@ answerer that other tests use as an exact-pixel receiver is itself checked.
 """
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -68,3 +69,44 @@ async def test_reference_sender_to_python_answerer_frames_counters_and_colours(s
         finally:
             await sender.close()
             await rx.close()
+
+
+@pytest.mark.timeout(60)
+async def test_python_signaling_refreshes_tokens_and_keeps_its_channel(stack_factory):
+    stack = stack_factory(access_token_ttl=12)
+    config = StackConfig(stack.api_url, stack.supabase_url, stack.key)
+    async with StackClient(config) as receiver, StackClient(config, forwarded_for=random_ip()) as sc:
+        created = await receiver.api("session-create", {})
+        sid = created["sessionId"]
+        sender = RefSender(sc, ice_servers=[])
+        await sender.pair(pin=created["pin"])
+        first = sc._session["refresh_token"]
+        # Past the first token's expiry (12 s): refreshed (rotated) and pushed.
+        await asyncio.sleep(15)
+        assert sc._session["refresh_token"] != first
+        assert sender.signals.channel.token_pushes >= 1
+        await receiver.api("session-approve", {"sessionId": sid, "approve": True})
+        await sender.wait_approved(timeout=10)   # delivered on the same, never rejoined channel
+        assert sender.signals.channel.joins == 1
+        await sender.close()
+
+
+def test_split_candidates_moves_first_section_candidates_into_row_payloads():
+    from tools.trickle import split_candidates
+    sdp = ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\n"
+           "m=video 5000 UDP/TLS/RTP/SAVPF 96\r\na=ice-ufrag:abcd\r\n"
+           "a=candidate:1 1 udp 2130706431 192.0.2.2 5000 typ host\r\n"
+           "a=candidate:2 1 udp 1694498815 198.51.100.7 6000 typ srflx raddr 192.0.2.2 rport 5000\r\n"
+           "a=end-of-candidates\r\na=mid:0\r\n"
+           "m=audio 5000 UDP/TLS/RTP/SAVPF 111\r\na=ice-ufrag:abcd\r\na=mid:1\r\n"
+           "a=candidate:1 1 udp 2130706431 192.0.2.2 5000 typ host\r\na=end-of-candidates\r\n")
+    stripped, cands = split_candidates(sdp)
+    assert stripped == ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\n"
+                        "m=video 5000 UDP/TLS/RTP/SAVPF 96\r\na=ice-ufrag:abcd\r\na=mid:0\r\n"
+                        "m=audio 5000 UDP/TLS/RTP/SAVPF 111\r\na=ice-ufrag:abcd\r\na=mid:1\r\n")
+    assert cands == [
+        {"candidate": "candidate:1 1 udp 2130706431 192.0.2.2 5000 typ host", "sdpMid": "0",
+         "sdpMLineIndex": 0, "usernameFragment": "abcd"},
+        {"candidate": "candidate:2 1 udp 1694498815 198.51.100.7 6000 typ srflx raddr 192.0.2.2 rport 5000",
+         "sdpMid": "0", "sdpMLineIndex": 0, "usernameFragment": "abcd"},
+    ]

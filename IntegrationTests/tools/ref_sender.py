@@ -28,7 +28,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import av
-from aiortc import (RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender,
+from aiortc import (AudioStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender,
                     RTCSessionDescription, VideoStreamTrack)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -74,13 +74,14 @@ class Denied(Exception):
 class RefSender:
     def __init__(self, client: StackClient, *, width: int = 1280, height: int = 720, fps: float = 30,
                  ice_servers: list[dict] | None = None, device_name: str = "Reference sender",
-                 heartbeat_s: float = HEARTBEAT_S, h264: bool = True):
+                 heartbeat_s: float = HEARTBEAT_S, h264: bool = True, audio: bool = False):
         self.client = client
         self.width, self.height, self.fps = width, height, fps
         self.ice_servers = ice_servers  # None: use ice-config; []: none (loopback tests)
         self.device_name = device_name
         self.heartbeat_s = heartbeat_s
         self.h264 = h264
+        self.audio = audio  # spec §7: an optional send-only audio track (silence), same stream
         self.session_id: str | None = None
         self.signals: SessionSignals | None = None
         self.pc: RTCPeerConnection | None = None
@@ -171,6 +172,9 @@ class RefSender:
         vp8 = [c for c in codecs if c.mimeType == "video/VP8"]
         rtx = [c for c in codecs if c.mimeType == "video/rtx"]
         tr.setCodecPreferences((h264 + vp8 if self.h264 else vp8) + rtx)
+        if self.audio:
+            # aiortc gives every track of one peer connection the same stream id.
+            pc.addTransceiver(AudioStreamTrack(), direction="sendonly")
 
         @pc.on("connectionstatechange")
         async def on_state():
@@ -349,6 +353,7 @@ async def _main() -> int:
     ap.add_argument("--device-name", default="Reference sender")
     ap.add_argument("--ice-from-server", action="store_true", help="use ice-config (default: host candidates only)")
     ap.add_argument("--vp8", action="store_true", help="offer VP8 only")
+    ap.add_argument("--audio", action="store_true", help="add a send-only audio track (silence)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     stop = asyncio.Event()
@@ -358,7 +363,7 @@ async def _main() -> int:
     async with StackClient(StackConfig.from_env()) as client:
         s = RefSender(client, width=args.width, height=args.height, fps=args.fps,
                       ice_servers=None if args.ice_from_server else [], device_name=args.device_name,
-                      h264=not args.vp8)
+                      h264=not args.vp8, audio=args.audio)
         sid = await s.pair(pin=args.pin, qr_url=args.qr)
         print(f"session {sid}: waiting for approval", flush=True)
         try:

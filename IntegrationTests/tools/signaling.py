@@ -184,6 +184,7 @@ class RealtimeChannel:
         self.subscribed = asyncio.Event()
         self.closing = False
         self.joins = 0
+        self.token_pushes = 0
 
     async def start(self, timeout: float = 10.0) -> None:
         self.task = asyncio.create_task(self._run())
@@ -258,17 +259,22 @@ class RealtimeChannel:
                 self.ws = None
 
     async def _heartbeat(self, ws) -> None:
-        last_token = None
+        """Heartbeat every 25 s; a refreshed token is pushed to the channel within a second."""
+        last_token = await self.client.token()
+        next_beat = time.monotonic() + self.HEARTBEAT_S
         while True:
-            await asyncio.sleep(self.HEARTBEAT_S if last_token else 1)
+            await asyncio.sleep(1.0)
             try:
                 tok = await self.client.token()
-                if last_token and tok != last_token:
+                if tok != last_token:
                     await ws.send(json.dumps({"topic": self.topic, "event": "access_token",
                                               "payload": {"access_token": tok}, "ref": None, "join_ref": None}))
-                last_token = tok
-                await ws.send(json.dumps({"topic": "phoenix", "event": "heartbeat", "payload": {},
-                                          "ref": str(next(self.refs)), "join_ref": None}))
+                    self.token_pushes += 1
+                    last_token = tok
+                if time.monotonic() >= next_beat:
+                    next_beat += self.HEARTBEAT_S
+                    await ws.send(json.dumps({"topic": "phoenix", "event": "heartbeat", "payload": {},
+                                              "ref": str(next(self.refs)), "join_ref": None}))
             except Exception:
                 return
 

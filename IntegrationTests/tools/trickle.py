@@ -12,7 +12,8 @@ from aiortc.sdp import candidate_from_sdp
 def split_candidates(sdp: str) -> tuple[str, list[dict]]:
     """The SDP without a=candidate / a=end-of-candidates lines, and the candidates
     of the first m-section (with max-bundle every section shares its transport)
-    as row payload fields {candidate, sdpMid, sdpMLineIndex}."""
+    as row payload fields {candidate, sdpMid, sdpMLineIndex, usernameFragment}
+    (contract-addendum.md, ice_candidate)."""
     lines = sdp.splitlines()
     section = [-1] * len(lines)  # m-section index of each line (-1: session level)
     m = -1
@@ -22,8 +23,12 @@ def split_candidates(sdp: str) -> tuple[str, list[dict]]:
         section[i] = m
     first_mid = next((ln[len("a=mid:"):] for ln, s in zip(lines, section) if s == 0 and ln.startswith("a=mid:")), "0")
     kept = [ln for ln in lines if not ln.startswith(("a=candidate:", "a=end-of-candidates"))]
+    ufrags = [ln[len("a=ice-ufrag:"):] for ln, s in zip(lines, section) if s in (-1, 0) and ln.startswith("a=ice-ufrag:")]
     cands = [{"candidate": ln[2:], "sdpMid": first_mid, "sdpMLineIndex": 0}
              for ln, s in zip(lines, section) if s == 0 and ln.startswith("a=candidate:")]
+    if ufrags:
+        for c in cands:
+            c["usernameFragment"] = ufrags[-1]
     return "\r\n".join(kept) + "\r\n", cands
 
 

@@ -15,6 +15,18 @@ A thin IO shell around ``realtime_protocol.SocketState`` (supabase-wire.md §C):
 
 Nothing here may take the gateway down: every handler catches and logs.
 Tokens never reach a log line.
+
+Where this stand-in knowingly differs from hosted Supabase Realtime:
+
+* DELETE subscriptions are accepted but never fire (the triggers cover
+  INSERT and UPDATE, which is all the contract uses).
+* ``commit_timestamp`` is the trigger's ``clock_timestamp()``, a moment
+  before the commit, not the WAL commit time.
+* broadcast and presence are not served; pushes for them get an ok reply.
+* an invalid subscription (bad filter, unknown event) fails the join with an
+  error reply instead of a later ``system`` error.
+* the socket closes after ``realtime_idle_timeout`` seconds (default 60)
+  without any client frame, as Phoenix's transport timeout does.
 """
 
 from __future__ import annotations
@@ -160,10 +172,11 @@ class Hub:
         self._listener = asyncio.create_task(self._listen_forever(), name="realtime-listen")
 
     async def stop(self, app: web.Application) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
             try:
-                await self._listener
+                await listener
             except (asyncio.CancelledError, Exception):
                 pass
         for conn in list(self.connections):
@@ -348,4 +361,9 @@ def setup(app: web.Application, ctx: Any) -> None:
     app[HUB_KEY] = hub
     app.router.add_get("/realtime/v1/websocket", hub.handle)
     app.on_startup.append(hub.start)
+    # on_shutdown runs before on_cleanup, where the gateway closes its pool:
+    # asyncpg's Pool.close() waits for every acquired connection, so the LISTEN
+    # connection must be back (and the sockets closed) by then. on_cleanup
+    # repeats it for an app that is cleaned up without a shutdown.
+    app.on_shutdown.append(hub.stop)
     app.on_cleanup.append(hub.stop)

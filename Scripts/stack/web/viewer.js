@@ -192,6 +192,11 @@ async function acceptOffer(row) {
   pc.ontrack = (e) => {
     // The receiver builds its view from streams[0] (spec §7).
     const stream = e.streams[0] || new MediaStream([e.track]);
+    // Like the real receiver, the last track's streams[0] is what plays; a
+    // sender must put all tracks in one stream (spec §7). Say when it did not.
+    if (video.srcObject && video.srcObject !== stream && pc === v.pc && video.srcObject.getTracks().some((t) => t.readyState === "live")) {
+      log("tracks_in_different_streams", { kind: e.track.kind });
+    }
     if (video.srcObject !== stream) video.srcObject = stream;
     video.play().catch(() => { /* autoplay may wait for a gesture */ });
     log("track", { kind: e.track.kind });
@@ -317,11 +322,12 @@ async function pollStats() {
   if (!pc) return;
   try {
     const report = await pc.getStats();
-    let inbound = null, codec = null, pair = null;
+    let inbound = null, codec = null, pair = null, audio = null;
     const byId = new Map();
     report.forEach((s) => {
       byId.set(s.id, s);
       if (s.type === "inbound-rtp" && s.kind === "video") inbound = s;
+      if (s.type === "inbound-rtp" && s.kind === "audio") audio = s;
       if (s.type === "candidate-pair" && s.nominated && s.state === "succeeded") pair = s;
     });
     if (!inbound) return;
@@ -348,6 +354,12 @@ async function pollStats() {
       localCandidateType: pair ? byId.get(pair.localCandidateId)?.candidateType ?? null : null,
       remoteCandidateType: pair ? byId.get(pair.remoteCandidateId)?.candidateType ?? null : null,
       roundTripTimeMs: pair?.currentRoundTripTime != null ? pair.currentRoundTripTime * 1000 : null,
+      audio: audio ? {
+        codec: audio.codecId ? byId.get(audio.codecId)?.mimeType?.replace(/^audio\//, "") ?? null : null,
+        packetsReceived: audio.packetsReceived ?? 0,
+        packetsLost: audio.packetsLost ?? 0,
+      } : null,
+      streams: $("video").srcObject ? $("video").srcObject.getTracks().map((t) => t.kind).sort() : [],
       at: Date.now(),
     };
     const s = v.stats;
@@ -414,7 +426,13 @@ async function main() {
       }
     }
     // After a refresh on a connected session, wait for the sender's next offer.
-    const row = await rest.selectSession(sessionId);
+    const found = await rest.selectSession(sessionId);
+    if (found && !found.row) {
+      // RLS shows a receiver only its own sessions.
+      setState("error", "This session does not exist or belongs to another receiver.");
+      return;
+    }
+    const row = found?.row;
     const wasConnected = sessionStorage.getItem(connectedKey) === "1" || row?.status === "connected";
     if (row && (row.status === "disconnected" || row.status === "expired")) {
       setState("ended");

@@ -66,8 +66,9 @@ export class Rest {
   }
 
   /**
-   * The session row, when the stack serves casting_sessions over REST
-   * (RLS lets the receiver read its own row). Returns null when it does not.
+   * The session row as RLS lets this user read it: {row} (row null when the
+   * session is not ours or does not exist), or null when casting_sessions is
+   * not readable over REST at all.
    */
   async selectSession(sessionId) {
     try {
@@ -77,7 +78,7 @@ export class Rest {
       });
       if (!res.ok) return null;
       const rows = await parse(res);
-      return Array.isArray(rows) && rows.length ? rows[0] : null;
+      return Array.isArray(rows) ? { row: rows[0] ?? null } : null;
     } catch { return null; }
   }
 
