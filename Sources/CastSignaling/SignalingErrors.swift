@@ -15,6 +15,8 @@ extension CastError.Code {
     // WebSocket (RFC 6455).
     public static let websocketProtocol = Self("websocket_protocol")
     public static let websocketTooBig = Self("websocket_too_big")
+    /// Text that is not UTF-8 (RFC 6455 §8.1): closes with 1007.
+    public static let websocketBadText = Self("websocket_bad_text")
     public static let websocketHandshake = Self("websocket_handshake")
     public static let websocketClosed = Self("websocket_closed")
 

@@ -202,3 +202,28 @@ final class RotatingAuthServer: Sendable {
         #expect(second != first.accessToken && server.state.withLock { $0.refreshes } == 1)
     }
 }
+
+@Suite struct WithTokenTests {
+    @Test func a401RefreshesOnceAndRetries() async throws {
+        let dir = NSTemporaryDirectory() + "castd-wt-\(UInt32.random(in: 0...UInt32.max))"
+        let server = RotatingAuthServer(exp: 10_000)
+        let auth = AuthClient(endpoints: Endpoints(config: testConfig), transport: FakeTransport { server.handle($0) })
+        let id = SenderIdentity(store: CredentialStore(directory: dir), auth: auth, backend: "b", nowUnix: { 0 })
+        let first = try await id.signIn(createIfMissing: true)
+        let api = FakeTransport { r in
+            // The API accepts only a token minted by a refresh (g ≥ 1 in the claims).
+            let bearer = r.headers["Authorization"] ?? ""
+            return bearer == "Bearer \(first.accessToken.unredacted)"
+                ? FakeTransport.json(401, #"{"error":{"code":"unauthorized","message":"expired"}}"#)
+                : FakeTransport.json(200, #"{"iceServers":[],"turnConfigured":false}"#)
+        }
+        let client = APIClient(endpoints: Endpoints(config: testConfig), transport: api)
+        let ice = try await id.withToken { try await client.iceConfig(token: $0) }
+        #expect(ice == IceConfig(iceServers: [], turnConfigured: false))
+        #expect(api.requests.count == 2 && server.state.withLock { $0.refreshes } == 1)
+        // Other errors are not retried.
+        let failing = APIClient(endpoints: Endpoints(config: testConfig), transport: FakeTransport { _ in FakeTransport.json(409, "{}") })
+        await #expect(throws: ServerError.self) { _ = try await id.withToken { try await failing.iceConfig(token: $0) } }
+        #expect(server.state.withLock { $0.refreshes } == 1)
+    }
+}

@@ -210,6 +210,10 @@ final class KillableConnector: Sendable {
             return nil
         }
         #expect(candidates == Array(0..<12))
+        // Nothing the subscription reported carries a secret.
+        let stored = try #require(try CredentialStore(directory: sender.dir).load(backend: config.supabaseURL))
+        let everything = log.all.map { String(describing: $0) }.joined(separator: "\n")
+        for secret in [stored.accessToken, stored.refreshToken, s.pin] { #expect(!everything.contains(secret)) }
         sub.stop()
         await task.value
     }

@@ -127,7 +127,8 @@ func upgradeResponse(accept: String = sampleAccept, extra: String = "") -> [UInt
         #expect(failure(server(.text, [1], fin: false) + server(.text, [2])) == (1002, .websocketProtocol, true))
         #expect(failure(server(.close, [0x03, 0xed])) == (1002, .websocketProtocol, true))          // 1005 on the wire
         #expect(failure(server(.close, [0x03])) == (1002, .websocketProtocol, true))
-        #expect(failure(server(.text, [0xc3, 0x28])) == (1007, .websocketProtocol, true))           // bad UTF-8
+        #expect(failure(server(.text, [0xc3, 0x28])) == (1007, .websocketBadText, true))
+        #expect(failure(server(.text, [0xce], fin: false) + server(.continuation, [0xba, 0xff])) == (1007, .websocketBadText, true))           // bad UTF-8
         #expect(failure([0x81, 0x81] + fixedMask + [0]) == (1002, .websocketProtocol, true))         // masked from server
     }
 

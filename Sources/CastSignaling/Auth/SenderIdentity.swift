@@ -90,4 +90,15 @@ public actor SenderIdentity {
         current = t
         return t
     }
+
+    /// Runs a request with the current token; if the server answers 401
+    /// (token revoked or clock skew), refreshes once and retries once.
+    public func withToken<T: Sendable>(_ call: @Sendable (Redacted<String>) async throws -> T) async throws -> T {
+        let token = try await accessToken()
+        do {
+            return try await call(token)
+        } catch let e as ServerError where e.code == .unauthorized {
+            return try await call(try await refresh(force: true).accessToken)
+        }
+    }
 }

@@ -157,7 +157,7 @@ public struct WebSocketConnection: Sendable {
         if op == .text {
             // §8.1: text must be valid UTF-8, else fail the connection (1007).
             guard let s = String(validating: payload, as: UTF8.self) else {
-                throw CastError(.websocketProtocol, "A WebSocket text message is not valid UTF-8 (RFC 6455 §8.1).")
+                throw CastError(.websocketBadText, "A WebSocket text message is not valid UTF-8 (RFC 6455 §8.1).")
             }
             out.append(.text(s))
         } else {
@@ -170,8 +170,9 @@ public struct WebSocketConnection: Sendable {
         let code: UInt16
         switch e.code {
         case .websocketTooBig: code = WebSocketCloseCode.messageTooBig
+        case .websocketBadText: code = WebSocketCloseCode.invalidPayload
         case .websocketHandshake: code = 0
-        default: code = e.message.contains("UTF-8") ? WebSocketCloseCode.invalidPayload : WebSocketCloseCode.protocolError
+        default: code = WebSocketCloseCode.protocolError
         }
         var out: [Output] = []
         if code != 0, !isClosed {
