@@ -206,6 +206,8 @@ import Testing
         // XOR-MAPPED-ADDRESS with an unknown family.
         let fam = Hex.decode("010100082112a442b7e7a701bc34d686fa87dfae00200008000301020a0b0c0d")!
         #expect(code(fam) == .malformed)
+        // ERROR-CODE number 255 (found by the fuzzer: 7·100 + 255 cannot be re-encoded).
+        #expect(code(Hex.decode("011100082112a442b7e7a701bc34d686fa87dfae0009000400000fff")!) == .malformed)
         // Anything after FINGERPRINT.
         let after = Self.sampleIPv4Response + [0x80, 0x22, 0, 0]
         var fixed = after; fixed[3] = UInt8(after.count - 20)
