@@ -98,6 +98,7 @@ asyncio.run(main())
                 result = try JSONSerialization.jsonObject(with: Data(l.utf8)) as? [String: Any]
             }
         }
+        while let e = agent.pollEvent() { if case .stateChanged(let s) = e { states.append(s) } }
         #expect(states == [.checking, .connected])
         #expect(result?["ok"] as? Bool == true, "aioice: \(result ?? [:])")
         let sel = try #require(agent.selectedPair)
