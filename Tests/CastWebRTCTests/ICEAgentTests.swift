@@ -442,3 +442,66 @@ struct Link {
         #expect(l.agent.pollEvent() == .stateChanged(.closed))
     }
 }
+
+@Suite struct ICEAgentChecklistTests {
+    @Test func pairsSharingAFoundationStartFrozenAndThawOnSuccess() throws {
+        // Two remote candidates with the same foundation and our one host: the pairs share
+        // the pair foundation, so only the better one starts Waiting (RFC 8445 §6.1.2.6).
+        var a = ICEAgent(config: ICEAgentTests.config())
+        a.addHostCandidate(ICEAgentTests.v4, now: .zero)
+        a.setRemoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22", now: .zero)
+        a.addRemoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937151 192.0.2.2 53694 typ host"), now: .zero)
+        a.addRemoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937000 192.0.2.3 53694 typ host"), now: .zero)
+        #expect(a.pairs.map(\.state) == [.waiting, .frozen])
+        var l = Link(agent: a, peer: ControlledPeer(addresses: [ICEAgentTests.peer4]))
+        l.flush()
+        // The first check succeeded at t=0 and thawed its sibling.
+        #expect(l.agent.pairs.map(\.state) == [.succeeded, .waiting])
+    }
+
+    @Test func aFrozenPairIsCheckedWhenNothingIsWaiting() throws {
+        var a = ICEAgent(config: ICEAgentTests.config())
+        a.addHostCandidate(ICEAgentTests.v4, now: .zero)
+        a.setRemoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22", now: .zero)
+        a.addRemoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937151 192.0.2.2 53694 typ host"), now: .zero)
+        a.addRemoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937000 192.0.2.3 53694 typ host"), now: .zero)
+        var l = Link(agent: a, peer: ControlledPeer(addresses: []))   // nobody answers
+        l.run(until: .zero + .milliseconds(50))
+        #expect(l.sent.map(\.t.to) == [SocketAddress("192.0.2.2:53694")!, SocketAddress("192.0.2.3:53694")!])
+        #expect(l.sent.map(\.at) == [.zero, .zero + .milliseconds(50)])
+    }
+
+    @Test func asControlledTheAgentSelectsWhatThePeerNominates() throws {
+        var l = ICEAgentTests.link(hosts: [ICEAgentTests.v4], remote: [ICEAgentTests.peerCands[0]])
+        l.peer.answering = false
+        // The peer claims the controlling role with a larger tie-breaker: we become controlled.
+        l.peer.sendCheck(from: ICEAgentTests.peer4, to: ICEAgentTests.v4, controlling: .max)
+        l.flush()
+        #expect(!l.agent.controlling)
+        l.peer.answering = true
+        l.run(until: .zero + .seconds(1))
+        // Our own checks succeed but we never nominate, so we stay checking …
+        #expect(l.agent.state == .checking)
+        #expect(l.peer.requests.allSatisfy { !$0.msg.useCandidate && $0.msg.iceControlled != nil })
+        // … until the peer's check carries USE-CANDIDATE.
+        let attrs: [StunAttribute] = [.username("castd:peer"), .priority(1), .iceControlling(tieBreaker: .max), .useCandidate]
+        let b = StunMessage(class: .request, transactionID: .random(), attributes: attrs)
+            .encode(integrityKey: Array("castdPasswordIsLongEnough".utf8), fingerprint: true)
+        l.agent.handle(datagram: b, from: ICEAgentTests.peer4, to: ICEAgentTests.v4, now: l.now)
+        l.flush()
+        #expect(l.agent.state == .connected)
+        #expect(l.agent.selectedPair?.remote == ICEAgentTests.peer4)
+    }
+
+    @Test func remoteCandidatesAreBounded() throws {
+        var l = ICEAgentTests.link(hosts: [ICEAgentTests.v4], remote: [])
+        for i in 0..<200 {
+            l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 10.0.\(i / 250).\(i % 250 + 1) 9 typ host"), now: .zero)
+            l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 h\(i).local 9 typ host"), now: .zero)
+        }
+        #expect(l.agent.remoteCandidates.count == 64)
+        #expect(l.agent.pairs.count == 64)
+        l.flush()
+        #expect(l.events.filter { if case .needsResolution = $0.e { return true } else { return false } }.count == 16)
+    }
+}

@@ -123,6 +123,15 @@ enum SDPFixtures {
         #expect(d.serialize() == text.replacingOccurrences(of: "\n", with: "\r\n"))
     }
 
+    @Test func aLoneCarriageReturnIsPartOfTheValue() throws {
+        // Found by the fuzzer: "x\r" + CRLF must come back as "x\r", not "x".
+        let text = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\na=x:y\r\r\n"
+        let d = try SessionDescription(parsing: text)
+        #expect(d.attributes == [SDPAttribute("x", "y\r")])
+        #expect(d.serialize() == text)
+        #expect(try SessionDescription(parsing: d.serialize()) == d)
+    }
+
     @Test func parserRejectsWhatIsNotSDP() {
         func code(_ s: String) -> CastError.Code? {
             do { _ = try SessionDescription(parsing: s); return nil } catch let e as CastError { return e.code } catch { return nil }

@@ -93,6 +93,17 @@ import Testing
         #expect(back.xorMappedAddress == SocketAddress("192.0.2.1:32853"))
     }
 
+    @Test func encoderReproducesTheRFC5769IPv6XorMappedAddress() throws {
+        let m = StunMessage(class: .successResponse, transactionID: Self.tid, attributes: [
+            .software("test vector"),
+            .xorMappedAddress(SocketAddress("[2001:db8:1234:5678:11:2233:4455:6677]:32853")!),
+        ])
+        let ours = m.encode(integrityKey: Self.password, fingerprint: true)
+        #expect(ours.count == Self.sampleIPv6Response.count)
+        #expect(Array(ours[36..<60]) == Array(Self.sampleIPv6Response[36..<60]))
+        #expect(Array(ours[0..<4]) == [0x01, 0x01, 0x00, 0x48])
+    }
+
     @Test func encoderReproducesTheRFC5769RequestHMACWithZeroPadding() throws {
         let m = StunMessage(class: .request, transactionID: Self.tid, attributes: [
             .software("STUN test client"),
@@ -206,6 +217,8 @@ import Testing
         // XOR-MAPPED-ADDRESS with an unknown family.
         let fam = Hex.decode("010100082112a442b7e7a701bc34d686fa87dfae00200008000301020a0b0c0d")!
         #expect(code(fam) == .malformed)
+        // ERROR-CODE number 255 (found by the fuzzer: 7·100 + 255 cannot be re-encoded).
+        #expect(code(Hex.decode("011100082112a442b7e7a701bc34d686fa87dfae0009000400000fff")!) == .malformed)
         // Anything after FINGERPRINT.
         let after = Self.sampleIPv4Response + [0x80, 0x22, 0, 0]
         var fixed = after; fixed[3] = UInt8(after.count - 20)

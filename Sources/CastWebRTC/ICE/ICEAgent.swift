@@ -41,6 +41,9 @@ public struct ICEAgent: Sendable {
     private var jitter: JitterRandom
     private let newTransactionID: @Sendable () -> StunTransactionID
 
+    static let maxRemoteCandidates = 64
+    static let maxPendingHostnames = 16
+
     struct PairKey: Hashable, Sendable {
         var local: SocketAddress
         var remote: SocketAddress
@@ -144,8 +147,11 @@ public struct ICEAgent: Sendable {
     public mutating func addRemoteCandidate(_ c: ICECandidate, now: Instant) {
         guard state != .closed, state != .failed, c.isUDP, c.component == 1 else { return }
         if let u = c.ufrag, let r = remoteUfrag, u != r { return }
+        // Bounded state whatever the signaling channel delivers.
+        guard remoteCandidates.count < Self.maxRemoteCandidates else { return }
         guard let addr = c.socketAddress else {
             let name = c.address.text
+            guard pendingHostnames[name] != nil || pendingHostnames.count < Self.maxPendingHostnames else { return }
             if pendingHostnames[name] == nil { events.append(.needsResolution(hostname: name)) }
             pendingHostnames[name, default: []].append(c)
             return
@@ -516,7 +522,7 @@ public struct ICEAgent: Sendable {
         transmits.append(ICETransmit(from: to, to: from, datagram: resp))
 
         // §7.3.1.3: a source we did not know is a peer-reflexive remote candidate.
-        if !remoteCandidates.contains(where: { $0.socketAddress == from }) {
+        if !remoteCandidates.contains(where: { $0.socketAddress == from }), remoteCandidates.count < Self.maxRemoteCandidates {
             let prio = m.priority ?? ICECandidate.priority(type: .prflx, localPreference: 0)
             let c = ICECandidate(foundation: Self.foundation(.prflx, from.ip, server: nil), priority: prio,
                                  address: .ip(from.ip), port: from.port, type: .prflx)

@@ -95,9 +95,9 @@ public struct SessionDescription: Equatable, Sendable {
         guard text.utf8.count <= 256 * 1024 else {
             throw CastError(.malformed, "SDP is larger than 256 KiB")
         }
-        // "\r\n" is one Character in Swift, so both line ends are matched explicitly.
+        // "\r\n" is one Character in Swift, so both line ends are matched explicitly; a lone
+        // "\r" is not a line end and stays in the value (so that serialize/parse round-trips).
         var raw = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\r\n" || $0 == "\n" })
-            .map { line -> Substring in line.hasSuffix("\r") ? line.dropLast() : line }
         while let last = raw.last, last.isEmpty { raw.removeLast() }
         guard raw.count >= 3 else { throw CastError(.malformed, "SDP has fewer than three lines") }
 

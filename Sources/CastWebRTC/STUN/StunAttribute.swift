@@ -163,6 +163,8 @@ public enum StunAttribute: Equatable, Sendable {
         case Kind.errorCode:
             guard v.count >= 4 else { throw CastError(.malformed, "STUN ERROR-CODE shorter than 4 bytes") }
             let s = v.startIndex
+            // §14.8: the number is 0–99; anything else cannot be a code.
+            guard v[s + 3] <= 99 else { throw CastError(.malformed, "STUN ERROR-CODE number \(v[s + 3]) is above 99") }
             let code = Int(v[s + 2] & 0x7) * 100 + Int(v[s + 3])
             return .errorCode(code: code, reason: String(decoding: v.dropFirst(4), as: UTF8.self))
         case Kind.unknownAttributes:
