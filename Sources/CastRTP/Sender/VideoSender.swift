@@ -111,6 +111,7 @@ public struct VideoSender: Sendable {
     private var reports: RTCPSenderState
     private var keyframes: KeyframeRequestLimiter
     private var transportCC: TransportCCTracker
+    private let extensionLength: Int
 
     public var ssrc: UInt32 { packetizer.ssrc }
     public var rtxSSRC: UInt32? { rtx?.ssrc }
@@ -127,6 +128,7 @@ public struct VideoSender: Sendable {
                                               headerExtensionLength: extLength,
                                               srtpOverhead: configuration.srtpOverhead,
                                               rtxOverhead: configuration.rtxPayloadType == nil ? 0 : 2)
+        extensionLength = extLength
         packetizer = try H264Packetizer(configuration: pc, random: &random)
         if let pt = configuration.rtxPayloadType {
             var s = UInt32.random(in: 1...UInt32.max, using: &random)
@@ -206,7 +208,8 @@ public struct VideoSender: Sendable {
         var elements: [RTPHeaderExtension] = []
         if let id = ids.absSendTime { elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.absSendTime(now))) }
         if let id = ids.transportCC {
-            let seq = transportCC.allocate(size: packet.encodedLength + 8)
+            // Its size on the wire: header, extensions, payload and the SRTP tag.
+            let seq = transportCC.allocate(size: packet.encodedLength + extensionLength + configuration.srtpOverhead)
             elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.transportSequence(seq)))
         }
         if let id = ids.playoutDelay {
