@@ -116,7 +116,23 @@ public struct VideoSender: Sendable {
     public var ssrc: UInt32 { packetizer.ssrc }
     public var rtxSSRC: UInt32? { rtx?.ssrc }
 
+    /// A sender with random SSRCs (RFC 3550 §8.1), sequence numbers and timestamp start.
     public init(configuration: Configuration, random: inout some RandomNumberGenerator) throws {
+        let ssrc = UInt32.random(in: 1...UInt32.max, using: &random)
+        var rtxSSRC = UInt32.random(in: 1...UInt32.max, using: &random)
+        if rtxSSRC == ssrc { rtxSSRC &+= 1 }
+        try self.init(configuration: configuration, ssrc: ssrc, rtxSSRC: rtxSSRC, random: &random)
+    }
+
+    /// A sender with SSRCs chosen by the caller (the SDP offer announces them
+    /// with `a=ssrc` and `a=ssrc-group:FID` before this sender exists); sequence
+    /// numbers and the timestamp start are still random. `rtxSSRC` is used only
+    /// when RTX is configured.
+    public init(configuration: Configuration, ssrc: UInt32, rtxSSRC: UInt32,
+                random: inout some RandomNumberGenerator) throws {
+        guard configuration.rtxPayloadType == nil || rtxSSRC != ssrc else {
+            throw CastError(.usage, "the RTX stream needs its own SSRC (RFC 4588 §5)")
+        }
         self.configuration = configuration
         let ids = configuration.extensionIDs
         var probe: [RTPHeaderExtension] = []
@@ -129,11 +145,12 @@ public struct VideoSender: Sendable {
                                               srtpOverhead: configuration.srtpOverhead,
                                               rtxOverhead: configuration.rtxPayloadType == nil ? 0 : 2)
         extensionLength = extLength
-        packetizer = try H264Packetizer(configuration: pc, random: &random)
+        packetizer = try H264Packetizer(configuration: pc, ssrc: ssrc,
+                                        initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random),
+                                        initialTimestamp: UInt32.random(in: 0...UInt32.max, using: &random))
         if let pt = configuration.rtxPayloadType {
-            var s = UInt32.random(in: 1...UInt32.max, using: &random)
-            if s == packetizer.ssrc { s &+= 1 }
-            rtx = RTXEncoder(ssrc: s, payloadType: pt, initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random))
+            rtx = RTXEncoder(ssrc: rtxSSRC, payloadType: pt,
+                             initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random))
         }
         history = PacketHistory(limits: configuration.history)
         pacer = Pacer(configuration: configuration.pacer)
@@ -159,6 +176,13 @@ public struct VideoSender: Sendable {
             pacer.enqueue(PacedPacket(packet: p, captureTime: captureTime, isRetransmission: false),
                           size: p.encodedLength)
         }
+    }
+
+    /// Changes the pacing rate (rate control, later, sets it from the estimate).
+    public mutating func setPacingRate(bitsPerSecond: Int64) {
+        var c = pacer.configuration
+        c = Pacer<PacedPacket>.Configuration(bitsPerSecond: bitsPerSecond, burstBytes: c.burstBytes)
+        pacer.configuration = c
     }
 
     // MARK: Datagrams out
