@@ -180,9 +180,7 @@ public struct VideoSender: Sendable {
 
     /// Changes the pacing rate (rate control, later, sets it from the estimate).
     public mutating func setPacingRate(bitsPerSecond: Int64) {
-        var c = pacer.configuration
-        c = Pacer<PacedPacket>.Configuration(bitsPerSecond: bitsPerSecond, burstBytes: c.burstBytes)
-        pacer.configuration = c
+        pacer.configuration = .init(bitsPerSecond: bitsPerSecond, burstBytes: pacer.configuration.burstBytes)
     }
 
     // MARK: Datagrams out
