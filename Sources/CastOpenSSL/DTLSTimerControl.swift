@@ -39,6 +39,10 @@ import Glibc
 /// instead, so this is gated on the runtime version; on other versions the
 /// engine falls back to OpenSSL's real-time timer (`realTimeFallback`),
 /// which works in production but not under a fake clock.
+///
+/// After the handshake OpenSSL may leave the timer armed for the last
+/// flight; with the held duration it would fire at most once every 71
+/// minutes of real time and resend that flight, which the peer ignores.
 enum DTLSTimerControl {
     /// Whether the runtime OpenSSL is one where step 3 is valid.
     static var supported: Bool {
@@ -60,8 +64,11 @@ enum DTLSTimerControl {
         var remaining = timeval()
         guard supported, castd_dtls_get_timeout(ssl, &remaining) == 1,
               pipe.timerArmed, let p = pipe.timerPointer else { return false }
+        let deadline = p.assumingMemoryBound(to: timeval.self)
+        // The pointee must still be the armed deadline OpenSSL announced.
+        guard deadline.pointee.tv_sec != 0 || deadline.pointee.tv_usec != 0 else { return false }
         // 1 s after the epoch: non-zero (armed) and long past.
-        p.assumingMemoryBound(to: timeval.self).pointee = timeval(tv_sec: 1, tv_usec: 0)
+        deadline.pointee = timeval(tv_sec: 1, tv_usec: 0)
         return true
     }
 }

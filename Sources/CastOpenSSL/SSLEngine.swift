@@ -108,8 +108,10 @@ public final class SSLEngine {
                   SSL_CTX_check_private_key(ctx) == 1 else {
                 throw OpenSSLError.drain("loading the DTLS certificate")
             }
-            // ECDHE with ECDSA and an AEAD: what Chrome offers first.
-            guard SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305") == 1 else {
+            // ECDHE and an AEAD only. ECDSA first (castd's own certificate,
+            // and Chrome's default); RSA for a peer that is the DTLS server
+            // with an RSA certificate.
+            guard SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305") == 1 else {
                 throw OpenSSLError.drain("setting the DTLS cipher list")
             }
             if let profiles = options.srtpProfiles {
@@ -262,6 +264,14 @@ public final class SSLEngine {
             throw CastError(.notConnected, "cannot send application data: the \(isDTLS ? "DTLS" : "TLS") connection is not established")
         }
         guard !bytes.isEmpty else { return }
+        if isDTLS {
+            // A DTLS record never spans datagrams (RFC 6347 §4.1.1); refuse
+            // rather than let OpenSSL fail the whole connection.
+            let room = DTLS_get_data_mtu(ssl)
+            guard bytes.count <= room else {
+                throw CastError(.unsupported, "DTLS: \(bytes.count) bytes of application data do not fit one datagram (at most \(room))")
+            }
+        }
         ERR_clear_error()
         let n = bytes.withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
         guard n == Int32(bytes.count) else {
@@ -410,6 +420,14 @@ public final class SSLEngine {
         if case .failed = state { return }
         state = .failed(error)
         schedule.stop()
+        // If OpenSSL itself finished the handshake (a check of ours failed
+        // afterwards), tell the peer with close_notify rather than leave it
+        // believing the connection is up.
+        if SSL_is_init_finished(ssl) == 1 {
+            ERR_clear_error()
+            _ = SSL_shutdown(ssl)
+            ERR_clear_error()
+        }
     }
 
     // MARK: - After the handshake

@@ -83,6 +83,10 @@ func firstHandshakeType(_ d: [UInt8]) -> UInt8? {
         #expect(pair.server.readApplication() == [1, 2, 3])
         #expect(pair.server.readApplication() == [4])
         #expect(pair.server.readApplication() == nil)
+        // Too big for one datagram: refused, and the connection stays up.
+        #expect(throws: CastError.self) { try pair.client.writeApplication([UInt8](repeating: 0, count: 1200)) }
+        #expect(pair.client.state == .connected)
+        #expect(pair.client.pollOutgoing() == nil)
     }
 
     @Test func everyDatagramFitsTheMTU() throws {

@@ -45,10 +45,10 @@ final class ReverseServer {
     let process = Process()
     let port: UInt16
 
-    init(pki: TestPKI) throws {
+    init(pki: TestPKI, extra: [String] = []) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["s_server", "-accept", "127.0.0.1:0", "-cert", "leaf.pem", "-key", "leaf.key",
-                             "-naccept", "1", "-rev"]
+                             "-naccept", "1", "-rev"] + extra
         process.currentDirectoryURL = pki.dir
         let out = Pipe()
         process.standardOutput = out
@@ -66,14 +66,15 @@ final class ReverseServer {
             }
         }
         guard let port else {
-            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
             throw CastError(.system, "s_server did not start: \(text)")
         }
         self.port = port
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
 }
@@ -162,6 +163,37 @@ func converse(_ engine: SSLEngine, port: UInt16, line: String) throws -> String 
         }
         #expect(e.code == .certificate)
         #expect(e.message.contains("local issuer") || e.message.contains("self-signed"))
+    }
+
+    @Test func sendsTheHostnameAsSNI() throws {
+        let pki = try TestPKI()
+        // s_server answers a fatal unrecognized_name alert unless SNI is exactly this name.
+        let sni = ["-cert2", "leaf.pem", "-key2", "leaf.key", "-servername_fatal", "-servername"]
+        let good = try ReverseServer(pki: pki, extra: sni + ["castd.test"])
+        let a = try SSLEngine(tlsClientFor: "castd.test", trust: .pem(pki.caPEM))
+        #expect(try converse(a, port: good.port, line: "sni\n") == "ins\n")
+        let other = try ReverseServer(pki: pki, extra: sni + ["other.test"])
+        let b = try SSLEngine(tlsClientFor: "castd.test", trust: .pem(pki.caPEM))
+        _ = try converse(b, port: other.port, line: "x\n")
+        guard case .failed(let e) = b.state else {
+            Issue.record("state \(b.state)")
+            return
+        }
+        #expect(e.code == .handshake)
+        #expect(e.message.contains("unrecognized name"))
+    }
+
+    @Test func refusesServersBelowTLS12() throws {
+        let pki = try TestPKI()
+        let old = try ReverseServer(pki: pki, extra: ["-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"])
+        let engine = try SSLEngine(tlsClientFor: "castd.test", trust: .pem(pki.caPEM))
+        _ = try converse(engine, port: old.port, line: "x\n")
+        guard case .failed(let e) = engine.state else {
+            Issue.record("state \(engine.state)")
+            return
+        }
+        #expect(e.code == .handshake)
+        #expect(e.message.hasPrefix("TLS handshake with castd.test failed"))
     }
 
     @Test func garbageTrustAnchorsAreRejected() {
