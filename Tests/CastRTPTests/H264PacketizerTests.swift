@@ -209,3 +209,18 @@ import CastCore
         #expect(out.packets.last!.payload[1] == 0x45)
     }
 }
+
+@Suite struct RTPClockTests {
+    @Test func ticksAt90kHzFloorTowardMinusInfinityAndWrap() {
+        #expect(RTPClock.ticks(nanoseconds: 0, rate: 90_000) == 0)
+        #expect(RTPClock.ticks(nanoseconds: 1_000_000_000, rate: 90_000) == 90_000)
+        #expect(RTPClock.ticks(nanoseconds: 11_111, rate: 90_000) == 0)      // 0.99999 ticks
+        #expect(RTPClock.ticks(nanoseconds: 11_112, rate: 90_000) == 1)
+        #expect(RTPClock.ticks(nanoseconds: -1, rate: 90_000) == UInt32.max)  // −1 tick
+        #expect(RTPClock.ticks(nanoseconds: -1_000_000_000, rate: 90_000) == 0 &- 90_000)
+        // 2^32 ticks at 90 kHz ≈ 13.25 h: the count wraps instead of trapping, even at the extremes.
+        #expect(RTPClock.ticks(nanoseconds: 47_721_858_844_445, rate: 90_000) == 0)
+        _ = RTPClock.ticks(nanoseconds: .min, rate: 90_000)
+        _ = RTPClock.ticks(nanoseconds: .max, rate: .max)
+    }
+}

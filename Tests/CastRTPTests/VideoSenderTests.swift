@@ -174,6 +174,26 @@ import CastCore
         #expect(now > ms(10) && now < ms(20))
     }
 
+    @Test func ssrcsAnnouncedInTheOfferCanBeGiven() throws {
+        var rng = SeededRandom(seed: 5)
+        var s = try VideoSender(configuration: configuration(), ssrc: 0x1111_2222, rtxSSRC: 0x3333_4444, random: &rng)
+        #expect(s.ssrc == 0x1111_2222 && s.rtxSSRC == 0x3333_4444)
+        try s.send(accessUnit: keyframe(size: 100), captureTime: ms(0), now: ms(0))
+        #expect(try rtp(s.poll(now: ms(0))).allSatisfy { $0.header.ssrc == 0x1111_2222 })
+        var rng2 = SeededRandom(seed: 5)
+        #expect(errorCode { _ = try VideoSender(configuration: configuration(), ssrc: 7, rtxSSRC: 7, random: &rng2) } == .usage)
+    }
+
+    @Test func thePacingRateCanBeChanged() throws {
+        var s = try sender()
+        s.setPacingRate(bitsPerSecond: 8_000_000)   // 1 byte/µs: a 150 kB keyframe now takes ~130 ms
+        try s.send(accessUnit: keyframe(size: 150_000), captureTime: ms(0), now: ms(0))
+        var now = ms(0)
+        _ = s.poll(now: now)
+        while let d = s.nextDeadline, d < ms(1000) { now = d; _ = s.poll(now: now) }
+        #expect(now > ms(120) && now < ms(140))
+    }
+
     @Test func goodbyeNamesBothStreams() throws {
         let s = try sender()
         guard case .rtcp(let bytes)? = s.goodbye(reason: "done") else { Issue.record("no BYE"); return }

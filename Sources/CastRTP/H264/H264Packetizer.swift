@@ -82,11 +82,7 @@ public struct H264Packetizer: Sendable {
 
     /// The timestamp without remembering an origin (for SR timestamps).
     public static func timestamp(for t: Instant, origin: Instant, initial: UInt32) -> UInt32 {
-        let ns = t.nanoseconds &- origin.nanoseconds
-        // 90 000 ticks per 1e9 ns = 9 per 100 000 ns; floor division keeps wraps exact.
-        let ticks = ns >= 0 ? ns / 100_000 * 9 + (ns % 100_000) * 9 / 100_000
-                            : -((-ns) / 100_000 * 9 + ((-ns) % 100_000) * 9 / 100_000)
-        return initial &+ UInt32(truncatingIfNeeded: ticks)
+        initial &+ RTPClock.ticks(nanoseconds: t.nanoseconds &- origin.nanoseconds, rate: RTPConstants.videoClockRate)
     }
 
     /// Packetizes one Annex-B access unit. Empty input gives no packets.

@@ -20,6 +20,7 @@ public struct KeyframeRequestLimiter: Sendable {
     /// True when the encoder should produce a keyframe now.
     public mutating func fullIntraRequest(from sender: UInt32, sequenceNumber: UInt8, now: Instant) -> Bool {
         if lastFIRSequence[sender] == sequenceNumber { return false }
+        if lastFIRSequence.count >= 64 { lastFIRSequence.removeAll() }   // one receiver, but bound what a peer can grow
         lastFIRSequence[sender] = sequenceNumber
         return admit(now)
     }

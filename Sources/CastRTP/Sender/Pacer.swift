@@ -14,7 +14,7 @@ public struct Pacer<Item: Sendable>: Sendable {
         /// (~140 kB) leaves in about 12 ms, a 10-packet P-frame at once.
         public init(bitsPerSecond: Int64 = 80_000_000, burstBytes: Int64 = 16 * 1200) {
             self.bitsPerSecond = max(8_000, min(bitsPerSecond, 8_000_000_000))
-            self.burstBytes = max(1, burstBytes)
+            self.burstBytes = max(1, min(burstBytes, 1_000_000_000))   // keeps credit × 1e9 inside Int64
         }
 
         var bytesPerSecond: Int64 { bitsPerSecond / 8 }

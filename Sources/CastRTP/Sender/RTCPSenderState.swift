@@ -61,10 +61,7 @@ public struct RTCPSenderState: Sendable {
     /// The RTP timestamp that corresponds to `now` (§6.4.1: same instant as the NTP field).
     func rtpTimestamp(at now: Instant) -> UInt32 {
         guard let origin = lastCaptureTime else { return 0 }
-        let ns = now.nanoseconds &- origin.nanoseconds
-        let ticks = ns >= 0 ? ns / 1_000_000 * Int64(clockRate) / 1000 + (ns % 1_000_000) * Int64(clockRate) / 1_000_000_000
-                            : -(((-ns) / 1_000_000) * Int64(clockRate) / 1000)
-        return lastRTPTimestamp &+ UInt32(truncatingIfNeeded: ticks)
+        return lastRTPTimestamp &+ RTPClock.ticks(nanoseconds: now.nanoseconds &- origin.nanoseconds, rate: clockRate)
     }
 
     /// The SR + SDES compound due at `now`, if one is due.

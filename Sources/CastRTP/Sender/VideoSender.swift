@@ -111,11 +111,28 @@ public struct VideoSender: Sendable {
     private var reports: RTCPSenderState
     private var keyframes: KeyframeRequestLimiter
     private var transportCC: TransportCCTracker
+    private let extensionLength: Int
 
     public var ssrc: UInt32 { packetizer.ssrc }
     public var rtxSSRC: UInt32? { rtx?.ssrc }
 
+    /// A sender with random SSRCs (RFC 3550 §8.1), sequence numbers and timestamp start.
     public init(configuration: Configuration, random: inout some RandomNumberGenerator) throws {
+        let ssrc = UInt32.random(in: 1...UInt32.max, using: &random)
+        var rtxSSRC = UInt32.random(in: 1...UInt32.max, using: &random)
+        if rtxSSRC == ssrc { rtxSSRC &+= 1 }
+        try self.init(configuration: configuration, ssrc: ssrc, rtxSSRC: rtxSSRC, random: &random)
+    }
+
+    /// A sender with SSRCs chosen by the caller (the SDP offer announces them
+    /// with `a=ssrc` and `a=ssrc-group:FID` before this sender exists); sequence
+    /// numbers and the timestamp start are still random. `rtxSSRC` is used only
+    /// when RTX is configured.
+    public init(configuration: Configuration, ssrc: UInt32, rtxSSRC: UInt32,
+                random: inout some RandomNumberGenerator) throws {
+        guard configuration.rtxPayloadType == nil || rtxSSRC != ssrc else {
+            throw CastError(.usage, "the RTX stream needs its own SSRC (RFC 4588 §5)")
+        }
         self.configuration = configuration
         let ids = configuration.extensionIDs
         var probe: [RTPHeaderExtension] = []
@@ -127,11 +144,13 @@ public struct VideoSender: Sendable {
                                               headerExtensionLength: extLength,
                                               srtpOverhead: configuration.srtpOverhead,
                                               rtxOverhead: configuration.rtxPayloadType == nil ? 0 : 2)
-        packetizer = try H264Packetizer(configuration: pc, random: &random)
+        extensionLength = extLength
+        packetizer = try H264Packetizer(configuration: pc, ssrc: ssrc,
+                                        initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random),
+                                        initialTimestamp: UInt32.random(in: 0...UInt32.max, using: &random))
         if let pt = configuration.rtxPayloadType {
-            var s = UInt32.random(in: 1...UInt32.max, using: &random)
-            if s == packetizer.ssrc { s &+= 1 }
-            rtx = RTXEncoder(ssrc: s, payloadType: pt, initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random))
+            rtx = RTXEncoder(ssrc: rtxSSRC, payloadType: pt,
+                             initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random))
         }
         history = PacketHistory(limits: configuration.history)
         pacer = Pacer(configuration: configuration.pacer)
@@ -157,6 +176,11 @@ public struct VideoSender: Sendable {
             pacer.enqueue(PacedPacket(packet: p, captureTime: captureTime, isRetransmission: false),
                           size: p.encodedLength)
         }
+    }
+
+    /// Changes the pacing rate (rate control, later, sets it from the estimate).
+    public mutating func setPacingRate(bitsPerSecond: Int64) {
+        pacer.configuration = .init(bitsPerSecond: bitsPerSecond, burstBytes: pacer.configuration.burstBytes)
     }
 
     // MARK: Datagrams out
@@ -206,7 +230,8 @@ public struct VideoSender: Sendable {
         var elements: [RTPHeaderExtension] = []
         if let id = ids.absSendTime { elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.absSendTime(now))) }
         if let id = ids.transportCC {
-            let seq = transportCC.allocate(size: packet.encodedLength + 8)
+            // Its size on the wire: header, extensions, payload and the SRTP tag.
+            let seq = transportCC.allocate(size: packet.encodedLength + extensionLength + configuration.srtpOverhead)
             elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.transportSequence(seq)))
         }
         if let id = ids.playoutDelay {

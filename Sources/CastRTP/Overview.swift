@@ -1,0 +1,22 @@
+// CastRTP — the video send path below SRTP: pure (no sockets, clocks or
+// threads; time arrives as `now: Instant`, randomness as an injected generator).
+//
+//   RTP/     RTPHeader, RTPPacket, RTPHeaderExtension (RFC 3550 §5, RFC 8285;
+//            abs-send-time, transport-wide-cc, playout-delay), RTPClock (90 kHz).
+//   H264/    H264NALUnit (Annex-B split), H264Packetizer (RFC 6184: single NAL,
+//            STAP-A, FU-A, SPS/PPS before every IDR, marker, timestamps).
+//   RTCP/    one file per packet type (SR, RR, SDES, BYE, NACK, PLI, FIR, REMB,
+//            transport-cc) and RTCPCompound (compound and reduced-size reading).
+//   Sender/  PacketHistory + RTXEncoder (NACK → resend), RTCPSenderState (SR
+//            timing, RTT/loss/jitter), KeyframeRequestLimiter (500 ms),
+//            BandwidthEstimate + TransportCCTracker, Pacer (leaky bucket), and
+//            VideoSender, which composes them in one place:
+//
+//     send(accessUnit:captureTime:now:) → packetizer → pacer
+//     poll(now:) → pacer → header extensions stamped → history → [.rtp(bytes)]
+//                  + SR/SDES when due → [.rtcp(bytes)]; then nextDeadline
+//     handleRTCP(bytes, now:) → [.retransmit, .keyframeRequested,
+//                                .bandwidthEstimate, .receiverReport]
+//
+// The owner (PeerSession) protects what poll returns with SRTP and hands it to
+// ICE; it unprotects SRTCP and passes the plaintext to handleRTCP.
