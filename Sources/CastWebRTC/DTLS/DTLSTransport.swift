@@ -28,6 +28,9 @@ public final class DTLSTransport {
         case connected(SRTPKeyingMaterial)
         /// The handshake failed (fingerprint mismatch, timeout, alert). No keys.
         case failed(CastError)
+        /// After `connected`: the peer sent close_notify or a fatal alert
+        /// (RFC 5246 §7.2.1); the media session is over.
+        case closed
     }
 
     public let role: Role
@@ -35,6 +38,7 @@ public final class DTLSTransport {
     private let engine: SSLEngine
     private var events: [Event] = []
     private var finished = false
+    private var closedReported = false
 
     public init(role: Role, certificate: Certificate, remoteFingerprint: CertificateFingerprint,
                 mtu: Int = 1200, schedule: DTLSRetransmitSchedule = .init()) throws {
@@ -69,18 +73,34 @@ public final class DTLSTransport {
     /// The next datagram to send to the peer.
     public func pollTransmit() -> [UInt8]? { engine.pollOutgoing() }
 
-    /// `connected` or `failed`, exactly once.
+    /// `connected` or `failed`, exactly once; after `connected`, `closed` at most once.
     public func pollEvent() -> Event? { events.isEmpty ? nil : events.removeFirst() }
 
     public func nextDeadline() -> Instant? { engine.nextDeadline() }
 
     public var isConnected: Bool { engine.state == .connected && keyingMaterial != nil }
 
-    /// Sends close_notify (the peer's DTLS ends too).
-    public func close() { engine.close() }
+    /// Sends close_notify (the peer's DTLS ends too); reports `closed` if it was connected.
+    public func close() {
+        engine.close()
+        update()
+    }
 
     private func update() {
-        guard !finished else { return }
+        // castd opens no data channel: DTLS application data has no reader.
+        while engine.readApplication() != nil {}
+        if finished {
+            if keyingMaterial != nil, !closedReported {
+                switch engine.state {
+                case .closed, .failed:
+                    closedReported = true
+                    events.append(.closed)
+                default:
+                    break
+                }
+            }
+            return
+        }
         switch engine.state {
         case .connected:
             finished = true
