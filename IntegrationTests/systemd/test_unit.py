@@ -1,6 +1,5 @@
 """The systemd user unit passes `systemd-analyze verify` and says what the daemon relies on."""
 import configparser
-import os
 import pathlib
 import shutil
 import subprocess

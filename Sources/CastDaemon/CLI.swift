@@ -42,9 +42,14 @@ public enum CLI {
     built yet; see README.md.
     """
 
-    public static func run(arguments: [String], environment: [String: String]) -> Int32 {
+    public static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var out = StandardStream.out
         var err = StandardStream.err
+        if arguments.first == "dev-send" {
+            // A developer command (not in --help): the send path against a receiver fed by stdin.
+            do { return await DevSend.run(try DevSend.parse(Array(arguments.dropFirst()))) }
+            catch { print("castd: \(error)", to: &err); return ExitCode.usage }
+        }
         let command: Command
         do {
             command = try CommandLineParser.parse(arguments)
@@ -62,7 +67,11 @@ public enum CLI {
         case .version:
             print("castd \(CastdVersion.string)", to: &out)
             return ExitCode.ok
-        case .pair, .session, .doctor:
+        case .pair(let o):
+            return await PairCommand.run(o, environment: environment)
+        case .session(let o):
+            return await SessionCommand.run(o, environment: environment)
+        case .doctor:
             print("castd: this command is not built yet in castd \(CastdVersion.string); see README.md for the status.",
                   to: &err)
             return ExitCode.unavailable

@@ -1,5 +1,6 @@
 import Testing
 import CastCore
+import CastSignaling
 @testable import CastDaemon
 
 /// In-memory ports: a receiver that answers every offer, a peer that
@@ -31,8 +32,8 @@ struct FakeSignaling: SignalingPort {
 
     func insert(_ row: OutgoingSignal) async -> SignalingOutbox<OutgoingSignal>.Outcome {
         await recorder.insert(row)
-        if answerOffers, case .offer(let nid, _) = row {
-            continuation.yield(.signal(.answer(negotiationId: nid, sdp: "answer-for-\(nid)")))
+        if answerOffers, case .offer(_, let nid) = row {
+            continuation.yield(.signal(.answer(sdp: "answer-for-\(nid)", negotiationID: nid)))
         }
         return .inserted
     }
@@ -56,7 +57,7 @@ final class FakePeer: PeerPort, @unchecked Sendable {
         let (s, c) = AsyncStream.makeStream(of: SessionMachine.Input.self)
         current = (negotiationId, c)
         c.yield(.offerReady(negotiationId: negotiationId, sdp: "offer-\(negotiationId)"))
-        c.yield(.localCandidate(negotiationId: negotiationId, CandidateInit(candidate: "candidate:1 1 udp 9 127.0.0.1 4000 typ host")))
+        c.yield(.localCandidate(IceCandidatePayload(negotiationID: negotiationId, candidate: "candidate:1 1 udp 9 127.0.0.1 4000 typ host")))
         c.yield(.gatheringComplete(negotiationId: negotiationId))
         return s
     }
@@ -67,7 +68,7 @@ final class FakePeer: PeerPort, @unchecked Sendable {
         return nil
     }
 
-    func addRemoteCandidate(negotiationId: String, _ candidate: CandidateInit) async {}
+    func addRemoteCandidate(_ candidate: IceCandidatePayload) async {}
     func remoteEndOfCandidates(negotiationId: String) async {}
     func close() async {
         await recorder.peer("close")
@@ -77,7 +78,7 @@ final class FakePeer: PeerPort, @unchecked Sendable {
 
 struct FakeMedia: MediaPort {
     let recorder: Recorder
-    func start(_ prefs: StreamPrefs) async { await recorder.mediaCall("start \(prefs.resolution)@\(prefs.frameRate)") }
+    func start(_ prefs: StreamPrefs) async { await recorder.mediaCall("start \(prefs.resolution ?? "-")@\(prefs.frameRate ?? 0)") }
     func stop() async { await recorder.mediaCall("stop") }
 }
 
@@ -88,7 +89,7 @@ struct NullSink: LogSink { func write(_ line: LogLine) {} }
         let rec = Recorder()
         let clock = SystemMonotonicClock()
         let signaling = FakeSignaling(recorder: rec, backfill: [
-            .signal(.joinApproved(authExpiresAt: clock.now() + .seconds(3600), prefs: StreamPrefs(resolution: "720p", frameRate: 30))),
+            .approved(authExpiresAt: clock.now() + .seconds(3600), prefs: StreamPrefs(resolution: "720p", frameRate: 30)),
             .ready(status: .connecting),
         ])
         final class Box: @unchecked Sendable { var controller: SessionController? }
@@ -102,8 +103,8 @@ struct NullSink: LogSink { func write(_ line: LogLine) {} }
 
         #expect(outcome == .init(exitCode: 0, message: "Cast stopped."))
         let inserted = await rec.inserted
-        #expect(inserted.first == .offer(negotiationId: "nid-fixed", sdp: "offer-nid-fixed"))
-        #expect(inserted.last == .disconnect(reason: "sender_ended"))
+        #expect(inserted.first == .offer(sdp: "offer-nid-fixed", negotiationID: "nid-fixed"))
+        #expect(inserted.last == .disconnect(.senderEnded))
         #expect(await rec.updates == [.connected, .end])
         #expect(await rec.media == ["start 720p@30", "stop"])
         let calls = await rec.peerCalls
@@ -116,16 +117,16 @@ struct NullSink: LogSink { func write(_ line: LogLine) {} }
         let rec = Recorder()
         let clock = SystemMonotonicClock()
         let signaling = FakeSignaling(recorder: rec, backfill: [
-            .signal(.joinApproved(authExpiresAt: nil, prefs: StreamPrefs())),
+            .approved(authExpiresAt: nil, prefs: StreamPrefs()),
             .ready(status: .connected),
         ])
         let controller = SessionController(
             machine: SessionMachine { "n1" }, signaling: signaling, peer: FakePeer(recorder: rec),
             media: FakeMedia(recorder: rec), clock: clock, log: NullSink(),
-            onConnected: { _ in signaling.continuation.yield(.signal(.disconnect(reason: "receiver_ended"))) })
+            onConnected: { _ in signaling.continuation.yield(.signal(.disconnect(DisconnectReason(raw: "receiver_ended")))) })
         let outcome = await controller.run()
         #expect(outcome == .init(exitCode: 0, message: "The receiver ended the session."))
-        #expect(await rec.inserted.contains(.disconnect(reason: "sender_ended")) == false)
+        #expect(await rec.inserted.contains(.disconnect(.senderEnded)) == false)
         #expect(await rec.updates == [.connected])
     }
 }

@@ -1,5 +1,6 @@
 import Testing
 import CastCore
+import CastSignaling
 @testable import CastDaemon
 
 /// Drives a SessionMachine on a fake clock and records what it asks for.
@@ -61,7 +62,7 @@ struct Harness {
 
     /// Ready on an approved session: returns the actions up to `createPeer`.
     mutating func startApproved(authExpiresIn: Duration = .seconds(7200)) -> [SessionMachine.Action] {
-        send(.signal(.joinApproved(authExpiresAt: now + authExpiresIn, prefs: Self.prefs)))
+        send(.approved(authExpiresAt: now + authExpiresIn, prefs: Self.prefs))
         return send(.ready(status: .connecting))
     }
 
@@ -70,7 +71,7 @@ struct Harness {
         let nid = machine.negotiationId!
         let a = send(.offerReady(negotiationId: nid, sdp: "v=0 offer"))
         _ = ackInserts(a)
-        send(.signal(.answer(negotiationId: nid, sdp: "v=0 answer")))
+        send(.signal(.answer(sdp: "v=0 answer", negotiationID: nid)))
         send(.peerState(negotiationId: nid, .connected))
     }
 }
@@ -89,7 +90,7 @@ extension Array where Element == SessionMachine.Action {
     @Test func waitsForApprovalThenStartsMediaAndNegotiates() {
         var h = Harness()
         #expect(h.send(.ready(status: .pairing)).isEmpty)
-        let a = h.send(.signal(.joinApproved(authExpiresAt: h.now + .seconds(7200), prefs: Harness.prefs)))
+        let a = h.send(.approved(authExpiresAt: h.now + .seconds(7200), prefs: Harness.prefs))
         #expect(a.first == .startMedia(Harness.prefs))
         #expect(a.creates == ["nid-1"])
     }
@@ -112,7 +113,7 @@ extension Array where Element == SessionMachine.Action {
     @Test func deniedEndsWithoutSendingAnything() {
         var h = Harness()
         h.send(.ready(status: .pairing))
-        let a = h.send(.signal(.disconnect(reason: "denied")))
+        let a = h.send(.signal(.disconnect(DisconnectReason(raw: "denied"))))
         #expect(a.finish?.0 == 1)
         #expect(a.finish?.1 == "The receiver denied the request to cast.")
         #expect(a.inserts.isEmpty && a.updates.isEmpty)
@@ -124,39 +125,38 @@ extension Array where Element == SessionMachine.Action {
         var h = Harness()
         _ = h.startApproved()
         // Candidates gathered before the offer was produced wait for it.
-        h.send(.localCandidate(negotiationId: "nid-1", CandidateInit(candidate: "candidate:1 1 udp 1 127.0.0.1 5000 typ host")))
+        h.send(.localCandidate(IceCandidatePayload(negotiationID: "nid-1", candidate: "candidate:1 1 udp 1 127.0.0.1 5000 typ host")))
         var a = h.send(.offerReady(negotiationId: "nid-1", sdp: "OFFER"))
-        #expect(a.inserts == [.offer(negotiationId: "nid-1", sdp: "OFFER")])
+        #expect(a.inserts == [.offer(sdp: "OFFER", negotiationID: "nid-1")])
         a = h.send(.gatheringComplete(negotiationId: "nid-1"))
         #expect(a.inserts.isEmpty)   // one insert in flight at a time
         a = h.send(.insertFinished(.inserted))
-        #expect(a.inserts == [.candidate(negotiationId: "nid-1",
-                                         CandidateInit(candidate: "candidate:1 1 udp 1 127.0.0.1 5000 typ host"))])
+        #expect(a.inserts == [.iceCandidate(IceCandidatePayload(negotiationID: "nid-1", candidate: "candidate:1 1 udp 1 127.0.0.1 5000 typ host"))])
         a = h.send(.insertFinished(.inserted))
-        #expect(a.inserts == [.endOfCandidates(negotiationId: "nid-1")])
+        #expect(a.inserts == [.endOfCandidates(negotiationID: "nid-1")])
     }
 
     @Test func earlyCandidatesAreBufferedAndAppliedRightAfterTheAnswer() {
         var h = Harness()
         _ = h.startApproved()
-        let c = CandidateInit(candidate: "candidate:2 1 udp 2 abc.local 6000 typ host")
-        #expect(h.send(.signal(.candidate(negotiationId: "nid-1", c))).isEmpty)
-        #expect(h.send(.signal(.endOfCandidates(negotiationId: "nid-1"))).isEmpty)
-        let a = h.send(.signal(.answer(negotiationId: "nid-1", sdp: "ANSWER")))
+        let c = IceCandidatePayload(negotiationID: "nid-1", candidate: "candidate:2 1 udp 2 abc.local 6000 typ host")
+        #expect(h.send(.signal(.iceCandidate(c))).isEmpty)
+        #expect(h.send(.signal(.endOfCandidates(negotiationID: "nid-1"))).isEmpty)
+        let a = h.send(.signal(.answer(sdp: "ANSWER", negotiationID: "nid-1")))
         #expect(a == [.applyAnswer(negotiationId: "nid-1", sdp: "ANSWER"),
-                      .addRemoteCandidate(negotiationId: "nid-1", c),
+                      .addRemoteCandidate(c),
                       .remoteEndOfCandidates(negotiationId: "nid-1")])
     }
 
     @Test func rowsForOtherNegotiationsAreIgnored() {
         var h = Harness()
         _ = h.startApproved()
-        #expect(h.send(.signal(.answer(negotiationId: "old", sdp: "X"))).isEmpty)
-        #expect(h.send(.signal(.candidate(negotiationId: "old", CandidateInit(candidate: "candidate:x")))).isEmpty)
+        #expect(h.send(.signal(.answer(sdp: "X", negotiationID: "old"))).isEmpty)
+        #expect(h.send(.signal(.iceCandidate(IceCandidatePayload(negotiationID: "old", candidate: "candidate:x")))).isEmpty)
         #expect(h.machine.ignoredRows == 2)
         // A second answer for the current negotiation is ignored too.
-        h.send(.signal(.answer(negotiationId: "nid-1", sdp: "A")))
-        #expect(h.send(.signal(.answer(negotiationId: "nid-1", sdp: "B"))).isEmpty)
+        h.send(.signal(.answer(sdp: "A", negotiationID: "nid-1")))
+        #expect(h.send(.signal(.answer(sdp: "B", negotiationID: "nid-1"))).isEmpty)
     }
 
     @Test func connectedIsReportedOnceThenHeartbeatsEvery30s() {
@@ -208,7 +208,7 @@ extension Array where Element == SessionMachine.Action {
         var h = Harness()
         _ = h.startApproved()
         let a = h.send(.answerFailed(negotiationId: "nid-1", message: "the receiver cannot decode H.264"))
-        #expect(a.inserts == [.disconnect(reason: "failed")])
+        #expect(a.inserts == [.disconnect(.failed)])
         #expect(a.updates == [.end])
         #expect(a.finish?.1.contains("cannot decode H.264") == true)
     }
@@ -235,7 +235,7 @@ extension Array where Element == SessionMachine.Action {
         #expect(created.map(\.1) == ["nid-2", "nid-3", "nid-4"])
         // The third re-offer fails too: give up.
         let a = h.send(.peerState(negotiationId: "nid-4", .failed))
-        #expect(a.inserts == [.disconnect(reason: "failed")])
+        #expect(a.inserts == [.disconnect(.failed)])
         #expect(a.updates == [.end])
         #expect(a.finish?.0 == 1)
         #expect(h.now - start == .seconds(11))   // 1 s + 3 s + 7 s
@@ -302,7 +302,7 @@ extension Array where Element == SessionMachine.Action {
         var h = Harness()
         _ = h.startApproved()
         h.send(.offerReady(negotiationId: "nid-1", sdp: "OFFER"))      // in flight
-        h.send(.localCandidate(negotiationId: "nid-1", CandidateInit(candidate: "candidate:a")))
+        h.send(.localCandidate(IceCandidatePayload(negotiationID: "nid-1", candidate: "candidate:a")))
         h.send(.peerState(negotiationId: "nid-1", .failed))
         let a = h.send(.insertFinished(.inserted))
         #expect(a.inserts.isEmpty)
@@ -315,7 +315,7 @@ extension Array where Element == SessionMachine.Action {
         _ = h.startApproved()
         h.connect()
         let a = h.send(.stopRequested)
-        #expect(a == [.stopMedia, .closePeer, .insert(.disconnect(reason: "sender_ended")),
+        #expect(a == [.stopMedia, .closePeer, .insert(.disconnect(.senderEnded)),
                       .sessionUpdate(.end), .finish(exitCode: 0, message: "Cast stopped.")])
         #expect(h.machine.nextDeadline() == nil)
         #expect(h.send(.peerState(negotiationId: "nid-1", .failed)).isEmpty)
@@ -325,25 +325,43 @@ extension Array where Element == SessionMachine.Action {
         var h = Harness()
         _ = h.startApproved()
         h.connect()
-        let a = h.send(.signal(.disconnect(reason: "receiver_ended")))
+        let a = h.send(.signal(.disconnect(DisconnectReason(raw: "receiver_ended"))))
         #expect(a.finish?.0 == 0)
         #expect(a.finish?.1 == "The receiver ended the session.")
         #expect(a.inserts.isEmpty)
         #expect(a.contains(.stopMedia))
     }
 
-    @Test func statusDisconnectedWithoutARowEndsToo() {
+    @Test func statusDisconnectedWithoutARowEndsAfterTheGrace() {
         var h = Harness()
         _ = h.startApproved()
         h.connect()
-        let a = h.send(.statusChanged(.disconnected))
+        var a = h.send(.statusChanged(.disconnected))
+        #expect(a.contains(.stopMedia) && a.contains(.closePeer))   // capture stops at once
+        #expect(a.finish == nil)
+        a = h.advance(.milliseconds(999))
+        #expect(a.finish == nil)
+        a = h.advance(.milliseconds(1))
         #expect(a.finish?.1 == "The broadcasting session has ended.")
+        #expect(a.finish?.0 == 0)
+    }
+
+    @Test func statusFirstThenRowReportsTheRowsReason() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        h.send(.statusChanged(.disconnected))
+        h.advance(.milliseconds(300))
+        let a = h.send(.signal(.disconnect(.receiverEnded)))
+        #expect(a.finish?.1 == "The receiver ended the session.")
+        #expect(!a.contains(.stopMedia))   // already stopped
+        #expect(h.machine.isEnded)
     }
 
     @Test func unknownReasonIsShownRawButSanitised() {
         var h = Harness()
         _ = h.startApproved()
-        let a = h.send(.signal(.disconnect(reason: "kicked\u{1b}[31m")))
+        let a = h.send(.signal(.disconnect(DisconnectReason(raw: "kicked\u{1b}[31m"))))
         #expect(a.finish?.1 == "The receiver ended the session (reason: kicked[31m).")
     }
 }
@@ -396,11 +414,11 @@ extension Array where Element == SessionMachine.Action {
         _ = h.startApproved()
         h.send(.offerReady(negotiationId: "nid-1", sdp: "O"))
         h.send(.insertFinished(.inserted))     // the offer (t = 0)
-        h.send(.signal(.answer(negotiationId: "nid-1", sdp: "A")))
+        h.send(.signal(.answer(sdp: "A", negotiationID: "nid-1")))
         h.send(.peerState(negotiationId: "nid-1", .connected))
         var first: [SessionMachine.Action] = []
         for i in 0..<50 {
-            first += h.send(.localCandidate(negotiationId: "nid-1", CandidateInit(candidate: "candidate:\(i)")))
+            first += h.send(.localCandidate(IceCandidatePayload(negotiationID: "nid-1", candidate: "candidate:\(i)")))
         }
         var times: [Instant] = []
         // Ack each insert at the moment it is asked for; advance 100 ms at a time for 3 minutes.

@@ -115,6 +115,14 @@ import CastCore
         #expect(out.packets.map(\.payload) == [[0x06, 0x05, 0x01, 0x80], [0x41, 0x9a]])
     }
 
+    @Test func nalTypesThatCollideWithRTPPayloadStructuresAreDropped() throws {
+        var p = try packetizer(budget: 10)
+        // 0xfc is type 28 (FU-A), 0x78 type 24 (STAP-A), 0x00 type 0: none is a real H.264 NAL unit.
+        let out = try p.packetize(accessUnit: au([[0xfc, 1], [0x78, 2], [0x00, 3], [0x41, 0x9a]]), captureTime: .zero)
+        #expect(out.packets.map(\.payload) == [[0x41, 0x9a]])
+        #expect(try p.packetize(accessUnit: hex("00db fc00000000 000001 fc 0000000000 0001"), captureTime: .zero).packets.isEmpty)
+    }
+
     @Test func sequenceNumbersWrapFrom65535ToZero() throws {
         var p = try packetizer(budget: 4, sequence: 65534)
         let first = try p.packetize(accessUnit: au([[0x41, 1, 2, 3, 4, 5]]), captureTime: .zero)   // 3 fragments

@@ -16,3 +16,7 @@ static inline Visual *castd_x11_default_visual(Display *d, int s) { return Defau
 static inline int castd_x11_default_depth(Display *d, int s) { return DefaultDepth(d, s); }
 static inline int castd_x11_connection_number(Display *d) { return ConnectionNumber(d); }
 static inline unsigned long castd_x11_all_planes(void) { return AllPlanes; }
+
+// XDestroyImage is a macro calling the image's own destroy function (for an
+// XShm image that frees the XImage but not the shared segment).
+static inline int castd_x11_destroy_image(XImage *img) { return XDestroyImage(img); }

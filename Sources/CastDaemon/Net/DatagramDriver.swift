@@ -6,27 +6,6 @@ import Foundation
 import Glibc
 #endif
 
-/// A datagram to send: from which local socket, to where.
-public struct Transmit: Sendable, Equatable {
-    public var bytes: [UInt8]
-    public var from: SocketAddress
-    public var to: SocketAddress
-    public init(bytes: [UInt8], from: SocketAddress, to: SocketAddress) {
-        self.bytes = bytes
-        self.from = from
-        self.to = to
-    }
-}
-
-/// A sans-IO protocol core a `DatagramDriver` can run (str0m's shape):
-/// datagrams and timeouts in, datagrams out, and when to call again.
-public protocol DatagramCore {
-    mutating func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant)
-    mutating func handleTimeout(now: Instant)
-    mutating func pollTransmit() -> Transmit?
-    func nextDeadline() -> Instant?
-}
-
 /// The IO shell around one `DatagramCore`: a thread that owns the core and its
 /// UDP sockets, polls them, feeds datagrams and deadlines in and sends what
 /// comes out. Other threads reach the core only through `perform`, which runs
@@ -49,8 +28,14 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     private var stopping = false            // read and written on the driver thread only
     public private(set) var sendFailures = 0 // driver thread only
 
-    public init(core: Core, sockets: [UDPSocket], clock: MonotonicClock) throws {
+    /// Called on the driver's thread after every turn (mailbox work, datagrams,
+    /// timeouts), so the owner can move the core's events out.
+    private let afterTurn: ((inout Core) -> Void)?
+
+    public init(core: Core, sockets: [UDPSocket], clock: MonotonicClock,
+                afterTurn: ((inout Core) -> Void)? = nil) throws {
         self.core = core
+        self.afterTurn = afterTurn
         self.sockets = sockets
         self.clock = clock
         var p: [Int32] = [0, 0]
@@ -114,6 +99,7 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     }
 
     private func flush() {
+        afterTurn?(&core)
         while let t = core.pollTransmit() {
             guard let s = sockets.first(where: { $0.local == t.from }) ?? sockets.first(where: { $0.local.ip.isIPv6 == t.to.ip.isIPv6 }) else {
                 sendFailures += 1

@@ -1,4 +1,5 @@
 import CastCore
+import CastSignaling
 
 /// The actor that runs one cast: it owns the `SessionMachine`, feeds it what
 /// the signaling layer, the peer and the user say, carries out its actions
@@ -90,7 +91,7 @@ public actor SessionController {
         while let action = machine.poll() {
             switch action {
             case .startMedia(let prefs):
-                log.write(LogLine(.info, "media_start", [("resolution", prefs.resolution), ("fps", prefs.frameRate)]))
+                log.write(LogLine(.info, "media_start", [("resolution", prefs.resolution ?? "-"), ("fps", prefs.frameRate.map(String.init) ?? "-")]))
                 await media.start(prefs)
             case .stopMedia:
                 await media.stop()
@@ -100,8 +101,8 @@ public actor SessionController {
                 await peer.close()
             case .applyAnswer(let nid, let sdp):
                 if let failure = await peer.applyAnswer(negotiationId: nid, sdp: sdp) { events.yield(.input(failure)) }
-            case .addRemoteCandidate(let nid, let c):
-                await peer.addRemoteCandidate(negotiationId: nid, c)
+            case .addRemoteCandidate(let c):
+                await peer.addRemoteCandidate(c)
             case .remoteEndOfCandidates(let nid):
                 await peer.remoteEndOfCandidates(negotiationId: nid)
             case .insert(let row):

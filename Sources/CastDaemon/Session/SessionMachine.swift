@@ -1,4 +1,5 @@
 import CastCore
+import CastSignaling
 
 /// The sender's session logic (spec §5, §6, §9, §10, §11), as a pure state
 /// machine: the owner feeds `Input`s with the current time, drains `Action`s
@@ -10,6 +11,8 @@ public struct SessionMachine: Sendable {
         public var reconnect = ReconnectPolicy()
         /// spec §10: heartbeat every 30 s while connected.
         public var heartbeatInterval: Duration = .seconds(30)
+        /// How long a status change to `disconnected` waits for its disconnect row.
+        public var disconnectRowGrace: Duration = .seconds(1)
         /// castd's own rows per minute (spec §6 caps the session at 200, both sides).
         public var rowLimit = 100
         public var rowWindow: Duration = .seconds(60)
@@ -20,12 +23,15 @@ public struct SessionMachine: Sendable {
         /// Subscribed, backfilled (its rows delivered before this), and the
         /// session row read: `status` is its current status.
         case ready(status: SessionStatus)
-        case signal(IncomingSignal)
+        /// `join_approved`, with `senderAuthExpiresAt` converted by the shell to the monotonic clock.
+        case approved(authExpiresAt: Instant?, prefs: StreamPrefs)
+        /// Any other row addressed to the sender (already de-duplicated by row id).
+        case signal(SignalingMessage)
         /// A status change of the session row (Realtime UPDATE).
         case statusChanged(SessionStatus)
         /// The peer session for `negotiationId` produced its offer.
         case offerReady(negotiationId: String, sdp: String)
-        case localCandidate(negotiationId: String, CandidateInit)
+        case localCandidate(IceCandidatePayload)
         case gatheringComplete(negotiationId: String)
         case peerState(negotiationId: String, PeerConnectionState)
         /// The answer could not be applied (bad SDP, rejected video, fingerprint…).
@@ -34,6 +40,8 @@ public struct SessionMachine: Sendable {
         case sessionUpdateFinished(SessionUpdateAction, SessionUpdateResult)
         /// SIGTERM / SIGINT: the user stops the cast.
         case stopRequested
+        /// The signaling layer cannot go on (the identity is dead, the backend refuses us).
+        case signalingFailed(String)
     }
 
     public enum Action: Sendable, Equatable {
@@ -44,7 +52,7 @@ public struct SessionMachine: Sendable {
         case createPeer(negotiationId: String)
         case closePeer
         case applyAnswer(negotiationId: String, sdp: String)
-        case addRemoteCandidate(negotiationId: String, CandidateInit)
+        case addRemoteCandidate(IceCandidatePayload)
         case remoteEndOfCandidates(negotiationId: String)
         /// Insert one row; answer with `.insertFinished` (except while ending).
         case insert(OutgoingSignal)
@@ -81,9 +89,10 @@ public struct SessionMachine: Sendable {
     private var offerQueued = false
     private var answerApplied = false
     private var pendingLocal: [OutgoingSignal] = []
-    private var bufferedRemote: [CandidateInit] = []
+    private var bufferedRemote: [IceCandidatePayload] = []
     private var remoteEnded = false
     private var heartbeatDue: Instant? = nil
+    private var statusEndAt: Instant? = nil
     private var authExpiresAt: Instant? = nil
     private var actions: [Action] = []
     public private(set) var ignoredRows = 0
@@ -106,6 +115,7 @@ public struct SessionMachine: Sendable {
 
     public func nextDeadline() -> Instant? {
         guard phase != .ended else { return nil }
+        if let t = statusEndAt { return t }
         var candidates: [Instant?] = [heartbeatDue, authExpiresAt, outbox.nextDeadline()]
         switch phase {
         case .negotiating(let since): candidates.append(since + configuration.reconnect.attemptTimeout)
@@ -118,15 +128,29 @@ public struct SessionMachine: Sendable {
 
     public mutating func handle(_ input: Input, now: Instant) {
         guard phase != .ended else { return }
+        if statusEndAt != nil {
+            // The session is over; only its disconnect row (for its reason) or a stop matter.
+            switch input {
+            case .signal(.disconnect), .stopRequested: break
+            default: return
+            }
+            if input == .stopRequested { finishQuietly(exitCode: 0, "The broadcasting session has ended."); return }
+        }
         switch input {
         case .ready(let status):
             guard phase == .awaitingReady else { return }
-            if !status.isActive && status != .waiting {
-                finishQuietly(exitCode: 1, "The session is already over (status \(status.rawValue)); pair again.")
+            if status.isFinal {
+                finishQuietly(exitCode: 1, "The session is already over (status \(status.raw)); pair again.")
                 return
             }
             phase = .awaitingApproval
             if approval != nil, status == .connecting || status == .connected { beginCast(now: now) }
+
+        case .approved(let expires, let prefs):
+            guard approval == nil else { break }
+            approval = (expires, prefs)
+            authExpiresAt = expires
+            if phase == .awaitingApproval { beginCast(now: now) }
 
         case .signal(let s):
             handleSignal(s, now: now)
@@ -134,29 +158,36 @@ public struct SessionMachine: Sendable {
         case .statusChanged(let status):
             switch status {
             case .disconnected:
-                finishQuietly(exitCode: 0, "The broadcasting session has ended.")
+                // The backend changes the status and inserts the disconnect row
+                // together; the status may arrive first. Stop at once, but wait
+                // briefly for the row, whose reason says more (spec §9).
+                guard statusEndAt == nil else { break }
+                statusEndAt = now + configuration.disconnectRowGrace
+                outbox.removeQueued { _ in true }
+                if mediaStarted { actions.append(.stopMedia); mediaStarted = false }
+                if negotiationId != nil { actions.append(.closePeer); negotiationId = nil }
             case .expired:
                 finishQuietly(exitCode: 1, "The session expired before it was approved; pair again.")
             case .connecting, .connected:
                 if phase == .awaitingApproval, approval != nil { beginCast(now: now) }
-            case .waiting, .pairing:
+            case .waiting, .pairing, .other:
                 break
             }
 
         case .offerReady(let nid, let sdp):
             guard nid == negotiationId, !offerQueued else { return }
             offerQueued = true
-            outbox.enqueue(.offer(negotiationId: nid, sdp: sdp))
+            outbox.enqueue(.offer(sdp: sdp, negotiationID: nid))
             for row in pendingLocal { outbox.enqueue(row) }
             pendingLocal.removeAll()
 
-        case .localCandidate(let nid, let c):
-            guard nid == negotiationId else { return }
-            enqueueLocal(.candidate(negotiationId: nid, c))
+        case .localCandidate(let c):
+            guard c.negotiationID == negotiationId else { return }
+            enqueueLocal(.iceCandidate(c))
 
         case .gatheringComplete(let nid):
             guard nid == negotiationId else { return }
-            enqueueLocal(.endOfCandidates(negotiationId: nid))
+            enqueueLocal(.endOfCandidates(negotiationID: nid))
 
         case .peerState(let nid, let state):
             guard nid == negotiationId else { return }
@@ -165,7 +196,7 @@ public struct SessionMachine: Sendable {
         case .answerFailed(let nid, let message):
             guard nid == negotiationId else { return }
             // Not a network fault: a new offer would fail the same way.
-            endAsSender(reason: "failed", exitCode: 1, message: "The receiver's answer cannot be used: \(message)")
+            endAsSender(reason: .failed, exitCode: 1, message: "The receiver's answer cannot be used: \(message)")
 
         case .insertFinished(let outcome):
             outbox.completed(outcome, now: now)
@@ -179,13 +210,20 @@ public struct SessionMachine: Sendable {
             handleSessionUpdate(action, result, now: now)
 
         case .stopRequested:
-            endAsSender(reason: "sender_ended", exitCode: 0, message: "Cast stopped.")
+            endAsSender(reason: .senderEnded, exitCode: 0, message: "Cast stopped.")
+
+        case .signalingFailed(let message):
+            finishQuietly(exitCode: 1, "Signaling failed: \(message)")
         }
         pump(now: now)
     }
 
     public mutating func handleTimeout(now: Instant) {
         guard phase != .ended else { return }
+        if let t = statusEndAt {
+            if now >= t { finishQuietly(exitCode: 0, "The broadcasting session has ended.") }
+            return
+        }
         if let t = authExpiresAt, now >= t {
             finishQuietly(exitCode: 1, "Authorization expired; pair again.")
             return
@@ -211,27 +249,24 @@ public struct SessionMachine: Sendable {
 
     // MARK: - Rules
 
-    private mutating func handleSignal(_ s: IncomingSignal, now: Instant) {
+    private mutating func handleSignal(_ s: SignalingMessage, now: Instant) {
         switch s {
-        case .joinApproved(let expires, let prefs):
-            guard approval == nil else { return }
-            approval = (expires, prefs)
-            authExpiresAt = expires
-            if phase == .awaitingApproval { beginCast(now: now) }
+        case .joinApproved:
+            break   // the shell turns it into `.approved` (it converts the expiry time)
 
-        case .answer(let nid, let sdp):
+        case .answer(let sdp, let nid):
             // spec §6: answers with any other negotiationId are ignored.
             guard nid == negotiationId, !answerApplied else { ignoredRows += 1; return }
             answerApplied = true
             actions.append(.applyAnswer(negotiationId: nid, sdp: sdp))
             // spec §6: candidates that arrived early are applied right after the answer.
-            for c in bufferedRemote { actions.append(.addRemoteCandidate(negotiationId: nid, c)) }
+            for c in bufferedRemote { actions.append(.addRemoteCandidate(c)) }
             bufferedRemote.removeAll()
             if remoteEnded { actions.append(.remoteEndOfCandidates(negotiationId: nid)) }
 
-        case .candidate(let nid, let c):
-            guard nid == negotiationId else { ignoredRows += 1; return }
-            if answerApplied { actions.append(.addRemoteCandidate(negotiationId: nid, c)) }
+        case .iceCandidate(let c):
+            guard c.negotiationID == negotiationId else { ignoredRows += 1; return }
+            if answerApplied { actions.append(.addRemoteCandidate(c)) }
             else { bufferedRemote.append(c) }
 
         case .endOfCandidates(let nid):
@@ -241,15 +276,18 @@ public struct SessionMachine: Sendable {
 
         case .disconnect(let reason):
             switch reason {
-            case "receiver_ended", "sender_ended":
+            case .receiverEnded, .senderEnded:
                 finishQuietly(exitCode: 0, "The receiver ended the session.")
-            case "denied":
+            case .denied:
                 finishQuietly(exitCode: 1, "The receiver denied the request to cast.")
-            case "failed":
+            case .failed:
                 finishQuietly(exitCode: 1, "The receiver gave up reconnecting.")
-            default:
-                finishQuietly(exitCode: 0, "The receiver ended the session (reason: \(Self.printable(reason))).")
+            case .other(let raw):
+                finishQuietly(exitCode: 0, "The receiver ended the session (reason: \(Self.printable(raw))).")
             }
+
+        case .joinRequest, .offer, .unknown, .invalid:
+            ignoredRows += 1   // not addressed to a sender's logic; tolerated (contract addendum)
         }
     }
 
@@ -313,7 +351,7 @@ public struct SessionMachine: Sendable {
     /// spec §6/§11: every offer gets a fresh negotiationId and a fresh peer.
     private mutating func negotiate(now: Instant) {
         if negotiationId != nil { actions.append(.closePeer) }
-        if let old = negotiationId { outbox.removeQueued { $0.negotiationId == old } }
+        if let old = negotiationId { outbox.removeQueued { $0.negotiationID == old } }
         let nid = makeNegotiationId()
         negotiationId = nid
         offerQueued = false
@@ -328,13 +366,13 @@ public struct SessionMachine: Sendable {
 
     private mutating func connectionLost(now: Instant) {
         actions.append(.closePeer)
-        if let old = negotiationId { outbox.removeQueued { $0.negotiationId == old } }
+        if let old = negotiationId { outbox.removeQueued { $0.negotiationID == old } }
         switch reconnect.connectionLost() {
         case .retry(let delay, let attempt):
             actions.append(.log("event=reconnect attempt=\(attempt) delay_s=\(delay.seconds)"))
             phase = .waitingToRetry(until: now + delay)
         case .giveUp(let attempts):
-            endAsSender(reason: "failed", exitCode: 1,
+            endAsSender(reason: .failed, exitCode: 1,
                         message: "Lost the connection to the receiver and gave up after \(attempts) reconnect attempts.",
                         peerAlreadyClosed: true)
         }
@@ -345,11 +383,11 @@ public struct SessionMachine: Sendable {
     }
 
     /// The sender ends the session: disconnect row, session-update end, peer closed (spec §9, §12 broadcastFinished).
-    private mutating func endAsSender(reason: String, exitCode: Int32, message: String, peerAlreadyClosed: Bool = false) {
+    private mutating func endAsSender(reason: DisconnectReason, exitCode: Int32, message: String, peerAlreadyClosed: Bool = false) {
         outbox.removeQueued { _ in true }
         if mediaStarted { actions.append(.stopMedia) }
         if !peerAlreadyClosed && negotiationId != nil { actions.append(.closePeer) }
-        actions.append(.insert(.disconnect(reason: reason)))
+        actions.append(.insert(.disconnect(reason)))
         actions.append(.sessionUpdate(.end))
         actions.append(.finish(exitCode: exitCode, message: message))
         phase = .ended

@@ -1,4 +1,5 @@
 import CastCore
+import CastSignaling
 
 /// What the session controller needs from the signaling layer. The real
 /// implementation speaks Supabase REST + Realtime and the iPadCast API
@@ -22,7 +23,7 @@ public protocol PeerPort: Sendable {
     func create(negotiationId: String) async -> AsyncStream<SessionMachine.Input>
     /// Applies the answer; a failure comes back as `.answerFailed`.
     func applyAnswer(negotiationId: String, sdp: String) async -> SessionMachine.Input?
-    func addRemoteCandidate(negotiationId: String, _ candidate: CandidateInit) async
+    func addRemoteCandidate(_ candidate: IceCandidatePayload) async
     func remoteEndOfCandidates(negotiationId: String) async
     func close() async
 }

@@ -91,11 +91,7 @@ public struct H264Packetizer: Sendable {
 
     /// Packetizes one Annex-B access unit. Empty input gives no packets.
     public mutating func packetize(accessUnit: [UInt8], captureTime: Instant) throws -> Output {
-        var nals = try H264NALUnit.splitAnnexB(accessUnit).filter {
-            // AUDs and filler carry nothing a WebRTC receiver uses (RFC 6184 §5.1
-            // leaves framing to RTP: the marker bit ends the access unit).
-            $0.type != H264NALUnit.accessUnitDelimiter && $0.type != H264NALUnit.fillerData
-        }
+        var nals = try H264NALUnit.splitAnnexB(accessUnit).filter { Self.isSent($0.type) }
         guard !nals.isEmpty else { return Output(packets: [], isKeyframe: false, insertedParameterSets: false) }
         let ts = timestamp(for: captureTime)
 
@@ -151,6 +147,17 @@ public struct H264Packetizer: Sendable {
             packets.append(RTPPacket(header: h, payload: p))
         }
         return Output(packets: packets, isKeyframe: isKeyframe, insertedParameterSets: inserted)
+    }
+
+    /// AUDs and filler carry nothing a WebRTC receiver uses (RFC 6184 §5.1 leaves
+    /// framing to RTP: the marker bit ends the access unit). Types 0 and 24…31 are
+    /// unspecified in H.264 and would be read as STAP/MTAP/FU payloads by the
+    /// receiver (RFC 6184 §5.2, Table 1), so they are never sent as they are.
+    static func isSent(_ type: UInt8) -> Bool {
+        switch type {
+        case 0, 24...31, H264NALUnit.accessUnitDelimiter, H264NALUnit.fillerData: return false
+        default: return true
+        }
     }
 
     //  0                   1                   2                   3

@@ -1,0 +1,31 @@
+import CastCore
+import CastMedia
+
+/// What one capture attempt produced (Sunshine's capture outcomes: the
+/// normal case that the screen changed size is an outcome, not an error).
+public enum CaptureOutcome: Sendable {
+    /// A new frame was published into the source's ring.
+    case frame(Frame)
+    /// The screen's size or format changed: close this source and open a new one at `size`.
+    case reinit(size: FrameSize)
+    /// No new frame this time: nothing changed, or every ring slot was busy
+    /// (the ring counts that drop).
+    case timeout
+    /// The source was asked to stop.
+    case interrupted
+    /// The source cannot go on.
+    case error(CastError)
+}
+
+/// A screen source. Its ring's slots are the memory it captures into (no
+/// extra copy); the encode side takes frames from the ring. One thread
+/// calls `capture`; the source and its slots outlive every reader of the ring.
+public protocol FrameSource: AnyObject {
+    associatedtype Slot: FrameSlot
+    var ring: FrameRing<Slot> { get }
+    var format: PixelFormat { get }
+    var size: FrameSize { get }
+    /// Captures one frame into a free slot. With `onlyIfChanged`, returns
+    /// `.timeout` without reading the screen when nothing changed.
+    func capture(onlyIfChanged: Bool) -> CaptureOutcome
+}

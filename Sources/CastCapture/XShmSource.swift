@@ -1,0 +1,315 @@
+import CastCore
+import CastMedia
+import CX11
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension CastError.Code {
+    /// The display cannot be captured (no server, no MIT-SHM, unknown output, unsupported visual).
+    public static let capture = Self("capture")
+}
+
+/// The last X protocol error, recorded by castd's error handler instead of
+/// Xlib's default (which exits the process).
+let lastXError = Atomic<Int32>(0)
+
+/// Screen capture from an X server through MIT-SHM: the root window or one
+/// RandR output, into shared-memory segments that are the ring's slots, with
+/// the cursor drawn from XFixes and XDamage telling whether anything changed.
+/// Owns its Display connection, its segments, its damage object and region;
+/// frees them in `deinit`. One thread uses it.
+public final class XShmSource: FrameSource {
+    public struct Options: Sendable {
+        /// `$DISPLAY` when nil.
+        public var display: String?
+        /// A RandR output name (`--output NAME`); the whole root window when nil.
+        public var output: String?
+        /// Draw the cursor into frames (`--no-cursor` turns it off).
+        public var cursor: Bool
+        public var slotCount: Int
+
+        public init(display: String? = nil, output: String? = nil, cursor: Bool = true,
+                    slotCount: Int = FrameRing<ShmSlot>.defaultSlotCount) {
+            self.display = display
+            self.output = output
+            self.cursor = cursor
+            self.slotCount = slotCount
+        }
+    }
+
+    /// One XShm image and its segment: a ring slot.
+    public final class ShmSlot: FrameSlot {
+        let image: UnsafeMutablePointer<XImage>
+        let info: UnsafeMutablePointer<XShmSegmentInfo>
+        public let bytes: UnsafeMutableRawPointer
+        public let capacity: Int
+
+        init(image: UnsafeMutablePointer<XImage>, info: UnsafeMutablePointer<XShmSegmentInfo>) {
+            self.image = image
+            self.info = info
+            bytes = UnsafeMutableRawPointer(image.pointee.data)
+            capacity = Int(image.pointee.bytes_per_line) * Int(image.pointee.height)
+        }
+    }
+
+    public let ring: FrameRing<ShmSlot>
+    public let format: PixelFormat
+    /// The captured area in root coordinates.
+    public let area: FrameRect
+    public var size: FrameSize { FrameSize(width: area.width, height: area.height) }
+    public let stride: Int
+    public let options: Options
+
+    private let display: OpaquePointer
+    private let root: Window
+    private let damage: Damage
+    private let region: XserverRegion
+    private let rrEventBase: Int32
+    private let clock: any MonotonicClock
+    private var lastCursor: (x: Int, y: Int, serial: UInt) = (-1, -1, 0)
+    private var lastCursorRect: FrameRect?
+    private var firstCapture = true
+    private var pendingReinit: FrameSize?
+
+    public init(options: Options = Options(), clock: any MonotonicClock = SystemMonotonicClock()) throws {
+        self.options = options
+        self.clock = clock
+        guard let dpy = XOpenDisplay(options.display) else {
+            throw CastError(.capture, "X11: cannot open display \(options.display ?? "$DISPLAY"); is an X server running and DISPLAY set?")
+        }
+        var ok = false
+        defer { if !ok { XCloseDisplay(dpy) } }
+        _ = XSetErrorHandler { _, event in
+            lastXError.store(Int32(event?.pointee.error_code ?? 1), ordering: .relaxed)
+            return 0
+        }
+        guard XShmQueryExtension(dpy) != 0 else {
+            throw CastError(.capture, "X11: the server has no MIT-SHM extension; XShm capture is impossible (is it a remote display?)")
+        }
+        var eb: Int32 = 0, erb: Int32 = 0
+        guard XDamageQueryExtension(dpy, &eb, &erb) != 0, XFixesQueryExtension(dpy, &eb, &erb) != 0 else {
+            throw CastError(.capture, "X11: the server lacks the DAMAGE or XFIXES extension")
+        }
+        var rrBase: Int32 = 0
+        _ = XRRQueryExtension(dpy, &rrBase, &erb)
+        rrEventBase = rrBase
+        let screen = castd_x11_default_screen(dpy)
+        let root = castd_x11_root_window(dpy, screen)
+        let rootSize = FrameSize(width: Int(XDisplayWidth(dpy, screen)), height: Int(XDisplayHeight(dpy, screen)))
+        var area = FrameRect(x: 0, y: 0, width: rootSize.width, height: rootSize.height)
+        if let name = options.output {
+            area = try Self.outputArea(dpy, root: root, name: name)
+        }
+        // 4:2:0 encoding wants even sides; the odd last row/column is not captured.
+        area.width &= ~1
+        area.height &= ~1
+        guard area.width > 0, area.height > 0 else { throw CastError(.capture, "X11: capture area \(area) is empty") }
+
+        let visual = castd_x11_default_visual(dpy, screen)!
+        let depth = castd_x11_default_depth(dpy, screen)
+        let red = visual.pointee.red_mask, blue = visual.pointee.blue_mask
+        let fmt: PixelFormat
+        switch (red, blue) {
+        case (0xff0000, 0xff): fmt = .bgrx
+        case (0xff, 0xff0000): fmt = .rgbx
+        default:
+            throw CastError(.capture, "X11: unsupported visual (depth \(depth), red mask \(String(red, radix: 16))); castd captures 24/32-bit TrueColor")
+        }
+
+        var slots: [ShmSlot] = []
+        do {
+            for _ in 0..<max(1, options.slotCount) {
+                slots.append(try Self.makeSlot(dpy, visual: visual, depth: depth, size: area))
+            }
+        } catch {
+            for s in slots { Self.free(s, dpy) }
+            throw error
+        }
+        guard slots[0].image.pointee.bits_per_pixel == 32 else {
+            for s in slots { Self.free(s, dpy) }
+            throw CastError(.capture, "X11: images have \(slots[0].image.pointee.bits_per_pixel) bits per pixel; castd needs 32")
+        }
+
+        damage = XDamageCreate(dpy, root, Int32(XDamageReportNonEmpty))
+        region = XFixesCreateRegion(dpy, nil, 0)
+        XRRSelectInput(dpy, root, Int32(RRScreenChangeNotifyMask))
+        XSelectInput(dpy, root, StructureNotifyMask)
+        XSync(dpy, 0)
+
+        display = dpy
+        self.root = root
+        self.area = area
+        format = fmt
+        stride = Int(slots[0].image.pointee.bytes_per_line)
+        ring = FrameRing(slots: slots)
+        ok = true
+    }
+
+    deinit {
+        XDamageDestroy(display, damage)
+        XFixesDestroyRegion(display, region)
+        for s in ring.slots { Self.free(s, display) }
+        XCloseDisplay(display)
+    }
+
+    static func makeSlot(_ dpy: OpaquePointer, visual: UnsafeMutablePointer<Visual>, depth: Int32, size: FrameRect) throws -> ShmSlot {
+        let info = UnsafeMutablePointer<XShmSegmentInfo>.allocate(capacity: 1)
+        info.initialize(to: XShmSegmentInfo())
+        guard let image = XShmCreateImage(dpy, visual, UInt32(depth), ZPixmap, nil, info, UInt32(size.width), UInt32(size.height)) else {
+            info.deallocate()
+            throw CastError(.capture, "X11: XShmCreateImage failed for \(size.width)x\(size.height)")
+        }
+        let bytes = Int(image.pointee.bytes_per_line) * Int(image.pointee.height)
+        let id = shmget(IPC_PRIVATE, bytes, IPC_CREAT | 0o600)
+        guard id >= 0 else {
+            _ = castd_x11_destroy_image(image)
+            info.deallocate()
+            throw CastError(.capture, "X11: shmget of \(bytes) bytes failed (\(String(cString: strerror(errno)))); check kernel.shmmax")
+        }
+        let addr = shmat(id, nil, 0)
+        if addr == UnsafeMutableRawPointer(bitPattern: -1) {
+            shmctl(id, IPC_RMID, nil)
+            _ = castd_x11_destroy_image(image)
+            info.deallocate()
+            throw CastError(.capture, "X11: shmat failed (\(String(cString: strerror(errno))))")
+        }
+        info.pointee.shmid = id
+        info.pointee.shmaddr = addr?.assumingMemoryBound(to: CChar.self)
+        info.pointee.readOnly = 0
+        image.pointee.data = info.pointee.shmaddr
+        lastXError.store(0, ordering: .relaxed)
+        let attached = XShmAttach(dpy, info) != 0
+        XSync(dpy, 0)
+        // Marked for removal now: the kernel frees it once both sides detach, even after a crash.
+        shmctl(id, IPC_RMID, nil)
+        guard attached, lastXError.load(ordering: .relaxed) == 0 else {
+            shmdt(addr)
+            _ = castd_x11_destroy_image(image)
+            info.deallocate()
+            throw CastError(.capture, "X11: XShmAttach failed; the X server cannot share memory with castd (another host or container?)")
+        }
+        return ShmSlot(image: image, info: info)
+    }
+
+    static func free(_ s: ShmSlot, _ dpy: OpaquePointer) {
+        XShmDetach(dpy, s.info)
+        XSync(dpy, 0)
+        _ = castd_x11_destroy_image(s.image)
+        shmdt(s.info.pointee.shmaddr)
+        s.info.deallocate()
+    }
+
+    /// The rectangle of a connected RandR output with a CRTC.
+    static func outputArea(_ dpy: OpaquePointer, root: Window, name: String) throws -> FrameRect {
+        guard let res = XRRGetScreenResourcesCurrent(dpy, root) else {
+            throw CastError(.capture, "X11: RandR screen resources unavailable; cannot select output \(name)")
+        }
+        defer { XRRFreeScreenResources(res) }
+        var names: [String] = []
+        for i in 0..<Int(res.pointee.noutput) {
+            guard let info = XRRGetOutputInfo(dpy, res, res.pointee.outputs[i]) else { continue }
+            defer { XRRFreeOutputInfo(info) }
+            let outName = String(cString: info.pointee.name)
+            names.append(outName)
+            guard outName == name else { continue }
+            guard info.pointee.crtc != 0, let crtc = XRRGetCrtcInfo(dpy, res, info.pointee.crtc) else {
+                throw CastError(.capture, "X11: output \(name) is not active (no CRTC)")
+            }
+            defer { XRRFreeCrtcInfo(crtc) }
+            return FrameRect(x: Int(crtc.pointee.x), y: Int(crtc.pointee.y),
+                             width: Int(crtc.pointee.width), height: Int(crtc.pointee.height))
+        }
+        throw CastError(.capture, "X11: no output named \(name); outputs are: \(names.joined(separator: ", "))")
+    }
+
+    /// Reads pending events: a root size change (ConfigureNotify, RandR) means reinit.
+    private func drainEvents() {
+        var ev = XEvent()
+        while XPending(display) > 0 {
+            XNextEvent(display, &ev)
+            if ev.type == rrEventBase + RRScreenChangeNotify { XRRUpdateConfiguration(&ev) }
+            if ev.type == ConfigureNotify || ev.type == rrEventBase + RRScreenChangeNotify {
+                let newSize = currentSize()
+                if newSize != size { pendingReinit = newSize }
+            }
+        }
+    }
+
+    /// The size this source would capture now (root or output).
+    private func currentSize() -> FrameSize {
+        if let name = options.output, let a = try? Self.outputArea(display, root: root, name: name) {
+            return FrameSize(width: a.width & ~1, height: a.height & ~1)
+        }
+        var attrs = XWindowAttributes()
+        XGetWindowAttributes(display, root, &attrs)
+        return FrameSize(width: Int(attrs.width) & ~1, height: Int(attrs.height) & ~1)
+    }
+
+    /// What XDamage accumulated since the last call, clipped to the area, in frame coordinates.
+    private func takeDamage() -> [FrameRect] {
+        XDamageSubtract(display, damage, 0, region)
+        var count: Int32 = 0
+        guard let rects = XFixesFetchRegion(display, region, &count) else { return [] }
+        defer { XFree(rects) }
+        var out: [FrameRect] = []
+        for i in 0..<Int(count) {
+            let r = rects[i]
+            let x0 = max(Int(r.x), area.x), y0 = max(Int(r.y), area.y)
+            let x1 = min(Int(r.x) + Int(r.width), area.x + area.width)
+            let y1 = min(Int(r.y) + Int(r.height), area.y + area.height)
+            if x0 < x1 && y0 < y1 { out.append(FrameRect(x: x0 - area.x, y: y0 - area.y, width: x1 - x0, height: y1 - y0)) }
+        }
+        return out
+    }
+
+    /// The cursor as an overlay in frame coordinates, or nil when it is off-area or unavailable.
+    private func cursorOverlay() -> (CursorOverlay, serial: UInt)? {
+        guard let img = XFixesGetCursorImage(display) else { return nil }
+        defer { XFree(img) }
+        let c = img.pointee
+        let w = Int(c.width), h = Int(c.height)
+        // XFixes hands ARGB in `unsigned long`s (64-bit here); the low 32 bits hold it.
+        let pixels = (0..<(w * h)).map { UInt32(truncatingIfNeeded: c.pixels[$0]) }
+        let overlay = CursorOverlay(x: Int(c.x) - Int(c.xhot) - area.x, y: Int(c.y) - Int(c.yhot) - area.y,
+                                    width: w, height: h, pixels: pixels)
+        return (overlay, UInt(c.cursor_serial))
+    }
+
+    public func capture(onlyIfChanged: Bool) -> CaptureOutcome {
+        drainEvents()
+        if let s = pendingReinit { return .reinit(size: s) }
+        var damage = takeDamage()
+        var overlay: CursorOverlay? = nil
+        if options.cursor, let (o, serial) = cursorOverlay() {
+            overlay = o
+            // The cursor is a sprite: XDamage does not see it move or change shape.
+            if (o.x, o.y, serial) != (lastCursor.x, lastCursor.y, lastCursor.serial) {
+                if let old = lastCursorRect { damage.append(old) }
+                damage.append(o.bounds)
+                lastCursor = (o.x, o.y, serial)
+                lastCursorRect = o.bounds
+            }
+        }
+        let nothingChanged = damage.isEmpty && !firstCapture
+        if onlyIfChanged && nothingChanged { return .timeout }
+        guard let lease = ring.beginWrite() else { return .timeout }
+        lastXError.store(0, ordering: .relaxed)
+        let ok = XShmGetImage(display, root, lease.slot.image, Int32(area.x), Int32(area.y), castd_x11_all_planes()) != 0
+        let now = clock.now()
+        if !ok || lastXError.load(ordering: .relaxed) != 0 {
+            ring.cancel(lease)
+            // A failed read after a size change is the reinit case; otherwise it is an error.
+            let s = currentSize()
+            if s != size { return .reinit(size: s) }
+            return .error(CastError(.capture, "X11: XShmGetImage failed (X error \(lastXError.load(ordering: .relaxed)))"))
+        }
+        if let overlay { overlay.draw(onto: lease.slot.bytes, format: format, size: size, stride: stride) }
+        let frame = Frame(format: format, size: size, stride: stride, captureTime: now,
+                          damage: firstCapture ? nil : damage)
+        firstCapture = false
+        ring.publish(lease, frame: frame)
+        return .frame(frame)
+    }
+}

@@ -1,0 +1,122 @@
+import CastCore
+import CastMedia
+
+/// `--encoder vaapi|x264|auto`.
+public enum EncoderPreference: String, Sendable, CaseIterable {
+    /// The probe table in order, falling back to the next entry on failure.
+    case auto
+    /// Only VA-API; its failure is an error (the user asked for hardware explicitly).
+    case vaapi
+    /// Only x264.
+    case x264
+}
+
+/// One row of the probe table: a kind and how to open it.
+public struct EncoderCandidate: Sendable {
+    public var kind: EncoderKind
+    public var open: @Sendable (EncoderConfig) throws -> any VideoEncoder
+
+    public init(kind: EncoderKind, open: @escaping @Sendable (EncoderConfig) throws -> any VideoEncoder) {
+        self.kind = kind
+        self.open = open
+    }
+}
+
+/// The encoders as a probe-ordered table of data (Sunshine's habit), and the
+/// runtime fallback: a failure at start or mid-stream moves to the next row
+/// with an IDR and one log line, and the stream goes on. Owned by the encode thread.
+public final class EncoderChain {
+    public private(set) var current: (any VideoEncoder)?
+    public private(set) var config: EncoderConfig
+    /// Rows not yet tried, in order.
+    private var remaining: [EncoderCandidate]
+    private let log: (String) -> Void
+    /// Conversion targets, one per input format, reused frame after frame.
+    private var images: [PixelFormat: PlanarImage] = [:]
+    public private(set) var fallbacks = 0
+
+    /// VA-API first (the GPU does the work), then x264 (always there).
+    public static let standardTable: [EncoderCandidate] = [
+        EncoderCandidate(kind: .vaapi) { config in try VAAPIEncoder(config: config) },
+        EncoderCandidate(kind: .x264) { config in try X264Encoder(config: config) },
+    ]
+
+    public init(preference: EncoderPreference, config: EncoderConfig,
+                table: [EncoderCandidate] = EncoderChain.standardTable, log: @escaping (String) -> Void) {
+        switch preference {
+        case .auto: remaining = table
+        case .vaapi: remaining = table.filter { $0.kind == .vaapi }
+        case .x264: remaining = table.filter { $0.kind == .x264 }
+        }
+        self.config = config
+        self.log = log
+    }
+
+    /// Opens the first row that works. Throws only when no row does.
+    public func start() throws {
+        try advance(after: nil, reason: nil)
+    }
+
+    private func advance(after failed: EncoderKind?, reason: String?) throws {
+        var reasons: [String] = reason.map { [$0] } ?? []
+        while !remaining.isEmpty {
+            let row = remaining.removeFirst()
+            do {
+                let enc = try row.open(config)
+                if let failed {
+                    fallbacks += 1
+                    log("event=encoder_fallback from=\(failed.rawValue) to=\(row.kind.rawValue) reason=\"\(reasons.last ?? "")\"")
+                } else {
+                    log("event=encoder_started kind=\(row.kind.rawValue) size=\(config.size) fps=\(config.frameRate) bitrate=\(config.bitrate)")
+                }
+                enc.requestKeyframe()  // a new encoder's first picture must be an IDR for the receiver
+                current = enc
+                return
+            } catch {
+                log("event=encoder_unavailable kind=\(row.kind.rawValue) reason=\"\(error)\"")
+                reasons.append("\(error)")
+                if failed == nil && current == nil { continue }
+            }
+        }
+        current = nil
+        throw CastError(.encoderUnavailable,
+                        "no H.264 encoder could start: " + (reasons.isEmpty ? "the table is empty" : reasons.joined(separator: "; ")))
+    }
+
+    /// Converts a packed frame of `config.size` to the current encoder's
+    /// format and encodes it; on an encoder failure, moves to the next row
+    /// and encodes the same frame there (as an IDR).
+    public func encode(pixels: UnsafeRawPointer, frame: Frame) throws -> EncodedAccessUnit? {
+        precondition(frame.size == config.size, "scale to \(config.size) before encoding (got \(frame.size))")
+        while let enc = current {
+            let image = self.image(for: enc.inputFormat)
+            PixelConverter.convert(from: pixels, format: frame.format, size: frame.size, stride: frame.stride, to: image)
+            do {
+                return try enc.encode(image, pts: frame.captureTime)
+            } catch {
+                current = nil
+                try advance(after: enc.kind, reason: "\(error)")
+            }
+        }
+        throw CastError(.encoderUnavailable, "no encoder is running")
+    }
+
+    public func requestKeyframe() { current?.requestKeyframe() }
+
+    public func setBitrate(_ bps: Int) throws {
+        config.bitrate = bps
+        try current?.setBitrate(bps)
+    }
+
+    public func setFrameRate(_ fps: Int) throws {
+        config.frameRate = fps
+        try current?.setFrameRate(fps)
+    }
+
+    private func image(for format: PixelFormat) -> PlanarImage {
+        if let img = images[format], img.size == config.size { return img }
+        let img = PlanarImage(format: format, size: config.size)
+        images[format] = img
+        return img
+    }
+}

@@ -1,0 +1,64 @@
+import CastCore
+import CastMedia
+
+extension CastError.Code {
+    /// An encoder could not be opened, configured or could not encode.
+    public static let encoder = Self("encoder")
+    /// No encoder of the requested kind exists on this machine.
+    public static let encoderUnavailable = Self("encoder-unavailable")
+}
+
+/// What an encoder is asked to produce.
+public struct EncoderConfig: Equatable, Sendable {
+    public var size: FrameSize
+    public var frameRate: Int
+    /// Target bitrate in bits per second (spec §7: ≈ 4 Mbps at 1080p, 2.5 Mbps at 720p).
+    public var bitrate: Int
+
+    public init(size: FrameSize, frameRate: Int, bitrate: Int) {
+        self.size = size
+        self.frameRate = frameRate
+        self.bitrate = bitrate
+    }
+
+    /// The config `caps` gives a captured size.
+    public init(caps: CaptureCaps, captured: FrameSize) {
+        let size = caps.targetSize(for: captured)
+        self.init(size: size, frameRate: caps.maxFrameRate, bitrate: caps.bitrate(for: size))
+    }
+}
+
+/// One H.264 access unit in Annex-B form (start codes, SPS/PPS before each IDR).
+public struct EncodedAccessUnit: Sendable {
+    public var bytes: [UInt8]
+    public var isKeyframe: Bool
+    /// The capture instant of the frame it encodes.
+    public var pts: Instant
+
+    public init(bytes: [UInt8], isKeyframe: Bool, pts: Instant) {
+        self.bytes = bytes
+        self.isKeyframe = isKeyframe
+        self.pts = pts
+    }
+}
+
+/// The kinds of encoder castd knows, in probe order (`EncoderChain.standardTable`).
+public enum EncoderKind: String, Sendable, CaseIterable {
+    case vaapi
+    case x264
+}
+
+/// An H.264 encoder. One owner (the encode thread) calls every method; the
+/// encoder owns its C handle and frees it in `deinit`.
+public protocol VideoEncoder: AnyObject {
+    var kind: EncoderKind { get }
+    /// What `encode` reads: `.i420` (x264) or `.nv12` (VA-API).
+    var inputFormat: PixelFormat { get }
+    var config: EncoderConfig { get }
+    /// Encodes one picture of `config.size`. Nil when the encoder buffered it (never with our settings).
+    func encode(_ image: PlanarImage, pts: Instant) throws -> EncodedAccessUnit?
+    /// The next encoded picture is an IDR with SPS/PPS in front (PLI, a new viewer, a fallback).
+    func requestKeyframe()
+    func setBitrate(_ bitsPerSecond: Int) throws
+    func setFrameRate(_ framesPerSecond: Int) throws
+}

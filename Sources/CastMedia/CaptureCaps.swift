@@ -1,0 +1,76 @@
+/// The receiver's `streamPrefs` from `join_approved` (spec §5): preferences only.
+public struct StreamPrefs: Equatable, Sendable {
+    public enum Resolution: String, Sendable, CaseIterable {
+        case p720 = "720p"
+        case p1080 = "1080p"
+        case native
+    }
+
+    public var resolution: Resolution
+    /// 30 or 60 per the spec; anything is accepted and capped.
+    public var frameRate: Int
+
+    public init(resolution: Resolution, frameRate: Int) {
+        self.resolution = resolution
+        self.frameRate = frameRate
+    }
+}
+
+/// The limits castd captures and encodes under: at most 1080p30 (spec §12
+/// "Cap at 1080p30"), with the receiver's preferences applied but never
+/// above the caps, and the bitrates of spec §7 (≈ 4 Mbps at 1080p, 2.5 Mbps at 720p).
+public struct CaptureCaps: Equatable, Sendable {
+    /// The bounding box of the encoded picture, for landscape screens; a
+    /// portrait screen uses it turned (the long side against `maxWidth`).
+    public var maxWidth: Int
+    public var maxHeight: Int
+    public var maxFrameRate: Int
+
+    public static let `default` = CaptureCaps(maxWidth: 1920, maxHeight: 1080, maxFrameRate: 30)
+
+    public init(maxWidth: Int, maxHeight: Int, maxFrameRate: Int) {
+        self.maxWidth = maxWidth
+        self.maxHeight = maxHeight
+        self.maxFrameRate = maxFrameRate
+    }
+
+    /// The caps after the receiver's preferences: "720p" shrinks the box to
+    /// 1280×720, "1080p" and "native" keep the cap (native is not allowed
+    /// past 1080p, spec §5 and §12); the frame rate is the smaller of the two.
+    public func applying(_ prefs: StreamPrefs?) -> CaptureCaps {
+        guard let prefs else { return self }
+        var c = self
+        if prefs.resolution == .p720 {
+            c.maxWidth = min(maxWidth, 1280)
+            c.maxHeight = min(maxHeight, 720)
+        }
+        c.maxFrameRate = max(1, min(maxFrameRate, prefs.frameRate))
+        return c
+    }
+
+    /// The encoded size for a captured size: no larger than the box, aspect
+    /// ratio kept, never upscaled, both sides even (4:2:0 needs it).
+    /// 2560×1440 → 1920×1080, 3840×1600 → 1920×800, 1366×768 stays, 1367×769 → 1366×768.
+    public func targetSize(for source: FrameSize) -> FrameSize {
+        let portrait = source.height > source.width
+        let boxW = portrait ? maxHeight : maxWidth
+        let boxH = portrait ? maxWidth : maxHeight
+        var w = source.width, h = source.height
+        if w > boxW || h > boxH {
+            // Scale by the tighter side; integer arithmetic keeps exact ratios exact.
+            if w * boxH >= h * boxW {
+                h = (h * boxW + w / 2) / w
+                w = boxW
+            } else {
+                w = (w * boxH + h / 2) / h
+                h = boxH
+            }
+        }
+        return FrameSize(width: max(2, w & ~1), height: max(2, h & ~1))
+    }
+
+    /// The target bitrate for an encoded size (spec §7): 4 Mbps above 720p, 2.5 Mbps at or below.
+    public func bitrate(for size: FrameSize) -> Int {
+        size.pixelCount > 1280 * 720 ? 4_000_000 : 2_500_000
+    }
+}

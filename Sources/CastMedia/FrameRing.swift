@@ -1,0 +1,144 @@
+import Synchronization
+
+/// Counters of a `FrameRing`, for logs, `getStats`-style reports and tests.
+public struct FrameRingStats: Equatable, Sendable {
+    /// Frames the producer published.
+    public var published: UInt64 = 0
+    /// Frames never captured because every slot was busy (spec §12: drop rather than queue).
+    public var dropped: UInt64 = 0
+    /// Published frames released unencoded because a newer one was ready.
+    public var skipped: UInt64 = 0
+    /// Frames the consumer took.
+    public var consumed: UInt64 = 0
+
+    public init() {}
+}
+
+/// A fixed set of frame slots between one producer (capture) and one consumer
+/// (encoder). Capture writes only into a free slot; when none is free the new
+/// frame is dropped and counted. The encoder always takes the newest ready
+/// frame and older ready frames go back to the free list. It is never a queue,
+/// so capture-to-encode latency cannot grow (spec §12, "drop frames rather than
+/// queue them").
+///
+/// Ownership: a slot is in exactly one state. `.writing` slots belong to the
+/// producer, `.reading` slots to the consumer, and nobody touches the memory
+/// of `.free` or `.ready` slots. The lock guards only these states (a handful
+/// of words); pixels are never copied under it. Exactly one producer thread
+/// and one consumer thread may use a ring.
+public final class FrameRing<Slot: FrameSlot>: @unchecked Sendable {
+    // @unchecked: slots are non-Sendable classes; the state machine above is
+    // what makes handing them between the two threads safe.
+
+    public struct WriteLease {
+        public let index: Int
+        public let slot: Slot
+    }
+
+    public struct ReadLease {
+        public let index: Int
+        public let slot: Slot
+        public let frame: Frame
+        /// Publication order, starting at 1.
+        public let sequence: UInt64
+    }
+
+    enum SlotState: Equatable {
+        case free
+        case writing
+        case ready(sequence: UInt64)
+        case reading
+    }
+
+    struct State {
+        var slots: [SlotState]
+        var frames: [Frame?]
+        var nextSequence: UInt64 = 1
+        var stats = FrameRingStats()
+    }
+
+    public let slots: [Slot]
+    private let state: Mutex<State>
+
+    /// Sunshine and the spec's memory rule both point at a small pool; three
+    /// slots let capture fill one while the encoder reads another and a third is ready.
+    public static var defaultSlotCount: Int { 3 }
+
+    public init(slots: [Slot]) {
+        precondition(!slots.isEmpty, "a frame ring needs at least one slot")
+        self.slots = slots
+        state = Mutex(State(slots: Array(repeating: .free, count: slots.count),
+                            frames: Array(repeating: nil, count: slots.count)))
+    }
+
+    public var stats: FrameRingStats { state.withLock { $0.stats } }
+
+    /// Producer: a free slot to capture into, or nil (the frame is dropped and counted).
+    public func beginWrite() -> WriteLease? {
+        let index: Int? = state.withLock { s in
+            // Lowest free index: deterministic, which keeps tests exact.
+            guard let i = s.slots.firstIndex(of: .free) else {
+                s.stats.dropped += 1
+                return nil
+            }
+            s.slots[i] = .writing
+            return i
+        }
+        return index.map { WriteLease(index: $0, slot: slots[$0]) }
+    }
+
+    /// Producer: the slot now holds `frame`; it becomes the newest ready frame.
+    public func publish(_ lease: WriteLease, frame: Frame) {
+        precondition(frame.byteCount <= lease.slot.capacity, "frame larger than its slot")
+        state.withLock { s in
+            precondition(s.slots[lease.index] == .writing, "publish of a slot not being written")
+            s.slots[lease.index] = .ready(sequence: s.nextSequence)
+            s.frames[lease.index] = frame
+            s.nextSequence += 1
+            s.stats.published += 1
+        }
+    }
+
+    /// Producer: nothing was captured (timeout, nothing changed, error); the slot is free again.
+    public func cancel(_ lease: WriteLease) {
+        state.withLock { s in
+            precondition(s.slots[lease.index] == .writing, "cancel of a slot not being written")
+            s.slots[lease.index] = .free
+        }
+    }
+
+    /// Consumer: the newest ready frame, or nil when none is ready. Older
+    /// ready frames are released and counted as skipped.
+    public func takeNewest() -> ReadLease? {
+        let taken: (Int, UInt64, Frame)? = state.withLock { s in
+            var best: (index: Int, sequence: UInt64)? = nil
+            for (i, st) in s.slots.enumerated() {
+                if case .ready(let seq) = st, seq > (best?.sequence ?? 0) { best = (i, seq) }
+            }
+            guard let best else { return nil }
+            for (i, st) in s.slots.enumerated() where i != best.index {
+                if case .ready = st {
+                    s.slots[i] = .free
+                    s.frames[i] = nil
+                    s.stats.skipped += 1
+                }
+            }
+            s.slots[best.index] = .reading
+            s.stats.consumed += 1
+            return (best.index, best.sequence, s.frames[best.index]!)
+        }
+        return taken.map { ReadLease(index: $0.0, slot: slots[$0.0], frame: $0.2, sequence: $0.1) }
+    }
+
+    /// Consumer: done with the frame; its slot is free again.
+    public func finishRead(_ lease: ReadLease) {
+        state.withLock { s in
+            precondition(s.slots[lease.index] == .reading, "finishRead of a slot not being read")
+            s.slots[lease.index] = .free
+            s.frames[lease.index] = nil
+        }
+    }
+
+    /// Slots currently free (for tests and diagnostics).
+    public var freeCount: Int { state.withLock { s in s.slots.filter { $0 == .free }.count } }
+}

@@ -1,0 +1,157 @@
+import Glibc
+import Testing
+import Synchronization
+import CastCore
+import CastMedia
+@testable import CastEncode
+
+/// A stand-in for a hardware encoder: counts frames, fails on command.
+final class FakeEncoder: VideoEncoder {
+    let kind: EncoderKind
+    let inputFormat: PixelFormat
+    let config: EncoderConfig
+    let failOnFrame: Int?
+    var frames = 0
+    var keyframePending = false
+    var lastLuma: UInt8 = 0
+
+    init(kind: EncoderKind, format: PixelFormat, config: EncoderConfig, failOnFrame: Int?) {
+        self.kind = kind
+        inputFormat = format
+        self.config = config
+        self.failOnFrame = failOnFrame
+    }
+
+    func encode(_ image: PlanarImage, pts: Instant) throws -> EncodedAccessUnit? {
+        if frames == failOnFrame { throw CastError(.encoder, "fake \(kind): GPU hung") }
+        frames += 1
+        lastLuma = image.plane(0)[0]
+        defer { keyframePending = false }
+        return EncodedAccessUnit(bytes: [0, 0, 0, 1, keyframePending ? 0x65 : 0x41], isKeyframe: keyframePending, pts: pts)
+    }
+    func requestKeyframe() { keyframePending = true }
+    func setBitrate(_ bitsPerSecond: Int) throws {}
+    func setFrameRate(_ framesPerSecond: Int) throws {}
+}
+
+final class LogLines: Sendable {
+    let lines = Mutex<[String]>([])
+    func append(_ s: String) { lines.withLock { $0.append(s) } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
+@Suite struct EncoderChainTests {
+    let config = EncoderConfig(size: FrameSize(width: 64, height: 32), frameRate: 30, bitrate: 1_000_000)
+
+    func whiteFrame(_ n: Int) -> (MemorySlot, Frame) {
+        let slot = MemorySlot(capacity: 64 * 4 * 32)
+        slot.bytes.initializeMemory(as: UInt8.self, repeating: 255, count: 64 * 4 * 32)
+        return (slot, Frame(format: .bgrx, size: config.size, stride: 256, captureTime: Instant(nanoseconds: Int64(n))))
+    }
+
+    @Test func autoFallsBackToX264WhenVaapiFailsAtStart() throws {
+        let log = LogLines()
+        let table = [
+            EncoderCandidate(kind: .vaapi) { _ in throw CastError(.encoderUnavailable, "VA-API: no DRM render node") },
+            EncoderCandidate(kind: .x264) { try X264Encoder(config: $0) },
+        ]
+        let chain = EncoderChain(preference: .auto, config: config, table: table, log: log.append)
+        try chain.start()
+        #expect(chain.current?.kind == .x264)
+        #expect(log.all.first == "event=encoder_unavailable kind=vaapi reason=\"VA-API: no DRM render node\"")
+        let (slot, frame) = whiteFrame(7)
+        let au = try #require(try chain.encode(pixels: slot.bytes, frame: frame))
+        #expect(au.isKeyframe)
+        #expect(au.pts == Instant(nanoseconds: 7))
+        #expect(AnnexB.types(au.bytes).prefix(2) == [7, 8])
+    }
+
+    @Test func midStreamFailureSwitchesWithAnIdrOnTheSameFrameAndLogsOnce() throws {
+        let log = LogLines()
+        let table = [
+            EncoderCandidate(kind: .vaapi) { [config] _ in FakeEncoder(kind: .vaapi, format: .nv12, config: config, failOnFrame: 3) },
+            EncoderCandidate(kind: .x264) { [config] _ in FakeEncoder(kind: .x264, format: .i420, config: config, failOnFrame: nil) },
+        ]
+        let chain = EncoderChain(preference: .auto, config: config, table: table, log: log.append)
+        try chain.start()
+        var aus: [EncodedAccessUnit] = []
+        for n in 0..<6 {
+            let (slot, frame) = whiteFrame(n)
+            aus.append(try #require(try chain.encode(pixels: slot.bytes, frame: frame)))
+        }
+        #expect(aus.map(\.isKeyframe) == [true, false, false, true, false, false])
+        #expect(aus.map(\.pts.nanoseconds) == [0, 1, 2, 3, 4, 5])  // no frame lost, stream goes on
+        #expect(chain.current?.kind == .x264)
+        #expect(chain.current?.inputFormat == .i420)
+        #expect(chain.fallbacks == 1)
+        #expect(log.all.filter { $0.hasPrefix("event=encoder_fallback") } ==
+                ["event=encoder_fallback from=vaapi to=x264 reason=\"fake vaapi: GPU hung\""])
+        // The replacement got the converted picture (white → Y 235), in its own format.
+        #expect((chain.current as? FakeEncoder)?.lastLuma == 235)
+    }
+
+    @Test func explicitVaapiDoesNotFallBack() {
+        let table = [
+            EncoderCandidate(kind: .vaapi) { _ in throw CastError(.encoderUnavailable, "VA-API: no DRM render node") },
+            EncoderCandidate(kind: .x264) { try X264Encoder(config: $0) },
+        ]
+        let chain = EncoderChain(preference: .vaapi, config: config, table: table, log: { _ in })
+        #expect { try chain.start() } throws: { ($0 as? CastError)?.code == .encoderUnavailable }
+        #expect(chain.current == nil)
+    }
+
+    @Test func explicitX264SkipsVaapiEntirely() throws {
+        let opened = Mutex<[EncoderKind]>([])
+        let table = [
+            EncoderCandidate(kind: .vaapi) { c in opened.withLock { $0.append(.vaapi) }; return try X264Encoder(config: c) },
+            EncoderCandidate(kind: .x264) { c in opened.withLock { $0.append(.x264) }; return try X264Encoder(config: c) },
+        ]
+        let chain = EncoderChain(preference: .x264, config: config, table: table, log: { _ in })
+        try chain.start()
+        #expect(opened.withLock { $0 } == [.x264])
+    }
+
+    @Test func standardTableOnThisMachineEndsOnX264WithTheVaapiReason() throws {
+        let log = LogLines()
+        let chain = EncoderChain(preference: .auto, config: config, log: log.append)
+        try chain.start()
+        #expect(EncoderChain.standardTable.map(\.kind) == [.vaapi, .x264])
+        if !VAAPIProbe.run().available {
+            #expect(chain.current?.kind == .x264)
+            #expect(log.all.first?.hasPrefix("event=encoder_unavailable kind=vaapi reason=\"VA-API:") == true)
+        }
+    }
+}
+
+@Suite struct VAAPIProbeTests {
+    @Test func noRenderNodeFailsCleanlyWithASentence() throws {
+        let probe = VAAPIProbe.run(directory: "/nonexistent-castd-dri")
+        #expect(probe.nodes.isEmpty)
+        #expect(!probe.available)
+        #expect(probe.summary ==
+                "VA-API: no DRM render node (/dev/dri/renderD*) on this machine, so no hardware encoder; using x264")
+        #expect { try VAAPIEncoder(config: EncoderConfig(size: FrameSize(width: 64, height: 64), frameRate: 30, bitrate: 1_000_000), probe: probe) }
+            throws: { ($0 as? CastError)?.code == .encoderUnavailable && "\($0)" == probe.summary }
+    }
+
+    @Test func thisMachineHasNoDriNode() {
+        // The build machines have no GPU (DESIGN.md, platform facts). Where one exists this pins the path format.
+        let nodes = VAAPIProbe.renderNodes()
+        #expect(nodes.allSatisfy { $0.hasPrefix("/dev/dri/renderD") })
+        if nodes.isEmpty { #expect(!VAAPIProbe.run().available) }
+    }
+
+    @Test func aNodeThatIsNotADrmDeviceIsReportedNotTrusted() throws {
+        // A regular file named like a render node: libva must refuse it, and the probe must say why.
+        let dir = "/tmp/castd-fake-dri-\(getpid())"
+        mkdir(dir, 0o700)
+        defer { unlink(dir + "/renderD128"); rmdir(dir) }
+        let fd = open(dir + "/renderD128", O_CREAT | O_WRONLY, 0o600)
+        close(fd)
+        let probe = VAAPIProbe.run(directory: dir)
+        #expect(probe.nodes.map(\.path) == [dir + "/renderD128"])
+        #expect(!probe.available)
+        #expect(probe.nodes[0].problem != nil)
+        #expect(probe.summary.hasPrefix("VA-API: no H.264 encode entrypoint — \(dir)/renderD128: "))
+    }
+}

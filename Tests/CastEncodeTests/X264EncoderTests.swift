@@ -1,0 +1,147 @@
+import Testing
+import Foundation
+import CastCore
+import CastMedia
+@testable import CastEncode
+
+@Suite struct X264EncoderTests {
+    let p720 = EncoderConfig(size: FrameSize(width: 1280, height: 720), frameRate: 30, bitrate: 2_500_000)
+
+    func encodeBusy(_ enc: X264Encoder, frames: Range<Int>, busy: BusyFrames, img: PlanarImage,
+                    keyframeAt: Set<Int> = []) throws -> [EncodedAccessUnit] {
+        var out: [EncodedAccessUnit] = []
+        for n in frames {
+            busy.fill(img, frame: n)
+            if keyframeAt.contains(n) { enc.requestKeyframe() }
+            let au = try #require(try enc.encode(img, pts: Instant(nanoseconds: Int64(n) * 33_333_333)))
+            out.append(au)
+        }
+        return out
+    }
+
+    @Test func firstAccessUnitIsSpsPpsThenIdrInConstrainedBaseline() throws {
+        let enc = try X264Encoder(config: p720)
+        let img = PlanarImage(format: .i420, size: p720.size)
+        let busy = BusyFrames(size: p720.size)
+        let aus = try encodeBusy(enc, frames: 0..<3, busy: busy, img: img)
+        let nals = AnnexB.nalUnits(aus[0].bytes)
+        let types = nals.map { $0[0] & 0x1f }
+        #expect(types.first == 7, "SPS first: \(types)")
+        #expect(types.dropFirst().first == 8, "then PPS: \(types)")
+        #expect(types.contains(5))
+        #expect(!types.contains(1))
+        #expect(aus[0].isKeyframe)
+        #expect(aus[0].pts == .zero)
+        // SPS (H.264 7.3.2.1.1): profile_idc 66 (Baseline), constraint_set1_flag
+        // set (→ Constrained Baseline, the 42e01f/42c01f family Chrome decodes), level_idc 31 at 720p30.
+        let sps = nals[0]
+        #expect(sps[1] == 66)
+        #expect(sps[2] & 0x40 != 0)
+        #expect(sps[3] == 31)
+        // Later pictures: P slices only, no parameter sets, not keyframes.
+        for au in aus.dropFirst() {
+            #expect(AnnexB.types(au.bytes).allSatisfy { $0 == 1 || $0 == 6 })
+            #expect(!au.isKeyframe)
+        }
+        // Sliced threads: one slice per thread, at most 4, in every picture.
+        let slices = AnnexB.types(aus[1].bytes).filter { $0 == 1 }.count
+        #expect(slices == X264Encoder.sliceThreads(cores: ProcessInfo.processInfo.activeProcessorCount))
+        #expect(slices <= 4)
+    }
+
+    @Test func levelIsFortyFor1080p30AndThirtyOneUpTo720p30() {
+        #expect(X264Encoder.level(for: FrameSize(width: 1920, height: 1080), frameRate: 30) == 40)
+        #expect(X264Encoder.level(for: FrameSize(width: 1280, height: 720), frameRate: 30) == 31)
+        #expect(X264Encoder.level(for: FrameSize(width: 1366, height: 768), frameRate: 30) == 40)
+    }
+
+    @Test func keyframeOnDemandRepeatsParameterSetsAndNothingElseIsAnIdr() throws {
+        let cfg = EncoderConfig(size: FrameSize(width: 320, height: 240), frameRate: 30, bitrate: 500_000)
+        let enc = try X264Encoder(config: cfg)
+        let img = PlanarImage(format: .i420, size: cfg.size)
+        let aus = try encodeBusy(enc, frames: 0..<40, busy: BusyFrames(size: cfg.size), img: img, keyframeAt: [25])
+        let keyframes = aus.indices.filter { aus[$0].isKeyframe }
+        #expect(keyframes == [0, 25])  // infinite GOP, no scene-cut IDRs
+        let t = AnnexB.types(aus[25].bytes)
+        #expect(Array(t.prefix(2)) == [7, 8])
+        #expect(t.contains(5))
+    }
+
+    @Test func streamDecodesWithFfprobeAsConstrainedBaselineBT709LimitedRange() throws {
+        let cfg = EncoderConfig(size: FrameSize(width: 1920, height: 1080), frameRate: 30, bitrate: 4_000_000)
+        let enc = try X264Encoder(config: cfg)
+        let img = PlanarImage(format: .i420, size: cfg.size)
+        let aus = try encodeBusy(enc, frames: 0..<3, busy: BusyFrames(size: cfg.size), img: img)
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("castd-x264-\(getpid()).h264")
+        defer { try? FileManager.default.removeItem(at: url) }
+        try Data(aus.flatMap(\.bytes)).write(to: url)
+        let out = try run("/usr/bin/ffprobe", ["-v", "error", "-show_streams", "-count_frames", url.path])
+        #expect(out.contains("profile=Constrained Baseline"), "\(out)")
+        #expect(out.contains("level=40"))
+        #expect(out.contains("width=1920"))
+        #expect(out.contains("height=1080"))
+        #expect(out.contains("color_range=tv"))
+        #expect(out.contains("color_space=bt709"))
+        #expect(out.contains("color_transfer=bt709"))
+        #expect(out.contains("color_primaries=bt709"))
+        #expect(out.contains("has_b_frames=0"))
+        #expect(out.contains("nb_read_frames=3"))
+    }
+
+    @Test func bitrateStaysWithinTwentyPercentOfTargetOnBusyInputAndFollowsChanges() throws {
+        let enc = try X264Encoder(config: p720)
+        let img = PlanarImage(format: .i420, size: p720.size)
+        let busy = BusyFrames(size: p720.size)
+        // 3 s at 2.5 Mbps.
+        let first = try encodeBusy(enc, frames: 0..<90, busy: busy, img: img)
+        let rate1 = Double(first.reduce(0) { $0 + $1.bytes.count } * 8) / 3.0
+        #expect(withinCap(rate1, of: 2_500_000), "measured \(Int(rate1)) bps for 2.5 Mbps")
+        // Largest frame within a few frames' budget: the one-frame VBV holds.
+        let biggest = first.dropFirst().map(\.bytes.count).max()!
+        #expect(biggest * 8 <= 3 * 2_500_000 / 30, "largest P frame \(biggest) bytes")
+        // Then 1 Mbps while running (x264_encoder_reconfig), 2 s.
+        try enc.setBitrate(1_000_000)
+        let second = try encodeBusy(enc, frames: 90..<150, busy: busy, img: img)
+        let rate2 = Double(second.reduce(0) { $0 + $1.bytes.count } * 8) / 2.0
+        #expect(withinCap(rate2, of: 1_000_000), "measured \(Int(rate2)) bps for 1 Mbps")
+        #expect(enc.config.bitrate == 1_000_000)
+    }
+
+    @Test func frameRateChangeKeepsTheBitrateOverRealTime() throws {
+        let enc = try X264Encoder(config: p720)
+        let img = PlanarImage(format: .i420, size: p720.size)
+        try enc.setFrameRate(15)
+        // 3 s at 15 fps = 45 frames should still carry ≈ 2.5 Mbps.
+        let aus = try encodeBusy(enc, frames: 0..<45, busy: BusyFrames(size: p720.size), img: img)
+        let rate = Double(aus.reduce(0) { $0 + $1.bytes.count } * 8) / 3.0
+        #expect(withinCap(rate, of: 2_500_000), "measured \(Int(rate)) bps at 15 fps")
+        #expect(enc.config.frameRate == 15)
+    }
+
+    @Test func oddSizeIsRefusedWithAnEncoderError() {
+        #expect(throws: CastError.self) {
+            try X264Encoder(config: EncoderConfig(size: FrameSize(width: 641, height: 480), frameRate: 30, bitrate: 1_000_000))
+        }
+    }
+}
+
+/// Spec §7 gives the bitrate as a maximum (maxBitrateBps), so the measured
+/// rate may not exceed it by more than 5 % and must reach at least 80 % of it.
+/// Measured here on busy input: 84–86 % with the one-frame VBV buffer (x264's
+/// CBR undershoots with so small a buffer; 3–4 frames reach 96–100 %).
+func withinCap(_ measured: Double, of target: Double) -> Bool {
+    measured >= 0.8 * target && measured <= 1.05 * target
+}
+
+func run(_ path: String, _ args: [String]) throws -> String {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    let pipe = Pipe()
+    p.standardOutput = pipe
+    p.standardError = pipe
+    try p.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}

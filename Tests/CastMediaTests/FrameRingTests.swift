@@ -1,0 +1,157 @@
+import Testing
+import Synchronization
+import Foundation
+import CastCore
+import CastMedia
+
+@Suite struct FrameRingTests {
+    func frame(_ t: Int64) -> Frame {
+        Frame(format: .bgrx, size: FrameSize(width: 4, height: 2), stride: 16, captureTime: Instant(nanoseconds: t))
+    }
+
+    func ring(_ n: Int = FrameRing<MemorySlot>.defaultSlotCount) -> FrameRing<MemorySlot> {
+        FrameRing(slots: (0..<n).map { _ in MemorySlot(capacity: 32) })
+    }
+
+    @Test func consumerGetsTheNewestAndOlderReadyFramesAreSkipped() throws {
+        let r = ring()
+        for t in 1...2 {
+            let w = try #require(r.beginWrite())
+            r.publish(w, frame: frame(Int64(t)))
+        }
+        let read = try #require(r.takeNewest())
+        #expect(read.frame.captureTime == Instant(nanoseconds: 2))
+        #expect(read.sequence == 2)
+        #expect(r.stats.skipped == 1)
+        #expect(r.takeNewest() == nil)  // nothing else ready: the skipped one is gone, not queued
+        r.finishRead(read)
+        #expect(r.freeCount == 3)
+        #expect(r.stats == { var s = FrameRingStats(); s.published = 2; s.skipped = 1; s.consumed = 1; return s }())
+    }
+
+    @Test func producerDropsTheNewFrameWhenNoSlotIsFree() throws {
+        let r = ring()
+        let reading = try #require({ () -> FrameRing<MemorySlot>.ReadLease? in
+            let w = r.beginWrite()!; r.publish(w, frame: frame(1)); return r.takeNewest() }())
+        let w2 = try #require(r.beginWrite())
+        let w3 = try #require(r.beginWrite())
+        #expect(r.beginWrite() == nil)
+        #expect(r.beginWrite() == nil)
+        #expect(r.stats.dropped == 2)
+        r.cancel(w2)  // e.g. the capture timed out
+        #expect(r.beginWrite()?.index == w2.index)
+        _ = (reading, w3)
+    }
+
+    @Test func slotsAreTheSameObjectsEveryTime() throws {
+        // The XShm source relies on it: its segments are the ring's slots, no copy.
+        let slots = (0..<2).map { _ in MemorySlot(capacity: 32) }
+        let r = FrameRing(slots: slots)
+        let w = try #require(r.beginWrite())
+        #expect(w.slot === slots[0])
+        w.slot.bytes.storeBytes(of: 0xAB, as: UInt8.self)
+        r.publish(w, frame: frame(1))
+        let read = try #require(r.takeNewest())
+        #expect(read.slot === slots[0])
+        #expect(read.slot.bytes.load(as: UInt8.self) == 0xAB)
+    }
+
+    /// A capture at 30 fps against an encoder stalled at 150 ms per frame, on a
+    /// simulated clock: frames are dropped and skipped, and the age of what the
+    /// encoder picks up stays bounded instead of growing as a queue would.
+    @Test func stalledEncoderDropsFramesAndLatencyDoesNotGrow() throws {
+        let r = ring()
+        let framePeriod: Int64 = 33_333_333
+        let encodeTime: Int64 = 150_000_000
+        var latencies: [Int64] = []  // capture → encode start, per encoded frame
+        var encoderBusyUntil: Int64 = 0
+        var current: FrameRing<MemorySlot>.ReadLease? = nil
+        var captureTime: Int64 = 0
+        let end: Int64 = 20_000_000_000  // 20 simulated seconds
+        while captureTime < end {
+            // Encoder finishes and picks the newest frame whenever it is free.
+            if encoderBusyUntil <= captureTime {
+                if let c = current { r.finishRead(c); current = nil }
+                if let next = r.takeNewest() {
+                    let start = max(encoderBusyUntil, next.frame.captureTime.nanoseconds)
+                    latencies.append(start - next.frame.captureTime.nanoseconds)
+                    encoderBusyUntil = start + encodeTime
+                    current = next
+                }
+            }
+            if let w = r.beginWrite() { r.publish(w, frame: frame(captureTime)) }
+            captureTime += framePeriod
+        }
+        let s = r.stats
+        let captured = Int(end / framePeriod) + 1
+        #expect(Int(s.published + s.dropped) == captured)
+        #expect(s.dropped > 0, "a stalled encoder must cause drops")
+        #expect(s.consumed < s.published)
+        #expect(s.consumed + s.skipped <= s.published)
+        // Bounded: never older than one encode plus one frame period.
+        let worst = latencies.max()!
+        #expect(worst <= encodeTime + framePeriod)
+        // And not growing: the last second's latencies are no worse than the first's.
+        let firstSecond = latencies.prefix(7).max()!
+        let lastSecond = latencies.suffix(7).max()!
+        #expect(lastSecond <= max(firstSecond, encodeTime + framePeriod))
+        // Encoded frames ≈ 20 s / 150 ms, i.e. the encoder is never idle while frames wait.
+        #expect(abs(Int(s.consumed) - Int(end / encodeTime)) <= 2)
+    }
+
+    /// Real threads, no sleeps: a producer publishing as fast as it can and a
+    /// consumer taking as fast as it can. Every frame is accounted for exactly
+    /// once, and sequences only increase.
+    @Test func oneProducerAndOneConsumerOnRealThreadsAccountForEveryFrame() {
+        let r = ring()
+        let total = 20_000
+        let producerDone = DispatchSemaphore(value: 0)
+        let consumerDone = DispatchSemaphore(value: 0)
+        let producer = Thread {
+            defer { producerDone.signal() }
+            var i = 0
+            while i < total {
+                if let w = r.beginWrite() {
+                    w.slot.bytes.storeBytes(of: UInt64(i), as: UInt64.self)
+                    r.publish(w, frame: Frame(format: .bgrx, size: FrameSize(width: 2, height: 1), stride: 8,
+                                              captureTime: Instant(nanoseconds: Int64(i))))
+                }
+                i += 1
+            }
+        }
+        let done = Atomic<Bool>(false)
+        let result = Mutex<(ordered: Bool, pixelsMatch: Bool, taken: Int)>((true, true, 0))
+        let consumer = Thread {
+            defer { consumerDone.signal() }
+            var last: UInt64 = 0
+            var ordered = true, match = true, taken = 0
+            while true {
+                let finished = done.load(ordering: .acquiring)
+                if let read = r.takeNewest() {
+                    ordered = ordered && read.sequence > last
+                    last = read.sequence
+                    // The slot still holds what the producer wrote for this frame.
+                    match = match && read.slot.bytes.load(as: UInt64.self) == UInt64(read.frame.captureTime.nanoseconds)
+                    taken += 1
+                    r.finishRead(read)
+                } else if finished {
+                    break
+                }
+            }
+            result.withLock { $0 = (ordered, match, taken) }
+        }
+        consumer.start()
+        producer.start()
+        producerDone.wait()
+        done.store(true, ordering: .releasing)
+        consumerDone.wait()
+        let s = r.stats
+        let (ordered, match, taken) = result.withLock { $0 }
+        #expect(ordered)
+        #expect(match)
+        #expect(Int(s.consumed) == taken)
+        #expect(Int(s.published + s.dropped) == total)
+        #expect(s.published == s.consumed + s.skipped)  // all ready frames drained at the end
+        #expect(r.freeCount == 3)
+    }
+}
