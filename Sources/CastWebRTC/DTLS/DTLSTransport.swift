@@ -1,6 +1,11 @@
 import CastCore
 import CastOpenSSL
 
+extension CastError.Code {
+    /// An established DTLS connection ended (close_notify or fatal alert).
+    public static let dtlsClosed = Self("dtls-closed")
+}
+
 /// The DTLS role of castd's WebRTC transport (RFC 5763, RFC 5764): runs the
 /// handshake over datagrams the owner moves, checks the peer by the
 /// fingerprint from its SDP, and yields SRTP keys.
@@ -26,11 +31,11 @@ public final class DTLSTransport {
     public enum Event: Equatable, Sendable {
         /// The handshake finished and the peer is who its SDP said.
         case connected(SRTPKeyingMaterial)
-        /// The handshake failed (fingerprint mismatch, timeout, alert). No keys.
+        /// The handshake failed (fingerprint mismatch, timeout, alert): no
+        /// keys. Or, after `connected`, the connection ended (code
+        /// `dtls-closed`: close_notify or a fatal alert, RFC 5246 §7.2):
+        /// the media session is over.
         case failed(CastError)
-        /// After `connected`: the peer sent close_notify or a fatal alert
-        /// (RFC 5246 §7.2.1); the media session is over.
-        case closed
     }
 
     public let role: Role
@@ -73,7 +78,8 @@ public final class DTLSTransport {
     /// The next datagram to send to the peer.
     public func pollTransmit() -> [UInt8]? { engine.pollOutgoing() }
 
-    /// `connected` or `failed`, exactly once; after `connected`, `closed` at most once.
+    /// `connected` or `failed`, exactly once; after `connected`, at most one
+    /// `failed` with code `dtls-closed`.
     public func pollEvent() -> Event? { events.isEmpty ? nil : events.removeFirst() }
 
     public func nextDeadline() -> Instant? { engine.nextDeadline() }
@@ -92,9 +98,12 @@ public final class DTLSTransport {
         if finished {
             if keyingMaterial != nil, !closedReported {
                 switch engine.state {
-                case .closed, .failed:
+                case .closed:
                     closedReported = true
-                    events.append(.closed)
+                    events.append(.failed(CastError(.dtlsClosed, "DTLS: the connection was closed (close_notify); media stopped")))
+                case .failed(let e):
+                    closedReported = true
+                    events.append(.failed(CastError(.dtlsClosed, "DTLS: the connection ended: \(e.message)")))
                 default:
                     break
                 }
