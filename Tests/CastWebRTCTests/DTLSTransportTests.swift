@@ -154,6 +154,13 @@ final class SimulatedLink {
         #expect(link.dropped == 0)
         #expect(client.nextDeadline() == nil && server.nextDeadline() == nil)
         #expect(client.pollTransmit() == nil && server.pollTransmit() == nil)
+        // Hanging up: the peer learns it from close_notify.
+        client.close()
+        while let d = client.pollTransmit() { server.handleDatagram(d, now: link.now) }
+        #expect(failure(server.pollEvent())?.code == .dtlsClosed)
+        #expect(server.pollEvent() == nil)
+        #expect(failure(client.pollEvent())?.code == .dtlsClosed)
+        #expect(client.pollEvent() == nil)
     }
 
     @Test func fingerprintMismatchFailsBothAndExportsNoKeys() throws {

@@ -1,6 +1,11 @@
 import CastCore
 import CastOpenSSL
 
+extension CastError.Code {
+    /// An established DTLS connection ended (close_notify or fatal alert).
+    public static let dtlsClosed = Self("dtls-closed")
+}
+
 /// The DTLS role of castd's WebRTC transport (RFC 5763, RFC 5764): runs the
 /// handshake over datagrams the owner moves, checks the peer by the
 /// fingerprint from its SDP, and yields SRTP keys.
@@ -26,7 +31,10 @@ public final class DTLSTransport {
     public enum Event: Equatable, Sendable {
         /// The handshake finished and the peer is who its SDP said.
         case connected(SRTPKeyingMaterial)
-        /// The handshake failed (fingerprint mismatch, timeout, alert). No keys.
+        /// The handshake failed (fingerprint mismatch, timeout, alert): no
+        /// keys. Or, after `connected`, the connection ended (code
+        /// `dtls-closed`: close_notify or a fatal alert, RFC 5246 §7.2):
+        /// the media session is over.
         case failed(CastError)
     }
 
@@ -35,6 +43,7 @@ public final class DTLSTransport {
     private let engine: SSLEngine
     private var events: [Event] = []
     private var finished = false
+    private var closedReported = false
 
     public init(role: Role, certificate: Certificate, remoteFingerprint: CertificateFingerprint,
                 mtu: Int = 1200, schedule: DTLSRetransmitSchedule = .init()) throws {
@@ -69,18 +78,38 @@ public final class DTLSTransport {
     /// The next datagram to send to the peer.
     public func pollTransmit() -> [UInt8]? { engine.pollOutgoing() }
 
-    /// `connected` or `failed`, exactly once.
+    /// `connected` or `failed`, exactly once; after `connected`, at most one
+    /// `failed` with code `dtls-closed`.
     public func pollEvent() -> Event? { events.isEmpty ? nil : events.removeFirst() }
 
     public func nextDeadline() -> Instant? { engine.nextDeadline() }
 
     public var isConnected: Bool { engine.state == .connected && keyingMaterial != nil }
 
-    /// Sends close_notify (the peer's DTLS ends too).
-    public func close() { engine.close() }
+    /// Sends close_notify (the peer's DTLS ends too); reports `closed` if it was connected.
+    public func close() {
+        engine.close()
+        update()
+    }
 
     private func update() {
-        guard !finished else { return }
+        // castd opens no data channel: DTLS application data has no reader.
+        while engine.readApplication() != nil {}
+        if finished {
+            if keyingMaterial != nil, !closedReported {
+                switch engine.state {
+                case .closed:
+                    closedReported = true
+                    events.append(.failed(CastError(.dtlsClosed, "DTLS: the connection was closed (close_notify); media stopped")))
+                case .failed(let e):
+                    closedReported = true
+                    events.append(.failed(CastError(.dtlsClosed, "DTLS: the connection ended: \(e.message)")))
+                default:
+                    break
+                }
+            }
+            return
+        }
         switch engine.state {
         case .connected:
             finished = true
