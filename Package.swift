@@ -14,6 +14,13 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "castd", targets: ["castd"]),
+        // Library products so that the fuzz package (Fuzz/) can link the parsers.
+        .library(name: "CastCore", targets: ["CastCore"]),
+        .library(name: "CastOpenSSL", targets: ["CastOpenSSL"]),
+        .library(name: "CastMedia", targets: ["CastMedia"]),
+        .library(name: "CastRTP", targets: ["CastRTP"]),
+        .library(name: "CastWebRTC", targets: ["CastWebRTC"]),
+        .library(name: "CastSignaling", targets: ["CastSignaling"]),
     ],
     targets: [
         // C libraries (Debian's).

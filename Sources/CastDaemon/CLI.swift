@@ -42,27 +42,39 @@ public enum CLI {
     built yet; see README.md.
     """
 
-    public static func run(arguments: [String], environment: [String: String]) -> Int32 {
+    public static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var out = StandardStream.out
         var err = StandardStream.err
-        guard let first = arguments.first else {
-            print(helpText, to: &err)
+        if arguments.first == "dev-send" {
+            // A developer command (not in --help): the send path against a receiver fed by stdin.
+            do { return await DevSend.run(try DevSend.parse(Array(arguments.dropFirst()))) }
+            catch { print("castd: \(error)", to: &err); return ExitCode.usage }
+        }
+        let command: Command
+        do {
+            command = try CommandLineParser.parse(arguments)
+        } catch let e as CastError {
+            print("castd: \(e.message)", to: &err)
+            return ExitCode.usage
+        } catch {
+            print("castd: \(error)", to: &err)
             return ExitCode.usage
         }
-        switch first {
-        case "--help", "-h", "help":
+        switch command {
+        case .help:
             print(helpText, to: &out)
             return ExitCode.ok
-        case "--version", "-V":
+        case .version:
             print("castd \(CastdVersion.string)", to: &out)
             return ExitCode.ok
-        case "pair", "--session", "doctor":
-            print("castd: `\(first)` is not built yet in castd \(CastdVersion.string); see README.md for the status.",
+        case .pair(let o):
+            return await PairCommand.run(o, environment: environment)
+        case .session(let o):
+            return await SessionCommand.run(o, environment: environment)
+        case .doctor:
+            print("castd: this command is not built yet in castd \(CastdVersion.string); see README.md for the status.",
                   to: &err)
             return ExitCode.unavailable
-        default:
-            print("castd: unknown command or option `\(first)`; run `castd --help`.", to: &err)
-            return ExitCode.usage
         }
     }
 }

@@ -1,14 +1,29 @@
 import COpenSSL
 
 /// Hashes and MACs from OpenSSL's EVP interface: SHA-1 (WebSocket accept,
-/// STUN MESSAGE-INTEGRITY), SHA-256 (DTLS fingerprints, QR token hashes).
+/// STUN MESSAGE-INTEGRITY), SHA-256 (DTLS fingerprints, QR token hashes),
+/// SHA-384/SHA-512 (certificate fingerprints a peer may announce, RFC 8122 §5).
 /// The only place castd calls OpenSSL's digest functions.
-public enum Digest: Sendable {
-    case sha1, sha256
+public enum Digest: Sendable, CaseIterable {
+    case sha1, sha256, sha384, sha512
 
-    var md: OpaquePointer { self == .sha1 ? EVP_sha1() : EVP_sha256() }
+    var md: OpaquePointer {
+        switch self {
+        case .sha1: return EVP_sha1()
+        case .sha256: return EVP_sha256()
+        case .sha384: return EVP_sha384()
+        case .sha512: return EVP_sha512()
+        }
+    }
 
-    public var length: Int { self == .sha1 ? 20 : 32 }
+    public var length: Int {
+        switch self {
+        case .sha1: return 20
+        case .sha256: return 32
+        case .sha384: return 48
+        case .sha512: return 64
+        }
+    }
 
     public func hash<C: Collection>(_ data: C) -> [UInt8] where C.Element == UInt8 {
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))

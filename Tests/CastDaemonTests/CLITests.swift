@@ -2,14 +2,14 @@ import Testing
 @testable import CastDaemon
 
 @Suite struct CLITests {
-    @Test func helpAndVersionSucceed() {
-        #expect(CLI.run(arguments: ["--help"], environment: [:]) == CLI.ExitCode.ok)
-        #expect(CLI.run(arguments: ["--version"], environment: [:]) == CLI.ExitCode.ok)
+    @Test func helpAndVersionSucceed() async {
+        #expect(await CLI.run(arguments: ["--help"], environment: [:]) == CLI.ExitCode.ok)
+        #expect(await CLI.run(arguments: ["--version"], environment: [:]) == CLI.ExitCode.ok)
     }
 
-    @Test func unknownOptionIsAUsageError() {
-        #expect(CLI.run(arguments: ["--frobnicate"], environment: [:]) == CLI.ExitCode.usage)
-        #expect(CLI.run(arguments: [], environment: [:]) == CLI.ExitCode.usage)
+    @Test func unknownOptionIsAUsageError() async {
+        #expect(await CLI.run(arguments: ["--frobnicate"], environment: [:]) == CLI.ExitCode.usage)
+        #expect(await CLI.run(arguments: [], environment: [:]) == CLI.ExitCode.usage)
     }
 
     @Test func helpDocumentsEveryExitCode() {

@@ -1,0 +1,124 @@
+"""castd as a subprocess against the local stack: pairing and the daemon."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "IntegrationTests"))
+from tools.signaling import StackClient, StackConfig  # noqa: E402
+
+
+def castd_binary() -> str:
+    out = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True, check=True)
+    path = pathlib.Path(out.stdout.strip()) / "castd"
+    assert path.exists(), "castd is not built (Scripts/test builds it)"
+    return str(path)
+
+
+def castd_env(stack, state_home: pathlib.Path, **extra) -> dict:
+    env = dict(os.environ)
+    env.update({"CASTD_API_URL": stack.api_url, "CASTD_SUPABASE_URL": stack.supabase_url,
+                "CASTD_SUPABASE_KEY": stack.key, "XDG_STATE_HOME": str(state_home)})
+    env.pop("JOURNAL_STREAM", None)
+    env.update(extra)
+    return env
+
+
+async def run_castd(env: dict, *args: str, timeout: float = 60) -> tuple[int, str, str]:
+    p = await asyncio.create_subprocess_exec(castd_binary(), *args, env=env, stdout=asyncio.subprocess.PIPE,
+                                             stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(p.communicate(), timeout)
+    return p.returncode, out.decode(), err.decode()
+
+
+class Receiver:
+    """The receiver side, driven by the test: creates the session, approves or denies."""
+
+    def __init__(self, stack):
+        self.client = StackClient(StackConfig(stack.api_url, stack.supabase_url, stack.key))
+        self.session: dict = {}
+
+    async def create(self) -> dict:
+        await self.client.sign_in()
+        self.session = await self.client.api("session-create", {})
+        return self.session
+
+    async def wait_pairing_then(self, approve: bool, prefs: dict | None = None, timeout: float = 20) -> dict:
+        sid = self.session["sessionId"]
+
+        async def pairing():
+            while True:
+                rows = [r for r in await self.client.select(sid, "receiver") if r["message_type"] == "join_request"]
+                if rows:
+                    return rows[0]
+                await asyncio.sleep(0.2)
+        req = await asyncio.wait_for(pairing(), timeout)
+        body = {"sessionId": sid, "approve": approve}
+        if prefs:
+            body["streamPrefs"] = prefs
+        await self.client.api("session-approve", body)
+        return req
+
+
+async def pair(stack, state_home, *, approve=True, prefs=None, extra_args=()) -> tuple[Receiver, int, list[dict], str]:
+    """castd pair --pin … --json against a receiver that approves (or denies)."""
+    rx = Receiver(stack)
+    s = await rx.create()
+    env = castd_env(stack, state_home)
+    task = asyncio.create_task(run_castd(env, "pair", "--pin", s["pin"], "--json", *extra_args))
+    await rx.wait_pairing_then(approve, prefs)
+    rc, out, err = await task
+    events = [json.loads(l) for l in out.splitlines() if l.strip()]
+    return rx, rc, events, out + err
+
+
+class Daemon:
+    def __init__(self, proc: asyncio.subprocess.Process):
+        self.proc = proc
+        self.stderr_lines: list[str] = []
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(cls, env: dict, session_id: str, *extra: str) -> "Daemon":
+        p = await asyncio.create_subprocess_exec(castd_binary(), "--session", session_id, "--log-level", "debug",
+                                                 *extra, env=env, stdout=asyncio.subprocess.PIPE,
+                                                 stderr=asyncio.subprocess.PIPE)
+        return cls(p)
+
+    async def _read(self):
+        while True:
+            line = await self.proc.stderr.readline()
+            if not line:
+                return
+            self.stderr_lines.append(line.decode().rstrip("\n"))
+
+    def log_has(self, text: str) -> bool:
+        return any(text in l for l in self.stderr_lines)
+
+    async def wait_log(self, text: str, timeout: float = 20):
+        async def until():
+            while not self.log_has(text):
+                if self.proc.returncode is not None:
+                    raise AssertionError(f"castd exited ({self.proc.returncode}) before '{text}':\n" + "\n".join(self.stderr_lines[-30:]))
+                await asyncio.sleep(0.05)
+        await asyncio.wait_for(until(), timeout)
+
+    def signal(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+
+    async def wait(self, timeout: float = 10) -> tuple[int, str]:
+        rc = await asyncio.wait_for(self.proc.wait(), timeout)
+        out = (await self.proc.stdout.read()).decode()
+        await asyncio.wait_for(self._reader, 5)
+        return rc, out
+
+    async def kill(self):
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()

@@ -1,0 +1,88 @@
+"""castd's WebRTC send path against aiortc, an independent implementation, as the answerer.
+
+castd (dev-send) offers; aiortc answers, decodes every frame, and the test checks the
+pixels of the SMPTE colour bars, the frame size and that frames keep coming.
+"""
+import asyncio
+
+import numpy as np
+import pytest
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.sdp import candidate_from_sdp
+
+from devsender import DevSender
+
+# SMPTE bars (top two thirds), left to right: white(75%), yellow, cyan, green, magenta, red, blue.
+BARS = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0), (191, 0, 191), (191, 0, 0), (0, 0, 191)]
+
+
+def bar_colours(frame: np.ndarray) -> list[tuple[int, int, int]]:
+    h, w, _ = frame.shape
+    out = []
+    for i in range(7):
+        x0 = int((i + 0.3) * w / 7)
+        x1 = int((i + 0.7) * w / 7)
+        patch = frame[int(h * 0.2):int(h * 0.5), x0:x1]
+        out.append(tuple(int(v) for v in patch.reshape(-1, 3).mean(axis=0)))
+    return out
+
+
+async def answer_with_aiortc(sender: DevSender, frames_wanted: int):
+    pc = RTCPeerConnection()
+    frames: list[np.ndarray] = []
+    got_enough = asyncio.Event()
+
+    @pc.on("track")
+    def on_track(track):
+        async def pull():
+            while True:
+                try:
+                    f = await track.recv()
+                except Exception:
+                    return
+                frames.append(f.to_ndarray(format="rgb24"))
+                if len(frames) >= frames_wanted:
+                    got_enough.set()
+        asyncio.ensure_future(pull())
+
+    offer = await sender.next("offer")
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type="offer"))
+    await pc.setLocalDescription(await pc.createAnswer())
+    await sender.send(type="answer", sdp=pc.localDescription.sdp)
+
+    async def forward_candidates():
+        while True:
+            m = await sender.next("candidate", timeout=30)
+            c = candidate_from_sdp(m["candidate"].split(":", 1)[1])
+            c.sdpMid, c.sdpMLineIndex = "0", 0
+            await pc.addIceCandidate(c)
+    fwd = asyncio.create_task(forward_candidates())
+    try:
+        await asyncio.wait_for(got_enough.wait(), 30)
+    finally:
+        fwd.cancel()
+    return pc, frames
+
+
+@pytest.mark.asyncio
+async def test_aiortc_decodes_castds_colour_bars(bars_clip):
+    sender = await DevSender.start(bars_clip, "--fps", "30", "--seconds", "20")
+    pc = None
+    try:
+        pc, frames = await answer_with_aiortc(sender, frames_wanted=60)
+        await sender.next("state", timeout=5) if not any(
+            m["type"] == "state" and m["state"] == "connected" for m in sender.log) else None
+        assert any(m["type"] == "state" and m["state"] == "connected" for m in sender.log)
+        last = frames[-1]
+        assert last.shape == (360, 640, 3)
+        for got, want in zip(bar_colours(last), BARS):
+            assert max(abs(g - w) for g, w in zip(got, want)) <= 12, (got, want)
+    finally:
+        if pc:
+            await pc.close()
+        rc = await sender.stop()
+    stats = sender.stats()
+    assert rc == 0
+    assert stats["framesSent"] >= 60
+    assert stats["srtpErrors"] == 0
+    assert stats["senderReportsSent"] >= 1

@@ -1,0 +1,50 @@
+"""The systemd user unit passes `systemd-analyze verify` and says what the daemon relies on."""
+import configparser
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+UNIT = ROOT / "systemd" / "castd@.service"
+
+
+def _castd_binary() -> pathlib.Path:
+    out = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return pathlib.Path(out.stdout.strip()) / "castd"
+
+
+def test_unit_verifies_with_the_binary_installed(tmp_path):
+    if shutil.which("systemd-analyze") is None:
+        pytest.fail("systemd-analyze is missing: Scripts/bootstrap installs the systemd package")
+    binary = _castd_binary()
+    assert binary.exists(), "build castd first (Scripts/test does)"
+    home = tmp_path / "home"
+    (home / ".local" / "bin").mkdir(parents=True)
+    shutil.copy(binary, home / ".local" / "bin" / "castd")
+    env = dict(os.environ, HOME=str(home))
+    r = subprocess.run(["systemd-analyze", "verify", str(UNIT)], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stderr.strip() == "", r.stderr
+
+
+def test_unit_fails_verification_without_the_binary(tmp_path):
+    # Proves the check above is a real check: with no castd installed, verify must complain.
+    env = dict(os.environ, HOME=str(tmp_path))
+    r = subprocess.run(["systemd-analyze", "verify", str(UNIT)], env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "castd" in r.stderr
+
+
+def test_unit_is_notify_with_watchdog_and_restarts_only_on_failure():
+    cp = configparser.ConfigParser(strict=False, interpolation=None)
+    cp.optionxform = str
+    cp.read(UNIT)
+    svc = cp["Service"]
+    assert svc["Type"] == "notify"
+    assert svc["ExecStart"].endswith("castd --session %i")
+    assert svc["KillSignal"] == "SIGTERM"
+    assert svc["Restart"] == "on-failure"
+    assert int(svc["WatchdogSec"].rstrip("s")) > 0
+    assert "2" in svc["RestartPreventExitStatus"].split()

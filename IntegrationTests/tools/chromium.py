@@ -1,0 +1,343 @@
+"""Headless Chromium (Debian's `chromium`) driven over the DevTools protocol.
+
+Starts the browser in its own process group with a throw-away profile, reads
+the DevTools WebSocket address from `DevToolsActivePort` in that profile, and
+speaks a minimal CDP over one browser-level WebSocket with flattened target
+sessions. Enough for the receiver-page tests: open a page, evaluate
+JavaScript (awaiting promises, values returned by value), click, take PNG
+screenshots, collect console output, and close without leftovers.
+
+    async with Chromium() as browser:
+        page = await browser.new_page("http://127.0.0.1:8080/dashboard")
+        pin = await page.wait_for("window.castdDashboard?.pin", timeout=10)
+        await page.screenshot("dashboard.png")
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import connect
+
+CHROMIUM = os.environ.get("CASTD_CHROMIUM", "chromium")
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is pgid, read from /proc."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state ppid pgrp ...
+        rest = stat[stat.rindex(")") + 2:].split()
+        if int(rest[2]) == pgid and rest[0] != "Z":
+            out.append(int(d))
+    return out
+
+
+class CDPError(RuntimeError):
+    pass
+
+
+class JSError(RuntimeError):
+    """A JavaScript exception raised by Page.evaluate."""
+
+
+@dataclass
+class ConsoleMessage:
+    level: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"[{self.level}] {self.text}"
+
+
+class _Connection:
+    """One WebSocket to the browser target; commands by id, events by session."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.ids = itertools.count(1)
+        self.pending: dict[int, asyncio.Future] = {}
+        self.listeners: dict[str | None, list] = {}
+        self.reader = asyncio.create_task(self._read())
+        self.closed = False
+
+    async def _read(self):
+        try:
+            async for raw in self.ws:
+                msg = json.loads(raw)
+                if "id" in msg:
+                    fut = self.pending.pop(msg["id"], None)
+                    if fut and not fut.done():
+                        if "error" in msg:
+                            fut.set_exception(CDPError(f"{msg['error'].get('message')} ({msg['error'].get('code')})"))
+                        else:
+                            fut.set_result(msg.get("result", {}))
+                else:
+                    for fn in self.listeners.get(msg.get("sessionId"), []):
+                        fn(msg["method"], msg.get("params", {}))
+        except Exception:
+            pass
+        finally:
+            self.closed = True
+            for fut in self.pending.values():
+                if not fut.done():
+                    fut.set_exception(CDPError("DevTools connection closed"))
+
+    async def send(self, method: str, params: dict | None = None, session: str | None = None,
+                   timeout: float = 30.0) -> dict:
+        if self.closed:
+            raise CDPError("DevTools connection closed")
+        mid = next(self.ids)
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[mid] = fut
+        msg: dict[str, Any] = {"id": mid, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        await self.ws.send(json.dumps(msg))
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self.pending.pop(mid, None)
+
+    def on(self, session: str | None, fn):
+        self.listeners.setdefault(session, []).append(fn)
+
+
+@dataclass
+class Page:
+    conn: _Connection
+    target_id: str
+    session: str
+    console: list[ConsoleMessage] = field(default_factory=list)
+    _load: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def _event(self, method: str, params: dict):
+        if method == "Runtime.consoleAPICalled":
+            parts = []
+            for a in params.get("args", []):
+                if "value" in a:
+                    parts.append(a["value"] if isinstance(a["value"], str) else json.dumps(a["value"]))
+                else:
+                    parts.append(a.get("description", a.get("type", "")))
+            self.console.append(ConsoleMessage(params.get("type", "log"), " ".join(map(str, parts))))
+        elif method == "Runtime.exceptionThrown":
+            d = params.get("exceptionDetails", {})
+            text = d.get("exception", {}).get("description") or d.get("text", "exception")
+            self.console.append(ConsoleMessage("exception", text))
+        elif method == "Log.entryAdded":
+            e = params.get("entry", {})
+            self.console.append(ConsoleMessage(e.get("level", "log"), f"{e.get('text', '')} {e.get('url', '')}".strip()))
+        elif method == "Page.loadEventFired":
+            self._load.set()
+
+    async def send(self, method: str, params: dict | None = None, timeout: float = 30.0) -> dict:
+        return await self.conn.send(method, params, self.session, timeout)
+
+    async def goto(self, url: str, timeout: float = 20.0) -> None:
+        self._load.clear()
+        res = await self.send("Page.navigate", {"url": url}, timeout)
+        if res.get("errorText"):
+            raise CDPError(f"navigation to {url} failed: {res['errorText']}")
+        await asyncio.wait_for(self._load.wait(), timeout)
+
+    async def evaluate(self, expression: str, timeout: float = 30.0) -> Any:
+        """Evaluates an expression (awaiting a returned promise) and returns its JSON value."""
+        res = await self.send("Runtime.evaluate", {
+            "expression": expression, "awaitPromise": True, "returnByValue": True,
+            "userGesture": True,
+        }, timeout)
+        if "exceptionDetails" in res:
+            d = res["exceptionDetails"]
+            raise JSError(d.get("exception", {}).get("description") or d.get("text", "JavaScript error"))
+        return res.get("result", {}).get("value")
+
+    async def wait_for(self, expression: str, timeout: float = 10.0, interval: float = 0.2) -> Any:
+        """Polls until the expression is truthy; returns its value. Raises TimeoutError with the last value."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while True:
+            try:
+                last = await self.evaluate(expression)
+            except JSError as e:
+                last = f"JSError: {e}"
+            else:
+                if last:
+                    return last
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"timed out after {timeout}s waiting for {expression!r}; last value {last!r}")
+            await asyncio.sleep(interval)
+
+    async def click(self, selector: str) -> None:
+        ok = await self.evaluate(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return false; e.click(); return true; }})()")
+        if not ok:
+            raise CDPError(f"no element matches {selector}")
+
+    async def text(self, selector: str) -> str | None:
+        return await self.evaluate(f"document.querySelector({json.dumps(selector)})?.textContent ?? null")
+
+    async def screenshot(self, path: str | os.PathLike, full_page: bool = False) -> Path:
+        """A PNG of the viewport, or of the whole page when full_page is set."""
+        params: dict[str, Any] = {"format": "png"}
+        if full_page:
+            m = await self.send("Page.getLayoutMetrics")
+            size = m.get("cssContentSize") or m["contentSize"]
+            params |= {"captureBeyondViewport": True,
+                       "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}}
+        res = await self.send("Page.captureScreenshot", params)
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(base64.b64decode(res["data"]))
+        return p
+
+    async def close(self) -> None:
+        try:
+            await self.conn.send("Target.closeTarget", {"targetId": self.target_id}, timeout=5)
+        except CDPError:
+            pass
+
+
+class Chromium:
+    """A headless Chromium process; use as `async with Chromium() as b:`."""
+
+    def __init__(self, *, hide_mdns: bool = True, extra_args: list[str] | None = None,
+                 window_size: tuple[int, int] = (1280, 800), startup_timeout: float = 20.0):
+        self.hide_mdns = hide_mdns
+        self.extra_args = list(extra_args or [])
+        self.window_size = window_size
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen | None = None
+        self.profile: str | None = None
+        self.conn: _Connection | None = None
+        self._ws = None
+        self.log_path: Path | None = None
+
+    def args(self) -> list[str]:
+        a = [
+            CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
+            "--autoplay-policy=no-user-gesture-required", "--use-fake-ui-for-media-stream",
+            "--remote-debugging-port=0", f"--user-data-dir={self.profile}",
+            f"--window-size={self.window_size[0]},{self.window_size[1]}",
+            "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--disable-extensions",
+            "--disable-default-apps", "--metrics-recording-only", "--password-store=basic",
+            # Without this, chrome_crashpad_handler daemons start in their own
+            # sessions, escape the process group and outlive the browser.
+            "--disable-breakpad",
+        ]
+        if not self.hide_mdns:
+            # Host candidates with real addresses instead of <uuid>.local names.
+            a.append("--disable-features=WebRtcHideLocalIpsWithMdns")
+        return a + self.extra_args + ["about:blank"]
+
+    async def start(self) -> "Chromium":
+        self.profile = tempfile.mkdtemp(prefix="castd-chromium-")
+        self.log_path = Path(self.profile).with_suffix(".log")
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     start_new_session=True)
+        log.close()
+        port_file = Path(self.profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if port_file.exists():
+                lines = port_file.read_text().splitlines()
+                if len(lines) >= 2:
+                    break
+            if self.proc.poll() is not None:
+                raise CDPError(f"chromium exited with {self.proc.returncode}: {self.log_tail()}")
+            if time.monotonic() > deadline:
+                await self.close()
+                raise CDPError(f"chromium wrote no DevToolsActivePort in {self.startup_timeout}s: {self.log_tail()}")
+            await asyncio.sleep(0.05)
+        url = f"ws://127.0.0.1:{lines[0].strip()}{lines[1].strip()}"
+        self._ws = await connect(url, max_size=None, ping_interval=None)
+        self.conn = _Connection(self._ws)
+        return self
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            return self.log_path.read_bytes()[-n:].decode(errors="replace") if self.log_path else ""
+        except OSError:
+            return ""
+
+    async def new_page(self, url: str | None = None) -> Page:
+        assert self.conn
+        t = await self.conn.send("Target.createTarget", {"url": "about:blank"})
+        a = await self.conn.send("Target.attachToTarget", {"targetId": t["targetId"], "flatten": True})
+        page = Page(self.conn, t["targetId"], a["sessionId"])
+        self.conn.on(page.session, page._event)
+        for domain in ("Page", "Runtime", "Log"):
+            await page.send(f"{domain}.enable")
+        # A fixed viewport, so screenshots and layouts are the same on every machine.
+        w, h = self.window_size
+        await page.send("Emulation.setDeviceMetricsOverride",
+                        {"width": w, "height": h, "deviceScaleFactor": 1, "mobile": False})
+        if url:
+            await page.goto(url)
+        return page
+
+    async def close(self) -> None:
+        if self.conn and not self.conn.closed:
+            try:
+                await self.conn.send("Browser.close", timeout=5)
+            except (CDPError, asyncio.TimeoutError):
+                pass
+        if self._ws is not None:
+            try:
+                await self._ws.close()
+            except Exception:
+                pass
+        if self.conn:
+            self.conn.reader.cancel()
+        if self.proc:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            # The renderer, GPU and zygote children share the group: end them all.
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            deadline = time.monotonic() + 5
+            while _group_members(self.proc.pid) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        if self.profile:
+            shutil.rmtree(self.profile, ignore_errors=True)
+            if self.log_path:
+                self.log_path.unlink(missing_ok=True)
+        self.conn = None
+
+    def group_alive(self) -> bool:
+        """True while a live (non-zombie) process of the browser's process group exists."""
+        if not self.proc:
+            return False
+        return bool(_group_members(self.proc.pid))
+
+    async def __aenter__(self) -> "Chromium":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()

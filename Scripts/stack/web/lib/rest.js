@@ -1,0 +1,98 @@
+// PostgREST access to signaling_messages and the /api/public/* endpoints.
+//
+// Inserts ask for `Prefer: return=minimal`: each side may read only rows
+// addressed to itself, so RETURNING would fail the SELECT policy with 42501
+// (contract-addendum.md, "Database rules").
+
+export class ApiError extends Error {
+  constructor(code, message, status, retryAfter) {
+    super(message);
+    this.code = code;
+    this.status = status;
+    this.retryAfter = retryAfter;
+  }
+}
+
+async function parse(res) {
+  const text = await res.text();
+  try { return text ? JSON.parse(text) : null; } catch { return null; }
+}
+
+export class Rest {
+  constructor(config, auth) {
+    this.supabaseUrl = config.supabaseUrl.replace(/\/$/, "");
+    this.apiUrl = (config.apiUrl || config.supabaseUrl).replace(/\/$/, "");
+    this.key = config.supabaseKey;
+    this.auth = auth;
+  }
+
+  async headers(extra = {}) {
+    return {
+      "apikey": this.key,
+      "Authorization": `Bearer ${await this.auth.accessToken()}`,
+      "Content-Type": "application/json",
+      ...extra,
+    };
+  }
+
+  /** Inserts one signaling row; throws ApiError with the SQLSTATE in `code`. */
+  async insertSignal(row) {
+    const res = await fetch(`${this.supabaseUrl}/rest/v1/signaling_messages`, {
+      method: "POST",
+      headers: await this.headers({ "Prefer": "return=minimal" }),
+      body: JSON.stringify(row),
+    });
+    if (!res.ok) {
+      // PostgREST: {"code": SQLSTATE, "message", …}; read the code, not the status.
+      const body = await parse(res);
+      throw new ApiError(body?.code || `http_${res.status}`, body?.message || "insert failed", res.status);
+    }
+  }
+
+  /** Rows addressed to `recipientRole` in a session, oldest first. */
+  async selectSignals(sessionId, recipientRole) {
+    const q = new URLSearchParams({
+      select: "*",
+      session_id: `eq.${sessionId}`,
+      recipient_role: `eq.${recipientRole}`,
+      order: "created_at.asc",
+    });
+    const res = await fetch(`${this.supabaseUrl}/rest/v1/signaling_messages?${q}`, {
+      headers: await this.headers(),
+    });
+    const body = await parse(res);
+    if (!res.ok) throw new ApiError(body?.code || `http_${res.status}`, body?.message || "select failed", res.status);
+    return body || [];
+  }
+
+  /**
+   * The session row, when the stack serves casting_sessions over REST
+   * (RLS lets the receiver read its own row). Returns null when it does not.
+   */
+  async selectSession(sessionId) {
+    try {
+      const q = new URLSearchParams({ select: "*", id: `eq.${sessionId}` });
+      const res = await fetch(`${this.supabaseUrl}/rest/v1/casting_sessions?${q}`, {
+        headers: await this.headers(),
+      });
+      if (!res.ok) return null;
+      const rows = await parse(res);
+      return Array.isArray(rows) && rows.length ? rows[0] : null;
+    } catch { return null; }
+  }
+
+  /** POST (or GET when body is undefined) /api/public/<name>. */
+  async api(name, body) {
+    const init = { method: body === undefined ? "GET" : "POST", headers: await this.headers() };
+    if (body !== undefined) init.body = JSON.stringify(body);
+    const res = await fetch(`${this.apiUrl}/api/public/${name}`, init);
+    const json = await parse(res);
+    if (!res.ok) {
+      const err = json?.error || {};
+      const retry = res.headers.get("Retry-After");
+      throw new ApiError(err.code || `http_${res.status}`, err.message || `${name} failed (${res.status})`,
+        res.status, retry ? Number(retry) : undefined);
+    }
+    return json;
+  }
+}

@@ -1,0 +1,25 @@
+import CastCore
+import Foundation
+
+/// Turns the backend's wall-clock times (ISO 8601, e.g. `senderAuthExpiresAt`)
+/// into the monotonic `Instant`s the session logic runs on. The only place
+/// castd reads the wall clock for that.
+public struct WallClockMapping: Sendable {
+    public let clock: MonotonicClock
+    public init(clock: MonotonicClock) { self.clock = clock }
+
+    /// Parses `2026-10-20T12:40:00.000Z` (fractional seconds optional); nil when unreadable.
+    public static func parse(_ iso: String) -> Date? {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let d = f.date(from: iso) { return d }
+        f.formatOptions = [.withInternetDateTime]
+        return f.date(from: iso)
+    }
+
+    public func instant(forISO iso: String?, now: Date = Date()) -> Instant? {
+        guard let iso, let date = Self.parse(iso) else { return nil }
+        let delta = date.timeIntervalSince(now)
+        return clock.now() + .nanoseconds(Int64(delta * 1e9))
+    }
+}

@@ -1,0 +1,161 @@
+import CastCore
+
+/// castd's command line, parsed without side effects (the CLI then acts on it).
+public enum Command: Equatable, Sendable {
+    case help
+    case version
+    case doctor(CommonOptions)
+    case pair(PairOptions)
+    case session(SessionOptions)
+}
+
+/// Options every command that talks to the backend or the screen shares.
+public struct CommonOptions: Equatable, Sendable {
+    public var apiURL: String? = nil
+    public var supabaseURL: String? = nil
+    public var supabaseKey: String? = nil
+    public var logLevel: LogLine.Level = .info
+    public var json = false
+    public init() {}
+}
+
+public struct PairOptions: Equatable, Sendable {
+    public enum Code: Equatable, Sendable {
+        case pin(Redacted<String>)
+        case url(Redacted<String>)
+    }
+    public var code: Code
+    public var deviceName: String? = nil
+    public var common = CommonOptions()
+}
+
+public struct SessionOptions: Equatable, Sendable {
+    public enum Capture: String, Equatable, Sendable, CaseIterable { case auto, x11, portal, mutter }
+    public enum Encoder: String, Equatable, Sendable, CaseIterable { case auto, vaapi, x264 }
+    public var sessionId: String
+    public var capture: Capture = .auto
+    public var encoder: Encoder = .auto
+    public var display: String? = nil
+    public var output: String? = nil
+    public var cursor = true
+    public var common = CommonOptions()
+}
+
+extension CastError.Code {
+    public static let badArgument = Self("bad_argument")
+}
+
+public enum CommandLineParser {
+    public static func parse(_ args: [String]) throws -> Command {
+        var rest = args[...]
+        guard let first = rest.first else { throw CastError(.usage, "no command given; run `castd --help`") }
+        switch first {
+        case "-h", "--help", "help": return .help
+        case "-V", "--version": return .version
+        case "doctor":
+            rest = rest.dropFirst()
+            var common = CommonOptions()
+            while let a = rest.popFirst() {
+                if try !takeCommon(a, &rest, &common) { throw unknown(a) }
+            }
+            return .doctor(common)
+        case "pair":
+            rest = rest.dropFirst()
+            var code: PairOptions.Code? = nil
+            var device: String? = nil
+            var common = CommonOptions()
+            while let a = rest.popFirst() {
+                switch a {
+                case "--pin":
+                    let v = try value(a, &rest)
+                    code = .pin(Redacted(v))
+                case "--device-name":
+                    let v = try value(a, &rest)
+                    guard !v.isEmpty, v.count <= 80 else {
+                        throw CastError(.badArgument, "--device-name must be 1 to 80 characters (spec §4)")
+                    }
+                    device = v
+                default:
+                    if try takeCommon(a, &rest, &common) { continue }
+                    if a.hasPrefix("-") { throw unknown(a) }
+                    guard code == nil else { throw CastError(.usage, "give either --pin or one pairing URL, not both") }
+                    code = .url(Redacted(a))
+                }
+            }
+            guard let code else {
+                throw CastError(.usage, "pair needs a PIN (--pin 482913) or the pairing URL from the receiver's QR code")
+            }
+            var o = PairOptions(code: code)
+            o.deviceName = device
+            o.common = common
+            return .pair(o)
+        default:
+            var sessionId: String? = nil
+            var o = SessionOptions(sessionId: "")
+            while let a = rest.popFirst() {
+                switch a {
+                case "--session": sessionId = try value(a, &rest)
+                case "--capture":
+                    let v = try value(a, &rest)
+                    guard let c = SessionOptions.Capture(rawValue: v) else {
+                        throw CastError(.badArgument, "--capture takes auto, x11, portal or mutter (got \(v))")
+                    }
+                    o.capture = c
+                case "--encoder":
+                    let v = try value(a, &rest)
+                    guard let e = SessionOptions.Encoder(rawValue: v) else {
+                        throw CastError(.badArgument, "--encoder takes auto, vaapi or x264 (got \(v))")
+                    }
+                    o.encoder = e
+                case "--display": o.display = try value(a, &rest)
+                case "--output": o.output = try value(a, &rest)
+                case "--no-cursor": o.cursor = false
+                default:
+                    if try !takeCommon(a, &rest, &o.common) { throw unknown(a) }
+                }
+            }
+            guard let sessionId else { throw unknown(first) }
+            guard isUUID(sessionId) else {
+                throw CastError(.badArgument, "--session takes the session id printed by `castd pair` (a UUID)")
+            }
+            o.sessionId = sessionId.lowercased()
+            return .session(o)
+        }
+    }
+
+    /// Options shared by every command; false when `a` is not one of them.
+    static func takeCommon(_ a: String, _ rest: inout ArraySlice<String>, _ c: inout CommonOptions) throws -> Bool {
+        switch a {
+        case "--api-url": c.apiURL = try value(a, &rest)
+        case "--supabase-url": c.supabaseURL = try value(a, &rest)
+        case "--supabase-key": c.supabaseKey = try value(a, &rest)
+        case "--json": c.json = true
+        case "--log-level":
+            let v = try value(a, &rest)
+            guard let l = LogLine.Level(rawValue: v) else {
+                throw CastError(.badArgument, "--log-level takes debug, info, notice, warning or error (got \(v))")
+            }
+            c.logLevel = l
+        default: return false
+        }
+        return true
+    }
+
+    static func value(_ flag: String, _ rest: inout ArraySlice<String>) throws -> String {
+        guard let v = rest.popFirst(), !v.hasPrefix("--") else {
+            throw CastError(.usage, "\(flag) needs a value")
+        }
+        return v
+    }
+
+    static func unknown(_ a: String) -> CastError {
+        CastError(.usage, "unknown command or option `\(LogLine.quote(a))`; run `castd --help`")
+    }
+
+    /// 8-4-4-4-12 hexadecimal digits.
+    public static func isUUID(_ s: String) -> Bool {
+        let parts = s.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.map(\.count) == [8, 4, 4, 4, 12] else { return false }
+        return parts.allSatisfy { $0.allSatisfy(\.isHexDigit) }
+    }
+}

@@ -1,0 +1,71 @@
+import CastCore
+import CastSignaling
+import Foundation
+
+/// What every backend-talking command needs: configuration, the shared
+/// identity, HTTP clients. Built once per process from flags and environment.
+struct Backend {
+    let config: SignalingConfig
+    let identity: SenderIdentity
+    let transport: HTTPTransport
+    let api: APIClient
+    let rest: RESTClient
+
+    static func make(_ common: CommonOptions, environment: [String: String]) throws -> Backend {
+        var env = environment
+        if let v = common.apiURL { env["CASTD_API_URL"] = v }
+        if let v = common.supabaseURL { env["CASTD_SUPABASE_URL"] = v }
+        if let v = common.supabaseKey { env["CASTD_SUPABASE_KEY"] = v }
+        let config: SignalingConfig
+        switch SignalingConfig.fromEnvironment(env) {
+        case .success(let c): config = c
+        case .failure(let missing):
+            throw CastError(.usage, "\(missing.name) is not set; set it (or the matching flag). `Scripts/devstack up` prints the values for the local stack.")
+        }
+        let transport = URLSessionTransport()
+        let endpoints = Endpoints(config: config)
+        let store = CredentialStore(directory: try CredentialStore.defaultDirectory(environment: environment))
+        let identity = SenderIdentity(store: store, auth: AuthClient(endpoints: endpoints, transport: transport),
+                                      backend: config.supabaseURL)
+        return Backend(config: config, identity: identity, transport: transport,
+                       api: APIClient(endpoints: endpoints, transport: transport),
+                       rest: RESTClient(endpoints: endpoints, transport: transport))
+    }
+
+    /// The machine's pretty hostname (`/etc/machine-info`), else its host name.
+    static func defaultDeviceName() -> String {
+        if let info = try? String(contentsOfFile: "/etc/machine-info", encoding: .utf8) {
+            for line in info.split(separator: "\n") where line.hasPrefix("PRETTY_HOSTNAME=") {
+                let v = line.dropFirst("PRETTY_HOSTNAME=".count).trimmingCharacters(in: CharacterSet(charactersIn: "\"' "))
+                if !v.isEmpty { return v }
+            }
+        }
+        let h = ProcessInfo.processInfo.hostName
+        return h.isEmpty ? "Linux" : h
+    }
+}
+
+/// Prints what a command has to say: sentences for people, or one JSON object
+/// per line with `--json` (for launchers and scripts).
+struct Reporter {
+    let json: Bool
+
+    func say(_ event: String, _ sentence: String, _ fields: [String: String] = [:]) {
+        var out = StandardStream.out
+        if json {
+            var o = fields
+            o["event"] = event
+            o["message"] = sentence
+            if let d = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys]),
+               let s = String(data: d, encoding: .utf8) { print(s, to: &out) }
+        } else {
+            print(sentence, to: &out)
+        }
+    }
+
+    func fail(_ sentence: String, code: String) -> Int32 {
+        if json { say("failed", sentence, ["code": code]) }
+        else { var err = StandardStream.err; print("castd: \(sentence)", to: &err) }
+        return CLI.ExitCode.failure
+    }
+}

@@ -1,0 +1,176 @@
+import CastCore
+import CastOpenSSL
+import CastWebRTC
+import Foundation
+
+/// `castd dev-send`: castd's WebRTC send path without the backend. It prints
+/// its offer, candidates and state as JSON lines on stdout and reads the
+/// answer and the receiver's candidates as JSON lines on stdin, then streams
+/// an H.264 Annex B file at a fixed frame rate, looping. Interop tests drive
+/// it against aiortc and Chromium; it is also a handy probe for a new receiver.
+///
+///   out: {"type":"offer","sdp":…} {"type":"candidate","candidate":…} {"type":"endOfCandidates"}
+///        {"type":"state","state":…} {"type":"keyframeRequested"} {"type":"failure","message":…}
+///        {"type":"stats",…} (every second while connected, and at the end)
+///   in:  {"type":"answer","sdp":…} {"type":"candidate","candidate":…} {"type":"endOfCandidates"} {"type":"stop"}
+public enum DevSend {
+    public struct Options: Sendable {
+        public var file: String
+        public var fps = 30
+        public var includeLoopback = true
+        public var seconds: Double? = nil
+    }
+
+    public static func parse(_ args: [String]) throws -> Options {
+        var o = Options(file: "")
+        var it = args.makeIterator()
+        while let a = it.next() {
+            switch a {
+            case "--h264": o.file = it.next() ?? ""
+            case "--fps": o.fps = Int(it.next() ?? "") ?? 0
+            case "--no-loopback": o.includeLoopback = false
+            case "--seconds": o.seconds = Double(it.next() ?? "")
+            default: throw CastError(.usage, "dev-send: unknown option \(a)")
+            }
+        }
+        guard !o.file.isEmpty else { throw CastError(.usage, "dev-send needs --h264 FILE") }
+        guard (1...60).contains(o.fps) else { throw CastError(.usage, "dev-send: --fps must be 1 to 60") }
+        return o
+    }
+
+    static func emit(_ object: [String: Any]) {
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]),
+              let line = String(data: data, encoding: .utf8) else { return }
+        var out = StandardStream.out
+        print(line, to: &out)
+    }
+
+    final class Flags: @unchecked Sendable {
+        // Written by one task, read by the sending loop; stale reads only delay by a frame.
+        var connected = false
+        var stop = false
+        var keyframeWanted = false
+        var failed: String? = nil
+    }
+
+    public static func run(_ o: Options) async -> Int32 {
+        guard let data = FileManager.default.contents(atPath: o.file) else {
+            var err = StandardStream.err
+            print("castd dev-send: cannot read \(o.file)", to: &err)
+            return 2
+        }
+        let units = AnnexBAccessUnits.split([UInt8](data))
+        guard !units.isEmpty else {
+            var err = StandardStream.err
+            print("castd dev-send: \(o.file) holds no H.264 access units", to: &err)
+            return 2
+        }
+        let clock = SystemMonotonicClock()
+        let runner: PeerRunner
+        do {
+            let cert = try Certificate(notBeforeUnix: Int(Date().timeIntervalSince1970) - 3600)
+            var options = PeerRunner.Options()
+            options.includeLoopback = o.includeLoopback
+            runner = try PeerRunner(options: options, certificate: cert, clock: clock)
+        } catch {
+            var err = StandardStream.err
+            print("castd dev-send: \(error)", to: &err)
+            return 1
+        }
+        emit(["type": "offer", "sdp": runner.offerSDP])
+        let flags = Flags()
+
+        let events = Task {
+            for await e in runner.events {
+                switch e {
+                case .localCandidate(let c): emit(["type": "candidate", "candidate": c, "sdpMid": "0", "sdpMLineIndex": 0])
+                case .gatheringComplete: emit(["type": "endOfCandidates"])
+                case .stateChanged(let s):
+                    emit(["type": "state", "state": s.rawValue])
+                    flags.connected = s == .connected
+                    if s == .failed || s == .closed { flags.stop = true }
+                case .keyframeRequested:
+                    emit(["type": "keyframeRequested"])
+                    flags.keyframeWanted = true
+                case .needsResolution(let h): emit(["type": "needsResolution", "hostname": h])
+                case .bandwidthEstimate(let bps): emit(["type": "bandwidth", "bps": bps])
+                case .failure(let m):
+                    emit(["type": "failure", "message": m])
+                    flags.failed = m
+                }
+            }
+        }
+        let input = Task.detached {
+            while let line = readLine(strippingNewline: true) {
+                guard let d = line.data(using: .utf8),
+                      let obj = try? JSONSerialization.jsonObject(with: d) as? [String: Any],
+                      let type = obj["type"] as? String else {
+                    emit(["type": "error", "message": "stdin: not a JSON object with a type"])
+                    continue
+                }
+                switch type {
+                case "answer":
+                    do { try await runner.applyAnswer(obj["sdp"] as? String ?? "") }
+                    catch { emit(["type": "failure", "message": "answer: \(error)"]); flags.failed = "\(error)"; flags.stop = true }
+                case "candidate":
+                    do { try await runner.addRemoteCandidate(obj["candidate"] as? String ?? "") }
+                    catch { emit(["type": "error", "message": "candidate: \(error)"]) }
+                case "endOfCandidates": runner.remoteEndOfCandidates()
+                case "stop": flags.stop = true
+                default: emit(["type": "error", "message": "stdin: unknown type \(type)"])
+                }
+            }
+            flags.stop = true
+        }
+
+        // Send at a fixed rate against absolute deadlines (no drift); a frame is sent now or skipped.
+        let frame = Duration.nanoseconds(1_000_000_000 / Int64(o.fps))
+        let start = clock.now()
+        var next = start
+        var index = 0
+        var lastStats = start
+        while !flags.stop {
+            if let limit = o.seconds, (clock.now() - start).seconds >= limit { break }
+            let now = clock.now()
+            if next > now { try? await Task.sleep(for: next - now) }
+            next = next + frame
+            if flags.connected {
+                if flags.keyframeWanted {
+                    // A file cannot make a new IDR: jump to the next one in it.
+                    flags.keyframeWanted = false
+                    if let k = (1...units.count).lazy.map({ (index + $0) % units.count })
+                        .first(where: { AnnexBAccessUnits.isKeyframe(units[$0]) }) { index = k }
+                }
+                runner.send(accessUnit: units[index], captureTime: clock.now())
+                index = (index + 1) % units.count
+            }
+            if clock.now() - lastStats >= .seconds(1), let s = await runner.statistics() {
+                lastStats = clock.now()
+                emit(statsObject(s))
+            }
+        }
+        if let s = await runner.statistics() { emit(statsObject(s)) }
+        runner.close()
+        events.cancel()
+        input.cancel()
+        return flags.failed == nil ? 0 : 1
+    }
+
+    static func statsObject(_ s: PeerSession.Statistics) -> [String: Any] {
+        var o: [String: Any] = ["type": "stats", "datagramsIn": s.datagramsIn, "datagramsOut": s.datagramsOut,
+                                "srtpErrors": s.srtpErrors, "accessUnitsDropped": s.accessUnitsDropped]
+        if let v = s.video {
+            o["framesSent"] = v.framesSent
+            o["keyframesSent"] = v.keyframesSent
+            o["packetsSent"] = v.packetsSent
+            o["bytesSent"] = v.bytesSent
+            o["nacksReceived"] = v.nacksReceived
+            o["retransmissionsSent"] = v.retransmissionsSent
+            o["pictureLossReceived"] = v.pictureLossReceived
+            o["keyframesRequested"] = v.keyframesRequested
+            o["senderReportsSent"] = v.senderReportsSent
+            if let rtt = v.roundTripTime { o["rttMs"] = rtt.seconds * 1000 }
+        }
+        return o
+    }
+}

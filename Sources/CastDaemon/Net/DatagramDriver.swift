@@ -1,0 +1,143 @@
+import CastCore
+import CastWebRTC
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The IO shell around one `DatagramCore`: a thread that owns the core and its
+/// UDP sockets, polls them, feeds datagrams and deadlines in and sends what
+/// comes out. Other threads reach the core only through `perform`, which runs
+/// a closure on the driver's thread — so the core has exactly one owner and
+/// no lock ever guards protocol state (STYLE.md rule 2). The only lock here
+/// guards the mailbox of closures.
+public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
+    public typealias Work = (inout Core, Instant) -> Void
+
+    private var core: Core
+    private var sockets: [UDPSocket]
+    private let clock: MonotonicClock
+    /// A self-pipe: `perform` writes a byte to wake the poll.
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private var mailbox: [Work] = []
+    private var mailboxLock = pthread_mutex_t()
+    private let finished = DispatchSemaphore(value: 0)
+    private var started = false             // start/stop are called by the owner, not the driver thread
+    private var stopping = false            // read and written on the driver thread only
+    public private(set) var sendFailures = 0 // driver thread only
+
+    /// Called on the driver's thread after every turn (mailbox work, datagrams,
+    /// timeouts), so the owner can move the core's events out.
+    private let afterTurn: ((inout Core) -> Void)?
+
+    public init(core: Core, sockets: [UDPSocket], clock: MonotonicClock,
+                afterTurn: ((inout Core) -> Void)? = nil) throws {
+        self.core = core
+        self.afterTurn = afterTurn
+        self.sockets = sockets
+        self.clock = clock
+        var p: [Int32] = [0, 0]
+        guard pipe(&p) == 0 else { throw CastError.posix("pipe") }
+        for fd in p {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakeRead = p[0]
+        wakeWrite = p[1]
+        pthread_mutex_init(&mailboxLock, nil)
+    }
+
+    deinit {
+        close(wakeRead)
+        close(wakeWrite)
+        pthread_mutex_destroy(&mailboxLock)
+    }
+
+    /// Runs `work` on the driver's thread with the core and the current time.
+    public func perform(_ work: @escaping Work) {
+        pthread_mutex_lock(&mailboxLock)
+        mailbox.append(work)
+        pthread_mutex_unlock(&mailboxLock)
+        wake()
+    }
+
+    private func wake() {
+        var one: UInt8 = 1
+        _ = write(wakeWrite, &one, 1)   // a full pipe already means "wake up"
+    }
+
+    /// Starts the thread.
+    public func start() {
+        started = true
+        let t = Thread { [self] in
+            loop()
+            finished.signal()
+        }
+        t.name = "castd-peer"
+        t.start()
+    }
+
+    /// Stops the loop after the work queued so far, and waits for the thread.
+    public func stop() {
+        guard started else { return }
+        started = false
+        pthread_mutex_lock(&mailboxLock)
+        mailbox.append({ [unowned self] _, _ in self.stopping = true })
+        pthread_mutex_unlock(&mailboxLock)
+        wake()
+        finished.wait()
+    }
+
+    private func takeMailbox() -> [Work] {
+        pthread_mutex_lock(&mailboxLock)
+        defer { pthread_mutex_unlock(&mailboxLock) }
+        let w = mailbox
+        mailbox.removeAll(keepingCapacity: true)
+        return w
+    }
+
+    private func flush() {
+        afterTurn?(&core)
+        while let t = core.pollTransmit() {
+            guard let s = sockets.first(where: { $0.local == t.from }) ?? sockets.first(where: { $0.local.ip.isIPv6 == t.to.ip.isIPv6 }) else {
+                sendFailures += 1
+                continue
+            }
+            if !s.send(t.bytes, to: t.to) { sendFailures += 1 }
+        }
+    }
+
+    private func loop() {
+        var fds = sockets.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+        fds.append(pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0))
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        while !stopping {
+            for w in takeMailbox() { w(&core, clock.now()) }
+            flush()
+            if stopping { break }
+            var timeoutMs: Int32 = 1000
+            if let d = core.nextDeadline() {
+                let wait = d - clock.now()
+                timeoutMs = wait <= .zero ? 0 : Int32(min(1000, (wait.totalNanoseconds + 999_999) / 1_000_000))
+            }
+            for i in fds.indices { fds[i].revents = 0 }
+            let n = poll(&fds, nfds_t(fds.count), timeoutMs)
+            if n < 0 && errno != EINTR { break }
+            if fds[fds.count - 1].revents != 0 {
+                var drain = [UInt8](repeating: 0, count: 64)
+                while read(wakeRead, &drain, drain.count) > 0 {}
+            }
+            for (i, s) in sockets.enumerated() where fds[i].revents & Int16(POLLIN) != 0 {
+                // Drain the socket: a keyframe's worth of RTCP or checks may be waiting.
+                while let (count, from) = s.receive(into: &buffer) {
+                    core.handleDatagram(Array(buffer.prefix(count)), from: from, to: s.local, now: clock.now())
+                }
+            }
+            let now = clock.now()
+            if let d = core.nextDeadline(), now >= d { core.handleTimeout(now: now) }
+            flush()
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import CastCore
+import CastOpenSSL
+import CastSignaling
+import CastWebRTC
+import Foundation
+
+/// The `PeerPort` of a real cast: one `PeerRunner` per negotiation (spec §6:
+/// a fresh peer for every offer). It also lets the media pipeline send access
+/// units to whichever peer is current, and forwards keyframe requests to it.
+public final class LivePeerPort: PeerPort, @unchecked Sendable {
+    private let options: PeerRunner.Options
+    private let certificate: Certificate
+    private let clock: MonotonicClock
+    private let log: LogSink
+    private let lock = NSLock()
+    private var current: (nid: String, runner: PeerRunner)? = nil   // guarded by `lock`
+    private let onKeyframeRequest: @Sendable () -> Void
+
+    public init(options: PeerRunner.Options, certificate: Certificate, clock: MonotonicClock, log: LogSink,
+                onKeyframeRequest: @escaping @Sendable () -> Void) {
+        self.options = options
+        self.certificate = certificate
+        self.clock = clock
+        self.log = log
+        self.onKeyframeRequest = onKeyframeRequest
+    }
+
+    private func runner(for nid: String) -> PeerRunner? {
+        lock.withLock { current?.nid == nid ? current?.runner : nil }
+    }
+
+    private func currentRunner() -> PeerRunner? { lock.withLock { current?.runner } }
+
+    /// Sends an encoded access unit to the current peer (dropped when there is none).
+    public func send(accessUnit: [UInt8], captureTime: Instant) {
+        currentRunner()?.send(accessUnit: accessUnit, captureTime: captureTime)
+    }
+
+    public func statistics() async -> PeerSession.Statistics? {
+        await currentRunner()?.statistics()
+    }
+
+    public func create(negotiationId nid: String) async -> AsyncStream<SessionMachine.Input> {
+        let (stream, out) = AsyncStream.makeStream(of: SessionMachine.Input.self)
+        let runner: PeerRunner
+        do {
+            runner = try PeerRunner(options: options, certificate: certificate, clock: clock)
+        } catch {
+            log.write(LogLine(.error, "peer_create_failed", [("error", "\(error)")]))
+            out.yield(.peerState(negotiationId: nid, .failed))
+            out.finish()
+            return stream
+        }
+        lock.withLock { current = (nid, runner) }
+        out.yield(.offerReady(negotiationId: nid, sdp: runner.offerSDP))
+        let log = self.log, keyframe = onKeyframeRequest
+        Task {
+            for await e in runner.events {
+                switch e {
+                case .localCandidate(let line):
+                    out.yield(.localCandidate(IceCandidatePayload(negotiationID: nid, candidate: line)))
+                case .gatheringComplete:
+                    out.yield(.gatheringComplete(negotiationId: nid))
+                case .stateChanged(let s):
+                    log.write(LogLine(.info, "peer_state", [("negotiation", nid), ("state", s.rawValue)]))
+                    if let p = PeerConnectionState(rawValue: s.rawValue) { out.yield(.peerState(negotiationId: nid, p)) }
+                case .keyframeRequested:
+                    keyframe()
+                case .needsResolution(let host):
+                    log.write(LogLine(.debug, "mdns_unresolved", [("host", AddressRedaction.redact(host))]))
+                case .bandwidthEstimate(let bps):
+                    log.write(LogLine(.debug, "bandwidth_estimate", [("bps", bps)]))
+                case .failure(let m):
+                    log.write(LogLine(.error, "peer_failure", [("negotiation", nid), ("message", m)]))
+                }
+            }
+            out.finish()
+        }
+        return stream
+    }
+
+    public func applyAnswer(negotiationId nid: String, sdp: String) async -> SessionMachine.Input? {
+        guard let r = runner(for: nid) else { return nil }
+        do {
+            try await r.applyAnswer(sdp)
+            return nil
+        } catch let e as CastError {
+            return .answerFailed(negotiationId: nid, message: e.message)
+        } catch {
+            return .answerFailed(negotiationId: nid, message: "\(error)")
+        }
+    }
+
+    public func addRemoteCandidate(_ c: IceCandidatePayload) async {
+        guard let r = runner(for: c.negotiationID) else { return }
+        do { try await r.addRemoteCandidate(c.candidate) }
+        catch { log.write(LogLine(.warning, "remote_candidate_ignored", [("error", "\(error)")])) }
+    }
+
+    public func remoteEndOfCandidates(negotiationId nid: String) async {
+        runner(for: nid)?.remoteEndOfCandidates()
+    }
+
+    public func close() async {
+        let r: PeerRunner? = lock.withLock {
+            defer { current = nil }
+            return current?.runner
+        }
+        r?.close()
+    }
+}

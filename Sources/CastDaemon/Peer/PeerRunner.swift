@@ -1,0 +1,110 @@
+import CastCore
+import CastOpenSSL
+import CastWebRTC
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One live peer connection: a `PeerSession` on its own `DatagramDriver`
+/// thread with a UDP socket per usable local address. Other tasks talk to it
+/// only through `perform` (the session has one owner: the driver's thread);
+/// its events come out on `events`.
+public final class PeerRunner: @unchecked Sendable {
+    public struct Options: Sendable {
+        /// Gather host candidates on loopback too (tests on one machine).
+        public var includeLoopback = false
+        public var stunServers: [SocketAddress] = []
+        public var encoderCanDoMain = false
+        public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
+        public init() {}
+    }
+
+    public let offerSDP: String
+    public let events: AsyncStream<PeerSession.Event>
+    public let localAddresses: [SocketAddress]
+    private let continuation: AsyncStream<PeerSession.Event>.Continuation
+    private let driver: DatagramDriver<PeerSession>
+    private var closed = false   // touched by the owner only
+
+    /// Unix time at the monotonic clock's zero, for RTCP sender reports.
+    static func wallclockOffset(clock: MonotonicClock) -> Duration {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        let unixNanos = Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+        return .nanoseconds(unixNanos - clock.now().nanoseconds)
+    }
+
+    public init(options: Options, certificate: Certificate, clock: MonotonicClock) throws {
+        var config = PeerSession.Configuration(wallclockOffset: Self.wallclockOffset(clock: clock))
+        config.stunServers = options.stunServers
+        config.encoderCanDoMain = options.encoderCanDoMain
+        config.iceOverrides = options.iceOverrides
+        var rng = SystemRandomNumberGenerator()
+        let session = try PeerSession(configuration: config, certificate: certificate, random: &rng)
+        offerSDP = session.offerSDP
+
+        var sockets: [UDPSocket] = []
+        for a in NetworkInterfaces.usable(includeLoopback: options.includeLoopback) {
+            if let s = try? UDPSocket(bindTo: SocketAddress(a.ip, 0)) { sockets.append(s) }
+        }
+        guard !sockets.isEmpty else {
+            throw CastError(.io, "no usable network interface to send from (every interface is down or link-local)")
+        }
+        localAddresses = sockets.map(\.local)
+        let (stream, cont) = AsyncStream.makeStream(of: PeerSession.Event.self, bufferingPolicy: .unbounded)
+        events = stream
+        continuation = cont
+        driver = try DatagramDriver(core: session, sockets: sockets, clock: clock) { core in
+            while let e = core.pollEvent() { cont.yield(e) }
+        }
+        driver.start()
+        let addresses = localAddresses
+        driver.perform { core, now in
+            for a in addresses { core.addLocalAddress(a, now: now) }
+            core.endOfLocalAddresses(now: now)
+        }
+    }
+
+    deinit { close() }
+
+    /// Runs `work` on the peer's thread and returns its result.
+    public func perform<T: Sendable>(_ work: @escaping @Sendable (PeerSession, Instant) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { c in
+            driver.perform { core, now in
+                do { c.resume(returning: try work(core, now)) } catch { c.resume(throwing: error) }
+            }
+        }
+    }
+
+    public func applyAnswer(_ sdp: String) async throws {
+        try await perform { core, now in try core.applyAnswer(sdp, now: now) }
+    }
+
+    public func addRemoteCandidate(_ line: String) async throws {
+        try await perform { core, now in try core.addRemoteCandidate(line, now: now) }
+    }
+
+    public func remoteEndOfCandidates() {
+        driver.perform { core, now in core.remoteEndOfCandidates(now: now) }
+    }
+
+    /// Queues an access unit for the peer's thread; never waits for it.
+    public func send(accessUnit: [UInt8], captureTime: Instant) {
+        driver.perform { core, now in core.sendAccessUnit(accessUnit, captureTime: captureTime, now: now) }
+    }
+
+    public func statistics() async -> PeerSession.Statistics? {
+        try? await perform { core, _ in core.statistics }
+    }
+
+    /// Sends RTCP BYE, stops the thread, closes the sockets, ends `events`.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        driver.perform { core, now in core.close(now: now) }
+        driver.stop()
+        continuation.finish()
+    }
+}

@@ -1,0 +1,150 @@
+import CastCore
+import CastSignaling
+
+/// The actor that runs one cast: it owns the `SessionMachine`, feeds it what
+/// the signaling layer, the peer and the user say, carries out its actions
+/// through the ports, and keeps the single timer the machine asks for. All
+/// session state has this one owner (STYLE.md rule 2); IO happens in the ports.
+public actor SessionController {
+    public struct Outcome: Sendable, Equatable {
+        public var exitCode: Int32
+        public var message: String
+    }
+
+    private var machine: SessionMachine
+    private let signaling: SignalingPort
+    private let peer: PeerPort
+    private let media: MediaPort
+    private let clock: MonotonicClock
+    private let log: LogSink
+    /// spec (issue 6): SIGTERM → disconnect row and `end` within 2 s.
+    private let endBudget: Duration
+
+    /// Everything that wakes the controller, in arrival order.
+    enum Event: Sendable { case input(SessionMachine.Input), tick }
+    private let inputs: AsyncStream<Event>
+    private let events: AsyncStream<Event>.Continuation
+    private var timer: Task<Void, Never>? = nil
+    private var timerDeadline: Instant? = nil
+    private var tasks: [Task<Void, Never>] = []
+    private var finalWork: [Task<Void, Never>] = []
+    private var onConnected: (@Sendable (String) -> Void)?
+
+    public init(machine: SessionMachine, signaling: SignalingPort, peer: PeerPort, media: MediaPort,
+                clock: MonotonicClock, log: LogSink, endBudget: Duration = .seconds(2),
+                onConnected: (@Sendable (String) -> Void)? = nil) {
+        self.machine = machine
+        self.signaling = signaling
+        self.peer = peer
+        self.media = media
+        self.clock = clock
+        self.log = log
+        self.endBudget = endBudget
+        self.onConnected = onConnected
+        (inputs, events) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+    }
+
+    /// Asks the cast to stop (SIGTERM / SIGINT): disconnect row, end, exit 0.
+    public nonisolated func requestStop() { events.yield(.input(.stopRequested)) }
+
+    private nonisolated func feed(_ stream: AsyncStream<SessionMachine.Input>) -> Task<Void, Never> {
+        let events = self.events
+        return Task { for await e in stream { events.yield(.input(e)) } }
+    }
+
+    /// Runs the cast until it ends; returns the exit code and the sentence for the user.
+    public func run() async -> Outcome {
+        tasks.append(feed(signaling.events()))
+        var outcome: Outcome? = nil
+        for await event in inputs {
+            switch event {
+            case .tick: machine.handleTimeout(now: clock.now())
+            case .input(let input): machine.handle(input, now: clock.now())
+            }
+            if let o = await carryOutActions() { outcome = o; break }
+            rescheduleTimer()
+        }
+        timer?.cancel()
+        // The end rows (disconnect, session-update end) get `endBudget` at most.
+        await Self.waitAll(finalWork, atMost: endBudget)
+        for t in tasks { t.cancel() }
+        await signaling.close()
+        return outcome ?? Outcome(exitCode: 1, message: "The signaling connection ended unexpectedly.")
+    }
+
+    /// Waits for `work` to finish, but no longer than `budget` (a dead socket
+    /// must not hold the exit; the unfinished work is simply abandoned).
+    static func waitAll(_ work: [Task<Void, Never>], atMost budget: Duration) async {
+        actor Once {
+            var done = false
+            func fire() -> Bool { defer { done = true }; return !done }
+        }
+        let once = Once()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            Task { for w in work { await w.value }; if await once.fire() { c.resume() } }
+            Task { try? await Task.sleep(for: budget); if await once.fire() { c.resume() } }
+        }
+    }
+
+    private func carryOutActions() async -> Outcome? {
+        let ending = machine.isEnded
+        while let action = machine.poll() {
+            switch action {
+            case .startMedia(let prefs):
+                log.write(LogLine(.info, "media_start", [("resolution", prefs.resolution ?? "-"), ("fps", prefs.frameRate.map(String.init) ?? "-")]))
+                await media.start(prefs)
+            case .stopMedia:
+                await media.stop()
+            case .createPeer(let nid):
+                tasks.append(feed(await peer.create(negotiationId: nid)))
+            case .closePeer:
+                await peer.close()
+            case .applyAnswer(let nid, let sdp):
+                if let failure = await peer.applyAnswer(negotiationId: nid, sdp: sdp) { events.yield(.input(failure)) }
+            case .addRemoteCandidate(let c):
+                await peer.addRemoteCandidate(c)
+            case .remoteEndOfCandidates(let nid):
+                await peer.remoteEndOfCandidates(negotiationId: nid)
+            case .insert(let row):
+                let signaling = self.signaling, events = self.events
+                let t = Task {
+                    let outcome = await signaling.insert(row)
+                    if !ending { events.yield(.input(.insertFinished(outcome))) }
+                }
+                if ending { finalWork.append(t) } else { tasks.append(t) }
+            case .sessionUpdate(let a):
+                let signaling = self.signaling, events = self.events
+                let isFinal = ending || a == .end
+                let t = Task {
+                    let r = await signaling.sessionUpdate(a)
+                    if !isFinal { events.yield(.input(.sessionUpdateFinished(a, r))) }
+                }
+                if isFinal { finalWork.append(t) } else { tasks.append(t) }
+            case .connected(let nid):
+                log.write(LogLine(.notice, "connected", [("negotiation", nid)]))
+                onConnected?(nid)
+            case .log(let text):
+                log.write(LogLine(.info, "session", [("detail", text)]))
+            case .finish(let code, let message):
+                log.write(LogLine(code == 0 ? .notice : .error, "finish", [("exit", code), ("message", message)]))
+                return Outcome(exitCode: code, message: message)
+            }
+        }
+        return nil
+    }
+
+    private func rescheduleTimer() {
+        let deadline = machine.nextDeadline()
+        guard deadline != timerDeadline else { return }
+        timer?.cancel()
+        timerDeadline = deadline
+        guard let deadline else { timer = nil; return }
+        let wait = deadline - clock.now()
+        let events = self.events
+        timer = Task {
+            if wait > .zero { try? await Task.sleep(for: wait) }
+            if !Task.isCancelled { events.yield(.tick) }
+        }
+    }
+}
+

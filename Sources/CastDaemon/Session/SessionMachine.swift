@@ -1,0 +1,414 @@
+import CastCore
+import CastSignaling
+
+/// The sender's session logic (spec §5, §6, §9, §10, §11), as a pure state
+/// machine: the owner feeds `Input`s with the current time, drains `Action`s
+/// with `poll()`, and calls `handleTimeout(now:)` at `nextDeadline()`. It never
+/// reads a clock, sleeps or does IO (DESIGN.md "Pure"), so every rule below is
+/// tested on a fake clock.
+public struct SessionMachine: Sendable {
+    public struct Configuration: Sendable {
+        public var reconnect = ReconnectPolicy()
+        /// spec §10: heartbeat every 30 s while connected.
+        public var heartbeatInterval: Duration = .seconds(30)
+        /// How long a status change to `disconnected` waits for its disconnect row.
+        public var disconnectRowGrace: Duration = .seconds(1)
+        /// castd's own rows per minute (spec §6 caps the session at 200, both sides).
+        public var rowLimit = 100
+        public var rowWindow: Duration = .seconds(60)
+        public init() {}
+    }
+
+    public enum Input: Sendable, Equatable {
+        /// Subscribed, backfilled (its rows delivered before this), and the
+        /// session row read: `status` is its current status.
+        case ready(status: SessionStatus)
+        /// `join_approved`, with `senderAuthExpiresAt` converted by the shell to the monotonic clock.
+        case approved(authExpiresAt: Instant?, prefs: StreamPrefs)
+        /// Any other row addressed to the sender (already de-duplicated by row id).
+        case signal(SignalingMessage)
+        /// A status change of the session row (Realtime UPDATE).
+        case statusChanged(SessionStatus)
+        /// The peer session for `negotiationId` produced its offer.
+        case offerReady(negotiationId: String, sdp: String)
+        case localCandidate(IceCandidatePayload)
+        case gatheringComplete(negotiationId: String)
+        case peerState(negotiationId: String, PeerConnectionState)
+        /// The answer could not be applied (bad SDP, rejected video, fingerprint…).
+        case answerFailed(negotiationId: String, message: String)
+        case insertFinished(SignalingOutbox<OutgoingSignal>.Outcome)
+        case sessionUpdateFinished(SessionUpdateAction, SessionUpdateResult)
+        /// SIGTERM / SIGINT: the user stops the cast.
+        case stopRequested
+        /// The signaling layer cannot go on (the identity is dead, the backend refuses us).
+        case signalingFailed(String)
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// Start capture and encoding for these preferences (capped by the media layer).
+        case startMedia(StreamPrefs)
+        case stopMedia
+        /// Create a fresh peer session and produce its offer (answered by `.offerReady`).
+        case createPeer(negotiationId: String)
+        case closePeer
+        case applyAnswer(negotiationId: String, sdp: String)
+        case addRemoteCandidate(IceCandidatePayload)
+        case remoteEndOfCandidates(negotiationId: String)
+        /// Insert one row; answer with `.insertFinished` (except while ending).
+        case insert(OutgoingSignal)
+        /// Call session-update; answer with `.sessionUpdateFinished`.
+        case sessionUpdate(SessionUpdateAction)
+        /// A connection reached `connected` (for sd_notify and logs).
+        case connected(negotiationId: String)
+        /// A line for the log (one event, key=value fields).
+        case log(String)
+        /// Everything before this has been issued; exit with this code and
+        /// tell the user this sentence.
+        case finish(exitCode: Int32, message: String)
+    }
+
+    enum Phase: Sendable, Equatable {
+        case awaitingReady
+        case awaitingApproval
+        case negotiating(since: Instant)
+        case connected
+        case disconnected(since: Instant)
+        case waitingToRetry(until: Instant)
+        case ended
+    }
+
+    public let configuration: Configuration
+    private let makeNegotiationId: @Sendable () -> String
+
+    private(set) var phase: Phase = .awaitingReady
+    public private(set) var negotiationId: String? = nil
+    private var reconnect: ReconnectPolicy
+    private var outbox: SignalingOutbox<OutgoingSignal>
+    private var approval: (authExpiresAt: Instant?, prefs: StreamPrefs)? = nil
+    private var mediaStarted = false
+    private var offerQueued = false
+    private var answerApplied = false
+    private var pendingLocal: [OutgoingSignal] = []
+    private var bufferedRemote: [IceCandidatePayload] = []
+    private var remoteEnded = false
+    private var heartbeatDue: Instant? = nil
+    private var statusEndAt: Instant? = nil
+    private var authExpiresAt: Instant? = nil
+    private var actions: [Action] = []
+    public private(set) var ignoredRows = 0
+
+    public init(configuration: Configuration = Configuration(),
+                makeNegotiationId: @escaping @Sendable () -> String) {
+        self.configuration = configuration
+        self.makeNegotiationId = makeNegotiationId
+        reconnect = configuration.reconnect
+        outbox = SignalingOutbox(limit: configuration.rowLimit, window: configuration.rowWindow)
+    }
+
+    public var isEnded: Bool { phase == .ended }
+
+    // MARK: - Driving
+
+    public mutating func poll() -> Action? {
+        actions.isEmpty ? nil : actions.removeFirst()
+    }
+
+    public func nextDeadline() -> Instant? {
+        guard phase != .ended else { return nil }
+        if let t = statusEndAt { return t }
+        var candidates: [Instant?] = [heartbeatDue, authExpiresAt, outbox.nextDeadline()]
+        switch phase {
+        case .negotiating(let since): candidates.append(since + configuration.reconnect.attemptTimeout)
+        case .disconnected(let since): candidates.append(since + configuration.reconnect.disconnectedGrace)
+        case .waitingToRetry(let until): candidates.append(until)
+        default: break
+        }
+        return candidates.compactMap { $0 }.min()
+    }
+
+    public mutating func handle(_ input: Input, now: Instant) {
+        guard phase != .ended else { return }
+        if statusEndAt != nil {
+            // The session is over; only its disconnect row (for its reason) or a stop matter.
+            switch input {
+            case .signal(.disconnect), .stopRequested: break
+            default: return
+            }
+            if input == .stopRequested { finishQuietly(exitCode: 0, "The broadcasting session has ended."); return }
+        }
+        switch input {
+        case .ready(let status):
+            guard phase == .awaitingReady else { return }
+            if status.isFinal {
+                finishQuietly(exitCode: 1, "The session is already over (status \(status.raw)); pair again.")
+                return
+            }
+            phase = .awaitingApproval
+            if approval != nil, status == .connecting || status == .connected { beginCast(now: now) }
+
+        case .approved(let expires, let prefs):
+            guard approval == nil else { break }
+            approval = (expires, prefs)
+            authExpiresAt = expires
+            if phase == .awaitingApproval { beginCast(now: now) }
+
+        case .signal(let s):
+            handleSignal(s, now: now)
+
+        case .statusChanged(let status):
+            switch status {
+            case .disconnected:
+                // The backend changes the status and inserts the disconnect row
+                // together; the status may arrive first. Stop at once, but wait
+                // briefly for the row, whose reason says more (spec §9).
+                guard statusEndAt == nil else { break }
+                statusEndAt = now + configuration.disconnectRowGrace
+                outbox.removeQueued { _ in true }
+                if mediaStarted { actions.append(.stopMedia); mediaStarted = false }
+                if negotiationId != nil { actions.append(.closePeer); negotiationId = nil }
+            case .expired:
+                finishQuietly(exitCode: 1, "The session expired before it was approved; pair again.")
+            case .connecting, .connected:
+                if phase == .awaitingApproval, approval != nil { beginCast(now: now) }
+            case .waiting, .pairing, .other:
+                break
+            }
+
+        case .offerReady(let nid, let sdp):
+            guard nid == negotiationId, !offerQueued else { return }
+            offerQueued = true
+            outbox.enqueue(.offer(sdp: sdp, negotiationID: nid))
+            for row in pendingLocal { outbox.enqueue(row) }
+            pendingLocal.removeAll()
+
+        case .localCandidate(let c):
+            guard c.negotiationID == negotiationId else { return }
+            enqueueLocal(.iceCandidate(c))
+
+        case .gatheringComplete(let nid):
+            guard nid == negotiationId else { return }
+            enqueueLocal(.endOfCandidates(negotiationID: nid))
+
+        case .peerState(let nid, let state):
+            guard nid == negotiationId else { return }
+            handlePeerState(state, now: now)
+
+        case .answerFailed(let nid, let message):
+            guard nid == negotiationId else { return }
+            // Not a network fault: a new offer would fail the same way.
+            endAsSender(reason: .failed, exitCode: 1, message: "The receiver's answer cannot be used: \(message)")
+
+        case .insertFinished(let outcome):
+            outbox.completed(outcome, now: now)
+            if outcome == .tooLarge {
+                actions.append(.log("event=signaling_row_too_large note=\"payload over 64 KB (SQLSTATE 54000): a castd bug, row dropped\""))
+            } else if outcome == .rateLimited {
+                actions.append(.log("event=signaling_rate_limited note=\"SQLSTATE P0429: backing off\""))
+            }
+
+        case .sessionUpdateFinished(let action, let result):
+            handleSessionUpdate(action, result, now: now)
+
+        case .stopRequested:
+            endAsSender(reason: .senderEnded, exitCode: 0, message: "Cast stopped.")
+
+        case .signalingFailed(let message):
+            finishQuietly(exitCode: 1, "Signaling failed: \(message)")
+        }
+        pump(now: now)
+    }
+
+    public mutating func handleTimeout(now: Instant) {
+        guard phase != .ended else { return }
+        if let t = statusEndAt {
+            if now >= t { finishQuietly(exitCode: 0, "The broadcasting session has ended.") }
+            return
+        }
+        if let t = authExpiresAt, now >= t {
+            finishQuietly(exitCode: 1, "Authorization expired; pair again.")
+            return
+        }
+        switch phase {
+        case .negotiating(let since) where now >= since + configuration.reconnect.attemptTimeout:
+            actions.append(.log("event=negotiation_timeout negotiation=\(negotiationId ?? "-")"))
+            connectionLost(now: now)
+        case .disconnected(let since) where now >= since + configuration.reconnect.disconnectedGrace:
+            actions.append(.log("event=disconnected_too_long negotiation=\(negotiationId ?? "-")"))
+            connectionLost(now: now)
+        case .waitingToRetry(let until) where now >= until:
+            negotiate(now: now)
+        default:
+            break
+        }
+        if phase != .ended, let due = heartbeatDue, now >= due {
+            heartbeatDue = now + configuration.heartbeatInterval
+            actions.append(.sessionUpdate(.heartbeat))
+        }
+        pump(now: now)
+    }
+
+    // MARK: - Rules
+
+    private mutating func handleSignal(_ s: SignalingMessage, now: Instant) {
+        switch s {
+        case .joinApproved:
+            break   // the shell turns it into `.approved` (it converts the expiry time)
+
+        case .answer(let sdp, let nid):
+            // spec §6: answers with any other negotiationId are ignored.
+            guard nid == negotiationId, !answerApplied else { ignoredRows += 1; return }
+            answerApplied = true
+            actions.append(.applyAnswer(negotiationId: nid, sdp: sdp))
+            // spec §6: candidates that arrived early are applied right after the answer.
+            for c in bufferedRemote { actions.append(.addRemoteCandidate(c)) }
+            bufferedRemote.removeAll()
+            if remoteEnded { actions.append(.remoteEndOfCandidates(negotiationId: nid)) }
+
+        case .iceCandidate(let c):
+            guard c.negotiationID == negotiationId else { ignoredRows += 1; return }
+            if answerApplied { actions.append(.addRemoteCandidate(c)) }
+            else { bufferedRemote.append(c) }
+
+        case .endOfCandidates(let nid):
+            guard nid == negotiationId else { ignoredRows += 1; return }
+            if answerApplied { actions.append(.remoteEndOfCandidates(negotiationId: nid)) }
+            else { remoteEnded = true }
+
+        case .disconnect(let reason):
+            switch reason {
+            case .receiverEnded, .senderEnded:
+                finishQuietly(exitCode: 0, "The receiver ended the session.")
+            case .denied:
+                finishQuietly(exitCode: 1, "The receiver denied the request to cast.")
+            case .failed:
+                finishQuietly(exitCode: 1, "The receiver gave up reconnecting.")
+            case .other(let raw):
+                finishQuietly(exitCode: 0, "The receiver ended the session (reason: \(Self.printable(raw))).")
+            }
+
+        case .joinRequest, .offer, .unknown, .invalid:
+            ignoredRows += 1   // not addressed to a sender's logic; tolerated (contract addendum)
+        }
+    }
+
+    private mutating func handlePeerState(_ state: PeerConnectionState, now: Instant) {
+        switch state {
+        case .connected:
+            switch phase {
+            case .negotiating, .disconnected:
+                let first = phaseWasNegotiating
+                phase = .connected
+                reconnect.connected()          // spec §11: success resets the counter
+                if first {
+                    actions.append(.connected(negotiationId: negotiationId ?? ""))
+                    actions.append(.sessionUpdate(.connected))
+                }
+                if heartbeatDue == nil { heartbeatDue = now + configuration.heartbeatInterval }
+            default: break
+            }
+        case .disconnected:
+            if phase == .connected { phase = .disconnected(since: now) }
+        case .failed:
+            switch phase {
+            case .negotiating, .connected, .disconnected: connectionLost(now: now)
+            default: break
+            }
+        case .new, .checking, .closed:
+            break
+        }
+    }
+
+    private var phaseWasNegotiating: Bool {
+        if case .negotiating = phase { return true }
+        return false
+    }
+
+    private mutating func handleSessionUpdate(_ action: SessionUpdateAction, _ result: SessionUpdateResult, now: Instant) {
+        switch result {
+        case .ok(let expires):
+            if let expires { authExpiresAt = expires }
+        case .notFound:
+            if action != .end {
+                // spec §10: after expiry session-update answers 404; stop signaling.
+                finishQuietly(exitCode: 1, "Authorization expired; pair again.")
+            }
+        case .invalidState:
+            if action != .end { finishQuietly(exitCode: 0, "The broadcasting session has ended.") }
+        case .transient:
+            actions.append(.log("event=session_update_failed action=\(action.rawValue) note=\"will retry with the next heartbeat\""))
+        }
+    }
+
+    private mutating func beginCast(now: Instant) {
+        guard let approval else { return }
+        if !mediaStarted {
+            mediaStarted = true
+            actions.append(.startMedia(approval.prefs))
+        }
+        negotiate(now: now)
+    }
+
+    /// spec §6/§11: every offer gets a fresh negotiationId and a fresh peer.
+    private mutating func negotiate(now: Instant) {
+        if negotiationId != nil { actions.append(.closePeer) }
+        if let old = negotiationId { outbox.removeQueued { $0.negotiationID == old } }
+        let nid = makeNegotiationId()
+        negotiationId = nid
+        offerQueued = false
+        answerApplied = false
+        remoteEnded = false
+        pendingLocal.removeAll()
+        bufferedRemote.removeAll()
+        phase = .negotiating(since: now)
+        actions.append(.log("event=negotiate negotiation=\(nid) attempt=\(reconnect.attemptsUsed)"))
+        actions.append(.createPeer(negotiationId: nid))
+    }
+
+    private mutating func connectionLost(now: Instant) {
+        actions.append(.closePeer)
+        if let old = negotiationId { outbox.removeQueued { $0.negotiationID == old } }
+        switch reconnect.connectionLost() {
+        case .retry(let delay, let attempt):
+            actions.append(.log("event=reconnect attempt=\(attempt) delay_s=\(delay.seconds)"))
+            phase = .waitingToRetry(until: now + delay)
+        case .giveUp(let attempts):
+            endAsSender(reason: .failed, exitCode: 1,
+                        message: "Lost the connection to the receiver and gave up after \(attempts) reconnect attempts.",
+                        peerAlreadyClosed: true)
+        }
+    }
+
+    private mutating func enqueueLocal(_ row: OutgoingSignal) {
+        if offerQueued { outbox.enqueue(row) } else { pendingLocal.append(row) }
+    }
+
+    /// The sender ends the session: disconnect row, session-update end, peer closed (spec §9, §12 broadcastFinished).
+    private mutating func endAsSender(reason: DisconnectReason, exitCode: Int32, message: String, peerAlreadyClosed: Bool = false) {
+        outbox.removeQueued { _ in true }
+        if mediaStarted { actions.append(.stopMedia) }
+        if !peerAlreadyClosed && negotiationId != nil { actions.append(.closePeer) }
+        actions.append(.insert(.disconnect(reason)))
+        actions.append(.sessionUpdate(.end))
+        actions.append(.finish(exitCode: exitCode, message: message))
+        phase = .ended
+    }
+
+    /// The session ended elsewhere (receiver, status, expiry): stop, send nothing.
+    private mutating func finishQuietly(exitCode: Int32, _ message: String) {
+        outbox.removeQueued { _ in true }
+        if mediaStarted { actions.append(.stopMedia) }
+        if negotiationId != nil { actions.append(.closePeer) }
+        actions.append(.finish(exitCode: exitCode, message: message))
+        phase = .ended
+    }
+
+    private mutating func pump(now: Instant) {
+        guard phase != .ended else { return }
+        if let row = outbox.next(now: now) { actions.append(.insert(row)) }
+    }
+
+    /// A remote string shown to the user: printable ASCII only, bounded.
+    static func printable(_ s: String) -> String {
+        String(s.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7f }.prefix(64).map(Character.init))
+    }
+}

@@ -1,0 +1,89 @@
+import CastCore
+
+/// The packets sent in the last ~second, keyed by sequence number, so that a
+/// NACK (RFC 4585 §6.2.1) can be answered by a retransmission. Bounded by age,
+/// count and bytes, whichever bites first; the oldest packets go first.
+public struct PacketHistory: Sendable {
+    public struct Limits: Sendable, Equatable {
+        public var maxAge: Duration
+        public var maxPackets: Int
+        public var maxBytes: Int
+        /// Issue 4: "sized for ~1 s of media" — 1 s, and enough packets/bytes for
+        /// 1080p30 at up to ~16 Mbit/s.
+        public init(maxAge: Duration = .seconds(1), maxPackets: Int = 2048, maxBytes: Int = 2_000_000) {
+            self.maxAge = maxAge
+            self.maxPackets = maxPackets
+            self.maxBytes = maxBytes
+        }
+    }
+
+    struct Entry: Sendable {
+        var packet: RTPPacket
+        var sentAt: Instant
+        var lastResentAt: Instant?
+        var serial: UInt64
+    }
+
+    public enum ResendDecision: Equatable, Sendable {
+        case resend(RTPPacket)
+        /// Not held any more (too old, evicted, or never sent).
+        case unknown
+        /// Already resent less than one RTT ago: the first copy may still arrive.
+        case rateLimited
+    }
+
+    public let limits: Limits
+    private var entries: [UInt16: Entry] = [:]
+    /// Send order, oldest first, from `head` on. The serial tells a live slot
+    /// from one whose sequence number was inserted again later.
+    private var order: [(seq: UInt16, serial: UInt64)] = []
+    private var head = 0
+    private var nextSerial: UInt64 = 0
+    public private(set) var byteCount = 0
+
+    public init(limits: Limits = Limits()) { self.limits = limits }
+
+    public var count: Int { entries.count }
+
+    /// Records a packet as sent at `now` (a later insert of the same number replaces it).
+    public mutating func insert(_ packet: RTPPacket, sentAt now: Instant) {
+        let seq = packet.header.sequenceNumber
+        if let old = entries.removeValue(forKey: seq) { byteCount -= old.packet.payload.count }
+        nextSerial += 1
+        entries[seq] = Entry(packet: packet, sentAt: now, serial: nextSerial)
+        order.append((seq, nextSerial))
+        byteCount += packet.payload.count
+        evict(now: now)
+    }
+
+    /// Drops packets past the age limit, and the oldest ones beyond the count or byte limit.
+    public mutating func evict(now: Instant) {
+        while head < order.count {
+            let slot = order[head]
+            guard let e = entries[slot.seq], e.serial == slot.serial else { head += 1; continue }
+            guard now - e.sentAt > limits.maxAge || entries.count > limits.maxPackets || byteCount > limits.maxBytes
+            else { break }
+            entries[slot.seq] = nil
+            byteCount -= e.packet.payload.count
+            head += 1
+        }
+        // Compact the order list once most of it is dead.
+        if head > 1024, head * 2 > order.count {
+            order.removeFirst(head)
+            head = 0
+        }
+    }
+
+    public func packet(_ seq: UInt16) -> RTPPacket? { entries[seq]?.packet }
+
+    /// Decides whether to resend `seq` for a NACK at `now`. A packet is resent
+    /// at most once per `rtt` (the first resend may still be in flight).
+    public mutating func resend(_ seq: UInt16, now: Instant, rtt: Duration) -> ResendDecision {
+        evict(now: now)
+        guard var e = entries[seq] else { return .unknown }
+        if let last = e.lastResentAt, now - last < rtt { return .rateLimited }
+        e.lastResentAt = now
+        entries[seq] = e
+        return .resend(e.packet)
+    }
+}

@@ -1,0 +1,299 @@
+import CastCore
+
+/// The video send path in one visible place (pion's interceptor chain, without
+/// goroutines): access units in → packetizer → pacer → header extensions →
+/// history → RTP datagrams; RTCP in → retransmissions, keyframe requests,
+/// bandwidth estimates and statistics; `poll(now:)` → datagrams (RTP and the
+/// periodic SR + SDES) and `nextDeadline`. Transport-agnostic: bytes in,
+/// bytes out; SRTP and ICE wrap it.
+public struct VideoSender: Sendable {
+    public struct ExtensionIDs: Sendable, Equatable {
+        public var absSendTime: UInt8?
+        public var transportCC: UInt8?
+        public var playoutDelay: UInt8?
+        public init(absSendTime: UInt8? = nil, transportCC: UInt8? = nil, playoutDelay: UInt8? = nil) {
+            self.absSendTime = absSendTime
+            self.transportCC = transportCC
+            self.playoutDelay = playoutDelay
+        }
+    }
+
+    public struct Configuration: Sendable {
+        public var payloadType: UInt8
+        /// RFC 4588 RTX payload type when negotiated; plain retransmission otherwise.
+        public var rtxPayloadType: UInt8?
+        public var cname: String
+        public var mtu: Int
+        public var srtpOverhead: Int
+        public var extensionIDs: ExtensionIDs
+        /// playout-delay values sent when its extension is negotiated (0/0: render at once).
+        public var playoutDelay: (minimum: Duration, maximum: Duration)
+        public var pacer: Pacer<PacedPacket>.Configuration
+        public var history: PacketHistory.Limits
+        public var reportInterval: Duration
+        /// Unix time at monotonic zero, for SR NTP timestamps.
+        public var wallclockOffset: Duration
+        public var keyframeMinimumInterval: Duration
+        /// Resend spacing before any RTT has been measured.
+        public var initialRTT: Duration
+
+        public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, cname: String,
+                    mtu: Int = RTPConstants.defaultMTU, srtpOverhead: Int = 16,
+                    extensionIDs: ExtensionIDs = ExtensionIDs(),
+                    playoutDelay: (minimum: Duration, maximum: Duration) = (.zero, .zero),
+                    pacer: Pacer<PacedPacket>.Configuration = .init(), history: PacketHistory.Limits = .init(),
+                    reportInterval: Duration = .seconds(1), wallclockOffset: Duration,
+                    keyframeMinimumInterval: Duration = .milliseconds(500), initialRTT: Duration = .milliseconds(100)) {
+            self.payloadType = payloadType
+            self.rtxPayloadType = rtxPayloadType
+            self.cname = cname
+            self.mtu = mtu
+            self.srtpOverhead = srtpOverhead
+            self.extensionIDs = extensionIDs
+            self.playoutDelay = playoutDelay
+            self.pacer = pacer
+            self.history = history
+            self.reportInterval = reportInterval
+            self.wallclockOffset = wallclockOffset
+            self.keyframeMinimumInterval = keyframeMinimumInterval
+            self.initialRTT = initialRTT
+        }
+    }
+
+    /// A packet waiting in the pacer.
+    public struct PacedPacket: Sendable {
+        var packet: RTPPacket
+        var captureTime: Instant
+        var isRetransmission: Bool
+    }
+
+    public enum Datagram: Equatable, Sendable {
+        case rtp([UInt8])
+        case rtcp([UInt8])
+    }
+
+    public enum KeyframeReason: Equatable, Sendable { case pictureLoss, fullIntraRequest }
+
+    public enum Event: Equatable, Sendable {
+        /// The encoder should produce an IDR now (already rate-limited to one per 500 ms).
+        case keyframeRequested(KeyframeReason)
+        /// A NACKed packet was queued for resending (RTX or plain).
+        case retransmit(sequenceNumber: UInt16)
+        case bandwidthEstimate(BandwidthEstimate)
+        case receiverReport(ReceiverStatistics)
+    }
+
+    public struct Statistics: Equatable, Sendable {
+        public var framesSent = 0
+        public var keyframesSent = 0
+        public var packetsSent = 0
+        public var bytesSent = 0
+        public var retransmissionsSent = 0
+        public var nacksReceived = 0
+        /// NACKed packets no longer in the history, or resent less than an RTT ago.
+        public var nacksIgnored = 0
+        public var pictureLossReceived = 0
+        public var fullIntraRequestsReceived = 0
+        public var keyframesRequested = 0
+        public var malformedRTCP = 0
+        public var senderReportsSent = 0
+        public var roundTripTime: Duration?
+        public var receiver: ReceiverStatistics?
+        public var bandwidth: BandwidthEstimate?
+    }
+
+    public let configuration: Configuration
+    public private(set) var packetizer: H264Packetizer
+    public private(set) var statistics = Statistics()
+    private var rtx: RTXEncoder?
+    private var history: PacketHistory
+    private var pacer: Pacer<PacedPacket>
+    private var reports: RTCPSenderState
+    private var keyframes: KeyframeRequestLimiter
+    private var transportCC: TransportCCTracker
+
+    public var ssrc: UInt32 { packetizer.ssrc }
+    public var rtxSSRC: UInt32? { rtx?.ssrc }
+
+    public init(configuration: Configuration, random: inout some RandomNumberGenerator) throws {
+        self.configuration = configuration
+        let ids = configuration.extensionIDs
+        var probe: [RTPHeaderExtension] = []
+        if let id = ids.absSendTime { probe.append(RTPHeaderExtension(id: id, data: [0, 0, 0])) }
+        if let id = ids.transportCC { probe.append(RTPHeaderExtension(id: id, data: [0, 0])) }
+        if let id = ids.playoutDelay { probe.append(RTPHeaderExtension(id: id, data: [0, 0, 0])) }
+        let extLength = probe.isEmpty ? 0 : RTPExtensionBlock.best(for: probe).encodedLength
+        let pc = H264Packetizer.Configuration(payloadType: configuration.payloadType, mtu: configuration.mtu,
+                                              headerExtensionLength: extLength,
+                                              srtpOverhead: configuration.srtpOverhead,
+                                              rtxOverhead: configuration.rtxPayloadType == nil ? 0 : 2)
+        packetizer = try H264Packetizer(configuration: pc, random: &random)
+        if let pt = configuration.rtxPayloadType {
+            var s = UInt32.random(in: 1...UInt32.max, using: &random)
+            if s == packetizer.ssrc { s &+= 1 }
+            rtx = RTXEncoder(ssrc: s, payloadType: pt, initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random))
+        }
+        history = PacketHistory(limits: configuration.history)
+        pacer = Pacer(configuration: configuration.pacer)
+        reports = RTCPSenderState(ssrc: packetizer.ssrc, cname: configuration.cname,
+                                  interval: configuration.reportInterval,
+                                  wallclockOffset: configuration.wallclockOffset)
+        keyframes = KeyframeRequestLimiter(minimumInterval: configuration.keyframeMinimumInterval)
+        transportCC = TransportCCTracker(initialSequenceNumber: 1)
+    }
+
+    // MARK: Media in
+
+    /// Packetizes an access unit and queues it in the pacer; call `poll(now:)` next.
+    public mutating func send(accessUnit: [UInt8], captureTime: Instant, now: Instant) throws {
+        let out = try packetizer.packetize(accessUnit: accessUnit, captureTime: captureTime)
+        guard !out.packets.isEmpty else { return }
+        statistics.framesSent += 1
+        if out.isKeyframe {
+            statistics.keyframesSent += 1
+            keyframes.keyframeSent(now: now)
+        }
+        for p in out.packets {
+            pacer.enqueue(PacedPacket(packet: p, captureTime: captureTime, isRetransmission: false),
+                          size: p.encodedLength)
+        }
+    }
+
+    // MARK: Datagrams out
+
+    /// Everything due at `now`: paced RTP packets, then an SR + SDES compound when due.
+    public mutating func poll(now: Instant) -> [Datagram] {
+        var out: [Datagram] = []
+        for item in pacer.poll(now: now) {
+            if let d = transmit(item, now: now) { out.append(d) }
+        }
+        if let compound = reports.poll(now: now), let bytes = try? RTCPCompound.serialize(compound) {
+            statistics.senderReportsSent += 1
+            out.append(.rtcp(bytes))
+        }
+        return out
+    }
+
+    /// When `poll` should be called next (nil: only when new input arrives).
+    public var nextDeadline: Instant? {
+        switch (pacer.nextDeadline, reports.nextReportAt) {
+        case let (a?, b?): return min(a, b)
+        case let (a?, nil): return a
+        case let (nil, b?): return b
+        case (nil, nil): return nil
+        }
+    }
+
+    /// An RTCP BYE for our SSRCs (RFC 3550 §6.6), for a clean stop.
+    public func goodbye(reason: String = "") -> Datagram? {
+        var sources = [ssrc]
+        if let r = rtx?.ssrc { sources.append(r) }
+        guard let bytes = try? RTCPCompound.serialize([
+            .receiverReport(ReceiverReport(ssrc: ssrc)), .goodbye(Goodbye(sources: sources, reason: reason)),
+        ]) else { return nil }
+        return .rtcp(bytes)
+    }
+
+    private mutating func transmit(_ item: PacedPacket, now: Instant) -> Datagram? {
+        var packet = item.packet
+        if item.isRetransmission, var r = rtx {
+            packet = r.wrap(packet)
+            rtx = r
+        }
+        // Extensions are stamped at send time: abs-send-time and the transport-wide
+        // sequence describe this transmission, not the packetization.
+        let ids = configuration.extensionIDs
+        var elements: [RTPHeaderExtension] = []
+        if let id = ids.absSendTime { elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.absSendTime(now))) }
+        if let id = ids.transportCC {
+            let seq = transportCC.allocate(size: packet.encodedLength + 8)
+            elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.transportSequence(seq)))
+        }
+        if let id = ids.playoutDelay {
+            let d = configuration.playoutDelay
+            elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.playoutDelay(minimum: d.minimum, maximum: d.maximum)))
+        }
+        packet.header.extensions = elements.isEmpty ? nil : RTPExtensionBlock.best(for: elements)
+        guard let bytes = try? packet.serialize() else { return nil }
+
+        if !item.isRetransmission {
+            history.insert(item.packet, sentAt: now)
+        } else {
+            statistics.retransmissionsSent += 1
+        }
+        if packet.header.ssrc == ssrc {
+            reports.packetSent(payloadLength: packet.payload.count, rtpTimestamp: packet.header.timestamp,
+                               captureTime: item.captureTime, now: now, isRetransmission: item.isRetransmission)
+        }
+        statistics.packetsSent += 1
+        statistics.bytesSent += bytes.count
+        return .rtp(bytes)
+    }
+
+    // MARK: RTCP in
+
+    /// Reads one (compound or reduced-size) RTCP datagram. Malformed input is
+    /// counted in `statistics.malformedRTCP` and dropped.
+    public mutating func handleRTCP(_ bytes: [UInt8], now: Instant) -> [Event] {
+        guard let packets = try? RTCPCompound.parse(bytes) else {
+            statistics.malformedRTCP += 1
+            return []
+        }
+        var events: [Event] = []
+        for p in packets {
+            switch p {
+            case .receiverReport(let rr): handle(rr.reports, now: now, into: &events)
+            case .senderReport(let sr): handle(sr.reports, now: now, into: &events)
+            case .nack(let nack) where nack.mediaSSRC == ssrc:
+                statistics.nacksReceived += 1
+                for seq in nack.lostSequenceNumbers { handleNACK(seq, now: now, into: &events) }
+            case .pictureLoss(let pli) where pli.mediaSSRC == ssrc:
+                statistics.pictureLossReceived += 1
+                if keyframes.pictureLoss(now: now) {
+                    statistics.keyframesRequested += 1
+                    events.append(.keyframeRequested(.pictureLoss))
+                }
+            case .fullIntraRequest(let fir):
+                for e in fir.entries where e.ssrc == ssrc {
+                    statistics.fullIntraRequestsReceived += 1
+                    if keyframes.fullIntraRequest(from: fir.senderSSRC, sequenceNumber: e.sequenceNumber, now: now) {
+                        statistics.keyframesRequested += 1
+                        events.append(.keyframeRequested(.fullIntraRequest))
+                    }
+                }
+            case .remb(let remb):
+                let e = BandwidthEstimate(source: .remb, bitsPerSecond: remb.bitrate)
+                statistics.bandwidth = e
+                events.append(.bandwidthEstimate(e))
+            case .transportCC(let fb):
+                if let e = transportCC.estimate(fb) {
+                    statistics.bandwidth = e
+                    events.append(.bandwidthEstimate(e))
+                }
+            default:
+                break
+            }
+        }
+        return events
+    }
+
+    private mutating func handle(_ blocks: [ReportBlock], now: Instant, into events: inout [Event]) {
+        for b in blocks where b.ssrc == ssrc {
+            let s = reports.received(b, now: now)
+            statistics.receiver = s
+            if let rtt = s.roundTripTime { statistics.roundTripTime = rtt }
+            events.append(.receiverReport(s))
+        }
+    }
+
+    private mutating func handleNACK(_ seq: UInt16, now: Instant, into events: inout [Event]) {
+        switch history.resend(seq, now: now, rtt: statistics.roundTripTime ?? configuration.initialRTT) {
+        case .resend(let p):
+            pacer.enqueue(PacedPacket(packet: p, captureTime: now, isRetransmission: true),
+                          size: p.encodedLength + (rtx == nil ? 0 : 2), urgent: true)
+            events.append(.retransmit(sequenceNumber: seq))
+        case .unknown, .rateLimited:
+            statistics.nacksIgnored += 1
+        }
+    }
+}

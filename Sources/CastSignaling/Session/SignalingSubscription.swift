@@ -1,0 +1,219 @@
+import CastCore
+import Foundation
+
+/// The IO shell around `RealtimeClient` and `SignalingMerger` for one
+/// session (spec §5): subscribes to the session row and its signaling rows,
+/// backfills over REST after every SUBSCRIBED, pushes refreshed tokens to
+/// the channel, and reports each row addressed to the sender exactly once.
+///
+/// One task owns all protocol state; the socket thread, timers, token ticks
+/// and REST answers reach it only as inputs on one stream, in order.
+public final class SignalingSubscription: Sendable {
+    public enum Event: Sendable, Equatable {
+        case subscribed
+        case row(SignalingRow)
+        case status(SessionStatus)
+        /// Realtime dropped; it reconnects by itself, and the next backfill covers the gap.
+        case interrupted(reason: String)
+        case warning(String)
+        /// The identity is dead or gone: nothing more will arrive.
+        case failed(CastError)
+    }
+
+    enum Input: Sendable {
+        case ws(generation: Int, WebSocketEvent)
+        case timer(generation: Int)
+        case token(Redacted<String>)
+        case backfilled(epoch: Int, rows: [SignalingRow], status: SessionStatus?)
+        case backfillFailed(epoch: Int, String)
+        case retryBackfill(epoch: Int)
+        case fatal(CastError)
+        case stop
+    }
+
+    public let events: AsyncStream<Event>
+    private let output: AsyncStream<Event>.Continuation
+    private let inputs: AsyncStream<Input>
+    private let input: AsyncStream<Input>.Continuation
+    private let sessionID: String
+    private let websocketURL: String
+    private let identity: SenderIdentity
+    private let rest: RESTClient
+    private let vsn: PhoenixEnvelope.Version
+    private let connector: WebSocketClient.Connector
+
+    public init(sessionID: String, config: SignalingConfig, identity: SenderIdentity, rest: RESTClient,
+                vsn: PhoenixEnvelope.Version = .v2, connector: @escaping WebSocketClient.Connector = WebSocketClient.defaultConnector) {
+        self.sessionID = sessionID.lowercased()
+        self.identity = identity
+        self.rest = rest
+        self.vsn = vsn
+        self.connector = connector
+        websocketURL = Self.websocketURL(config: config, vsn: vsn)
+        (events, output) = AsyncStream.makeStream(of: Event.self)
+        (inputs, input) = AsyncStream.makeStream(of: Input.self)
+    }
+
+    /// supabase-wire.md §C: `wss://<host>/realtime/v1/websocket?apikey=<key>&vsn=…`.
+    /// The key is the publishable one (public by design, spec §2).
+    public static func websocketURL(config: SignalingConfig, vsn: PhoenixEnvelope.Version) -> String {
+        var base = config.supabaseURL
+        if base.hasSuffix("/") { base.removeLast() }
+        if base.hasPrefix("https://") { base = "wss://" + base.dropFirst(8) } else if base.hasPrefix("http://") { base = "ws://" + base.dropFirst(7) }
+        let key = config.supabaseKey.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? config.supabaseKey
+        return "\(base)/realtime/v1/websocket?apikey=\(key)&vsn=\(vsn.rawValue)"
+    }
+
+    /// Runs until `stop()` or a fatal error; call once.
+    public func run() async {
+        let token: Redacted<String>
+        do { token = try await identity.accessToken() } catch {
+            output.yield(.failed(error as? CastError ?? CastError(.authFailed, "\(error)")))
+            output.finish()
+            return
+        }
+        var loop = Loop(owner: self, client: RealtimeClient(config: .session(sessionID, vsn: vsn), accessToken: token),
+                        merger: SignalingMerger(sessionID: sessionID))
+        let ticker = Task { [identity, input] in
+            // supabase-wire.md §A: check every 30 s.
+            while !Task.isCancelled {
+                try? await Task.sleep(for: RefreshPolicy.tickInterval)
+                if Task.isCancelled { break }
+                do {
+                    if let t = try await identity.tick() { input.yield(.token(t.accessToken)) }
+                } catch let e as ServerError where e.code == .sessionDead {
+                    input.yield(.fatal(e.castError))
+                } catch let e as CastError where e.code == .noCredentials {
+                    input.yield(.fatal(e))
+                } catch {
+                    // Network trouble: the next tick (or the before-call rule) tries again.
+                }
+            }
+        }
+        defer { ticker.cancel() }
+        loop.perform(loop.client.start(now: loop.clock.now()))
+        for await i in inputs {
+            if !loop.handle(i) { break }
+        }
+        loop.shutdown()
+        output.finish()
+    }
+
+    public func stop() { input.yield(.stop) }
+
+    /// The state of the run loop (owned by `run`'s task only).
+    struct Loop {
+        let owner: SignalingSubscription
+        var client: RealtimeClient
+        var merger: SignalingMerger
+        let clock = SystemMonotonicClock()
+        var socket: WebSocketClient?
+        var generation = 0
+        var timer: Task<Void, Never>?
+        var timerGeneration = 0
+
+        mutating func handle(_ i: Input) -> Bool {
+            let now = clock.now()
+            switch i {
+            case .ws(let g, let e):
+                guard g == generation else { return true }   // from a socket castd already left
+                switch e {
+                case .open: perform(client.socketOpened(now: now))
+                case .text(let t): perform(client.receive(text: t, now: now))
+                case .binary: break
+                case .closed(let code, _, let err):
+                    socket = nil
+                    perform(client.socketClosed(now: now, reason: err?.message ?? "closed (\(code))"))
+                }
+            case .timer(let g):
+                if g == timerGeneration { perform(client.handleTimeout(now: now)) }
+            case .token(let t):
+                perform(client.updateAccessToken(t, now: now))
+            case .backfilled(let epoch, let rows, let status):
+                emit(merger.backfillCompleted(epoch: epoch, rows: rows, status: status))
+            case .backfillFailed(let epoch, let why):
+                owner.output.yield(.warning("backfill failed: \(why); retrying in 2 s"))
+                let input = owner.input
+                Task { try? await Task.sleep(for: .seconds(2)); input.yield(.retryBackfill(epoch: epoch)) }
+            case .retryBackfill(let epoch):
+                emit(merger.backfillFailed(epoch: epoch))
+            case .fatal(let e):
+                owner.output.yield(.failed(e))
+                return false
+            case .stop:
+                return false
+            }
+            return true
+        }
+
+        mutating func shutdown() {
+            perform(client.stop(now: clock.now()))
+            timer?.cancel()
+        }
+
+        mutating func perform(_ actions: [RealtimeClient.Action]) {
+            for a in actions {
+                switch a {
+                case .openSocket:
+                    generation += 1
+                    do {
+                        let ws = try WebSocketClient(url: owner.websocketURL, connector: owner.connector)
+                        socket = ws
+                        let g = generation, input = owner.input
+                        Task { for await e in ws.events { input.yield(.ws(generation: g, e)) } }
+                    } catch {
+                        owner.input.yield(.ws(generation: generation, .closed(code: 1006, reason: "", error: error as? CastError)))
+                    }
+                case .closeSocket:
+                    socket?.close()
+                    socket = nil
+                    generation += 1
+                case .send(let text):
+                    socket?.send(text: text)   // never logged: joins carry the access token
+                case .scheduleTimer(let at):
+                    timer?.cancel()
+                    timerGeneration += 1
+                    let g = timerGeneration, input = owner.input
+                    let wait = at - clock.now()
+                    timer = Task {
+                        if wait > .zero { try? await Task.sleep(for: wait) }
+                        if !Task.isCancelled { input.yield(.timer(generation: g)) }
+                    }
+                case .subscribed:
+                    owner.output.yield(.subscribed)
+                    emit(merger.subscribed())
+                case .change(let c):
+                    if let r = c.signalingRow { emit(merger.realtimeRow(r)) } else if let s = c.sessionStatus { emit(merger.realtimeStatus(s)) }
+                case .closed(let reason):
+                    merger.channelClosed()
+                    owner.output.yield(.interrupted(reason: reason))
+                case .reconnect(let d):
+                    owner.output.yield(.warning("realtime reconnecting in \(d)"))
+                case .warning(let w):
+                    owner.output.yield(.warning(w))
+                }
+            }
+        }
+
+        func emit(_ outs: [SignalingMerger.Output]) {
+            for o in outs {
+                switch o {
+                case .row(let r): owner.output.yield(.row(r))
+                case .status(let s): owner.output.yield(.status(s))
+                case .backfill(let epoch):
+                    let o = owner
+                    Task {
+                        do {
+                            let token = try await o.identity.accessToken()
+                            let rows = try await o.rest.backfill(sessionID: o.sessionID, token: token)
+                            let status = try await o.rest.sessionStatus(sessionID: o.sessionID, token: token)
+                            o.input.yield(.backfilled(epoch: epoch, rows: rows, status: status))
+                        } catch {
+                            o.input.yield(.backfillFailed(epoch: epoch, "\(error)"))
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,605 @@
+import CastCore
+
+/// castd's ICE agent (RFC 8445 full agent, controlling; RFC 8838 trickle; RFC 7675
+/// consent), as a pure state machine in the manner of str0m:
+///
+/// - inputs: `addHostCandidate`, `endOfLocalCandidates`, `setRemoteCredentials`,
+///   `addRemoteCandidate`, `resolved(hostname:to:)`, `endOfRemoteCandidates`,
+///   `handle(datagram:from:to:now:)`, `handleTimeout(now:)`, `close()`;
+/// - outputs: `pollTransmit()`, `pollEvent()`, `nextDeadline()`.
+///
+/// It never reads a clock, sleeps or touches a socket. One data stream with one
+/// component (BUNDLE + rtcp-mux), so every candidate has component id 1.
+public struct ICEAgent: Sendable {
+    public let config: ICEConfig
+    public private(set) var state: ICEConnectionState = .new
+    public private(set) var controlling = true
+    public private(set) var localCandidates: [LocalCandidate] = []
+    public private(set) var remoteCandidates: [ICECandidate] = []
+    /// The checklist, highest priority first (RFC 8445 §6.1.2.3).
+    public private(set) var pairs: [CandidatePair] = []
+    /// Datagrams that were not valid STUN for this agent (counted and dropped, never trapped on).
+    public private(set) var droppedDatagrams = 0
+
+    private var remoteUfrag: String?
+    private var remotePwd: String?
+    private var remoteEnded = false
+    private var localEnded = false
+    private var gatheringCompleteSent = false
+    private var pendingHostnames: [String: [ICECandidate]] = [:]
+    private var transactions: [StunTransactionID: Transaction] = [:]
+    private var triggered: [PairKey] = []
+    private var nextCheckAt: Instant?
+    private var firstValidAt: Instant?
+    private var checkingSince: Instant?
+    private var nominating: PairKey?
+    private var selectedKey: PairKey?
+    private var lastConsent: Instant?
+    private var nextConsentAt: Instant?
+    private var transmits: [ICETransmit] = []
+    private var events: [ICEEvent] = []
+    private var jitter: JitterRandom
+    private let newTransactionID: @Sendable () -> StunTransactionID
+
+    struct PairKey: Hashable, Sendable {
+        var local: SocketAddress
+        var remote: SocketAddress
+    }
+
+    struct Transaction: Sendable {
+        enum Kind: Sendable {
+            case check(PairKey, useCandidate: Bool)
+            case consent(PairKey)
+            case gather(base: SocketAddress, server: SocketAddress)
+        }
+        var kind: Kind
+        var request: [UInt8]
+        var from: SocketAddress
+        var to: SocketAddress
+        var transmissions: Int
+        var maxTransmissions: Int
+        var rto: Duration
+        var deadline: Instant
+    }
+
+    /// `transactionIDs` is replaceable for tests; the default draws from OpenSSL's RNG
+    /// (unpredictable ids protect unauthenticated STUN-server responses, RFC 8489 §5).
+    public init(config: ICEConfig, transactionIDs: @escaping @Sendable () -> StunTransactionID = StunTransactionID.random) {
+        self.config = config
+        self.jitter = JitterRandom(state: config.seed)
+        self.newTransactionID = transactionIDs
+    }
+
+    // MARK: Outputs
+
+    public mutating func pollTransmit() -> ICETransmit? { transmits.isEmpty ? nil : transmits.removeFirst() }
+    public mutating func pollEvent() -> ICEEvent? { events.isEmpty ? nil : events.removeFirst() }
+
+    /// The selected pair once connected (media flows local → remote).
+    public var selectedPair: (local: SocketAddress, remote: SocketAddress)? {
+        selectedKey.map { ($0.local, $0.remote) }
+    }
+
+    /// When `handleTimeout(now:)` must be called next; nil when nothing is pending.
+    public func nextDeadline() -> Instant? {
+        if state == .closed || state == .failed { return nil }
+        var d: [Instant] = transactions.values.map(\.deadline)
+        if let t = nextCheckAt { d.append(t) }
+        if let t = nominationDeadline { d.append(t) }
+        if selectedKey != nil, let last = lastConsent {
+            if let n = nextConsentAt { d.append(n) }
+            if state == .connected { d.append(last + config.disconnectedTimeout) }
+            d.append(last + config.consentTimeout)
+        }
+        if state == .checking, let s = checkingSince { d.append(s + config.checkingTimeout) }
+        return d.min()
+    }
+
+    // MARK: Local candidates
+
+    /// A usable interface address with a bound UDP socket (from the shell). Emits the host
+    /// candidate for trickling and starts server-reflexive gathering from it (RFC 8445 §5.1.1).
+    public mutating func addHostCandidate(_ base: SocketAddress, now: Instant) {
+        guard state != .closed, state != .failed, !localCandidates.contains(where: { $0.base == base }) else { return }
+        // RFC 8421 §4: prefer IPv6; among one family, earlier interfaces first.
+        let sameFamily = localCandidates.filter { $0.candidate.type == .host && $0.base.ip.isIPv6 == base.ip.isIPv6 }.count
+        let pref = (base.ip.isIPv6 ? UInt32(0xFFFF) : 0x7FFF) - UInt32(min(sameFamily, 0x7FFF))
+        let c = ICECandidate(
+            foundation: Self.foundation(.host, base.ip, server: nil),
+            priority: ICECandidate.priority(type: .host, localPreference: pref),
+            address: .ip(base.ip), port: base.port, type: .host,
+            extensions: [.init("generation", "0"), .init("ufrag", config.localUfrag)])
+        let local = LocalCandidate(candidate: c, base: base, localPreference: pref)
+        localCandidates.append(local)
+        events.append(.localCandidate(c))
+        for r in remoteCandidates { addPair(local, r) }
+        for server in config.stunServers where server.ip.isIPv6 == base.ip.isIPv6 && !base.ip.isLoopback {
+            let tid = newTransactionID()
+            let req = StunMessage(class: .request, transactionID: tid).encode(fingerprint: true)
+            start(Transaction(kind: .gather(base: base, server: server), request: req, from: base, to: server,
+                              transmissions: 0, maxTransmissions: config.maxTransmissions,
+                              rto: config.initialRTO, deadline: now), id: tid, now: now)
+        }
+        startCheckingIfReady(now: now)
+    }
+
+    /// The shell has reported every interface; gathering completes when the STUN servers answered or timed out.
+    public mutating func endOfLocalCandidates(now: Instant) {
+        localEnded = true
+        maybeCompleteGathering()
+    }
+
+    // MARK: Remote side
+
+    public mutating func setRemoteCredentials(ufrag: String, pwd: String, now: Instant) {
+        remoteUfrag = ufrag
+        remotePwd = pwd
+        // Drop candidates of another generation (RFC 8838 §5.4: the ufrag names the generation).
+        remoteCandidates.removeAll { c in c.ufrag.map { $0 != ufrag } ?? false }
+        startCheckingIfReady(now: now)
+    }
+
+    /// A candidate from the answer or a trickled `ice_candidate` row. Hostnames (mDNS) are
+    /// held until `resolved(hostname:to:now:)`.
+    public mutating func addRemoteCandidate(_ c: ICECandidate, now: Instant) {
+        guard state != .closed, state != .failed, c.isUDP, c.component == 1 else { return }
+        if let u = c.ufrag, let r = remoteUfrag, u != r { return }
+        guard let addr = c.socketAddress else {
+            let name = c.address.text
+            if pendingHostnames[name] == nil { events.append(.needsResolution(hostname: name)) }
+            pendingHostnames[name, default: []].append(c)
+            return
+        }
+        if let i = remoteCandidates.firstIndex(where: { $0.socketAddress == addr }) {
+            // A signalled candidate replaces a peer-reflexive one learned from a check (§7.3.1.3).
+            guard remoteCandidates[i].type == .prflx, c.type != .prflx else { return }
+            remoteCandidates[i] = c
+            for j in pairs.indices where pairs[j].remote == addr { pairs[j].remotePriority = c.priority }
+            sortPairs()
+            return
+        }
+        remoteCandidates.append(c)
+        for l in localCandidates where l.candidate.type == .host { addPair(l, c) }
+        startCheckingIfReady(now: now)
+    }
+
+    /// The mDNS answer for a hostname from a remote candidate (empty: unresolvable).
+    public mutating func resolved(hostname: String, to addresses: [IPAddress], now: Instant) {
+        guard let cands = pendingHostnames.removeValue(forKey: hostname) else { return }
+        for c in cands {
+            for ip in addresses {
+                var r = c
+                r.address = .ip(ip)
+                addRemoteCandidate(r, now: now)
+            }
+        }
+        checkForFailure()
+    }
+
+    /// The receiver's `endOfCandidates` (RFC 8838 §4.4): failure may now be declared.
+    public mutating func endOfRemoteCandidates(now: Instant) {
+        remoteEnded = true
+        checkForFailure()
+    }
+
+    public mutating func close() {
+        guard state != .closed else { return }
+        stopAll()
+        setState(.closed)
+    }
+
+    // MARK: Datagrams
+
+    /// A datagram that arrived on our socket bound to `to`, from `from`. The owner passes
+    /// only what `PacketKind` classifies as STUN.
+    public mutating func handle(datagram: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
+        guard state != .closed, state != .failed else { return }
+        guard let msg = try? StunMessage(decoding: datagram) else { droppedDatagrams += 1; return }
+        guard msg.method == StunMessage.bindingMethod else { droppedDatagrams += 1; return }
+        switch msg.messageClass {
+        case .request: handleRequest(msg, from: from, to: to, now: now)
+        case .successResponse, .errorResponse: handleResponse(msg, from: from, to: to, now: now)
+        case .indication: break   // Binding indications are keepalives (RFC 8445 §11); nothing to do.
+        }
+    }
+
+    // MARK: Timers
+
+    public mutating func handleTimeout(now: Instant) {
+        guard state != .closed, state != .failed else { return }
+        // Retransmissions (RFC 8489 §6.2.1).
+        for (id, t) in transactions.sorted(by: { $0.value.deadline < $1.value.deadline }) where t.deadline <= now {
+            if state == .failed { return }
+            if t.transmissions >= t.maxTransmissions {
+                transactions[id] = nil
+                transactionTimedOut(t, now: now)
+            } else {
+                var u = t
+                u.transmissions += 1
+                u.deadline = now + u.rto
+                u.rto = min(u.rto * 2, config.maxRTO)
+                transactions[id] = u
+                transmits.append(ICETransmit(from: t.from, to: t.to, datagram: t.request))
+            }
+        }
+        if state == .failed { return }
+        if let t = nominationDeadline, t <= now { nominate(now: now) }
+        if let t = nextCheckAt, t <= now { tick(now: now) }
+        if let key = selectedKey, let last = lastConsent {
+            if now - last >= config.consentTimeout {
+                // RFC 7675 §5.1: consent expired; stop sending and fail.
+                fail()
+                return
+            }
+            if state == .connected, now - last >= config.disconnectedTimeout { setState(.disconnected) }
+            if let n = nextConsentAt, n <= now {
+                sendRequest(on: key, kind: .consent(key), useCandidate: false, now: now)
+                nextConsentAt = now + jitter.scale(config.consentInterval, lo: 0.8, hi: 1.2)
+            }
+        }
+        if state == .checking, let s = checkingSince, now - s >= config.checkingTimeout { fail() }
+    }
+
+    // MARK: Checklist
+
+    private mutating func addPair(_ l: LocalCandidate, _ r: ICECandidate) {
+        guard let remote = r.socketAddress, remote.ip.isIPv6 == l.base.ip.isIPv6,
+              remote.ip.isLoopback == l.base.ip.isLoopback,
+              !pairs.contains(where: { $0.local == l.base && $0.remote == remote }) else { return }
+        var p = CandidatePair(local: l.base, remote: remote, localPriority: l.candidate.priority,
+                              remotePriority: r.priority, localPreference: l.localPreference,
+                              foundation: l.candidate.foundation + ":" + r.foundation)
+        // §6.1.2.6: one pair per foundation starts Waiting, the others Frozen.
+        p.state = pairs.contains(where: { $0.foundation == p.foundation && $0.state != .failed }) ? .frozen : .waiting
+        if pairs.count >= config.maxPairs {
+            // §6.1.2.5: keep the best pairs.
+            guard let worst = pairs.last, worst.priority(weAreControlling: controlling) < p.priority(weAreControlling: controlling),
+                  worst.state == .frozen || worst.state == .waiting else { return }
+            pairs.removeLast()
+        }
+        pairs.append(p)
+        sortPairs()
+    }
+
+    private mutating func sortPairs() {
+        let c = controlling
+        pairs.sort { $0.priority(weAreControlling: c) > $1.priority(weAreControlling: c) }
+    }
+
+    private func index(_ k: PairKey) -> Int? { pairs.firstIndex { $0.local == k.local && $0.remote == k.remote } }
+
+    private mutating func startCheckingIfReady(now: Instant) {
+        guard remotePwd != nil, !pairs.isEmpty, selectedKey == nil else { return }
+        if state == .new {
+            checkingSince = now
+            setState(.checking)
+        }
+        if state == .checking, nextCheckAt == nil { nextCheckAt = now }
+    }
+
+    /// One paced step (RFC 8445 §6.1.4.2): a triggered check first, else the best Waiting
+    /// pair, else unfreeze the best Frozen one.
+    private mutating func tick(now: Instant) {
+        nextCheckAt = nil
+        guard state == .checking || state == .new, selectedKey == nil, remotePwd != nil else { return }
+        var chosen: Int?
+        var useCandidate = false
+        while !triggered.isEmpty, chosen == nil {
+            let k = triggered.removeFirst()
+            if let i = index(k), pairs[i].state != .inProgress || nominating == k {
+                chosen = i
+                useCandidate = controlling && nominating == k
+            }
+        }
+        if chosen == nil { chosen = pairs.firstIndex { $0.state == .waiting } }
+        if chosen == nil { chosen = pairs.firstIndex { $0.state == .frozen } }
+        guard let i = chosen else { return }
+        let key = PairKey(local: pairs[i].local, remote: pairs[i].remote)
+        pairs[i].state = .inProgress
+        sendRequest(on: key, kind: .check(key, useCandidate: useCandidate), useCandidate: useCandidate, now: now)
+        nextCheckAt = now + config.ta
+    }
+
+    private mutating func schedule(_ k: PairKey, now: Instant, front: Bool = false) {
+        triggered.removeAll { $0 == k }
+        if front { triggered.insert(k, at: 0) } else { triggered.append(k) }
+        if nextCheckAt == nil, state == .checking || state == .new { nextCheckAt = now }
+    }
+
+    /// A connectivity check or consent check (RFC 8445 §7.1.1, RFC 7675 §5.1).
+    private mutating func sendRequest(on key: PairKey, kind: Transaction.Kind, useCandidate: Bool, now: Instant) {
+        guard let ufrag = remoteUfrag, let pwd = remotePwd, let i = index(key) else { return }
+        let tid = newTransactionID()
+        var attrs: [StunAttribute] = [
+            .username("\(ufrag):\(config.localUfrag)"),
+            // §7.1.1: the priority a peer-reflexive candidate learned from this check would get.
+            .priority(ICECandidate.priority(type: .prflx, localPreference: pairs[i].localPreference)),
+            controlling ? .iceControlling(tieBreaker: config.tieBreaker) : .iceControlled(tieBreaker: config.tieBreaker),
+        ]
+        if useCandidate { attrs.append(.useCandidate) }
+        let req = StunMessage(class: .request, transactionID: tid, attributes: attrs)
+            .encode(integrityKey: Array(pwd.utf8), fingerprint: true)
+        var max = config.maxTransmissions
+        if case .consent = kind { max = 3 }   // consent checks are repeated every ~5 s anyway
+        start(Transaction(kind: kind, request: req, from: key.local, to: key.remote, transmissions: 0,
+                          maxTransmissions: max, rto: config.initialRTO, deadline: now), id: tid, now: now)
+    }
+
+    private mutating func start(_ t: Transaction, id: StunTransactionID, now: Instant) {
+        var t = t
+        t.transmissions = 1
+        t.deadline = now + t.rto
+        t.rto = min(t.rto * 2, config.maxRTO)
+        transactions[id] = t
+        transmits.append(ICETransmit(from: t.from, to: t.to, datagram: t.request))
+    }
+
+    private mutating func transactionTimedOut(_ t: Transaction, now: Instant) {
+        switch t.kind {
+        case .gather:
+            maybeCompleteGathering()
+        case .consent:
+            break   // consent expiry is decided by time since the last response
+        case .check(let k, _):
+            if let i = index(k), pairs[i].state == .inProgress { pairs[i].state = .failed }
+            if nominating == k { nominating = nil }
+            checkForFailure()
+        }
+    }
+
+    // MARK: Nomination (regular nomination by the controlling agent, RFC 8445 §8.1.1)
+
+    private var bestValid: Int? { pairs.firstIndex { $0.valid && $0.state == .succeeded } }
+
+    private var nominationDeadline: Instant? {
+        guard controlling, selectedKey == nil, nominating == nil, let f = firstValidAt else { return nil }
+        return f + config.nominationDelay
+    }
+
+    /// Nominates now when no better pair can still succeed; otherwise `nominationDelay`
+    /// after the first valid pair.
+    private mutating func maybeNominate(now: Instant) {
+        guard controlling, selectedKey == nil, nominating == nil, let b = bestValid else { return }
+        let better = pairs[..<b].contains { $0.state != .failed }
+        if !better { nominate(now: now) }
+    }
+
+    private mutating func nominate(now: Instant) {
+        guard controlling, selectedKey == nil, nominating == nil, let b = bestValid else { return }
+        let k = PairKey(local: pairs[b].local, remote: pairs[b].remote)
+        nominating = k
+        schedule(k, now: now, front: true)
+    }
+
+    private mutating func select(_ i: Int, now: Instant) {
+        guard selectedKey == nil else { return }
+        pairs[i].nominated = true
+        let k = PairKey(local: pairs[i].local, remote: pairs[i].remote)
+        selectedKey = k
+        nominating = nil
+        triggered.removeAll()
+        nextCheckAt = nil
+        // §8.1.2: no further checks; pending check transactions are dropped.
+        transactions = transactions.filter { if case .check = $0.value.kind { return false } else { return true } }
+        lastConsent = now
+        nextConsentAt = now + jitter.scale(config.consentInterval, lo: 0.8, hi: 1.2)
+        events.append(.selectedPair(local: k.local, remote: k.remote))
+        setState(.connected)
+    }
+
+    // MARK: Responses
+
+    private mutating func handleResponse(_ m: StunMessage, from: SocketAddress, to: SocketAddress, now: Instant) {
+        guard let t = transactions[m.transactionID] else { droppedDatagrams += 1; return }
+        switch t.kind {
+        case .gather(let base, let server):
+            guard from == server, to == base else { droppedDatagrams += 1; return }
+            transactions[m.transactionID] = nil
+            if m.messageClass == .successResponse, let mapped = m.xorMappedAddress, mapped != base,
+               !localCandidates.contains(where: { $0.candidate.socketAddress == mapped }),
+               let host = localCandidates.first(where: { $0.base == base }) {
+                let c = ICECandidate(
+                    foundation: Self.foundation(.srflx, base.ip, server: server),
+                    priority: ICECandidate.priority(type: .srflx, localPreference: host.localPreference),
+                    address: .ip(mapped.ip), port: mapped.port, type: .srflx,
+                    relatedAddress: base.ip.description, relatedPort: base.port,
+                    extensions: [.init("generation", "0"), .init("ufrag", config.localUfrag)])
+                localCandidates.append(LocalCandidate(candidate: c, base: base, localPreference: host.localPreference))
+                events.append(.localCandidate(c))
+            }
+            maybeCompleteGathering()
+
+        case .check(let key, _), .consent(let key):
+            // §7.2.5.1/§7.2.5.2: responses are authenticated with the remote password.
+            guard let pwd = remotePwd, m.hasValidFingerprint, m.verifyIntegrity(key: Array(pwd.utf8)) else {
+                droppedDatagrams += 1
+                return
+            }
+            transactions[m.transactionID] = nil
+            var isConsent = false
+            var nominatingCheck = false
+            switch t.kind {
+            case .consent: isConsent = true
+            case .check(_, let u): nominatingCheck = u
+            case .gather: break
+            }
+            if isConsent {
+                if m.messageClass == .successResponse, from == key.remote, to == key.local, selectedKey == key {
+                    lastConsent = now
+                    if state == .disconnected { setState(.connected) }
+                }
+                return
+            }
+            guard let i = index(key) else { return }
+            if m.messageClass == .errorResponse {
+                if m.errorCode?.code == 487 {
+                    // §7.2.5.1: role conflict; switch role and retry the check.
+                    controlling.toggle()
+                    events.append(.roleChanged(controlling: controlling))
+                    nominating = nil
+                    sortPairs()
+                    if let j = index(key) { pairs[j].state = .waiting }
+                    schedule(key, now: now)
+                } else {
+                    pairs[i].state = .failed
+                    if nominating == key { nominating = nil }
+                    checkForFailure()
+                }
+                return
+            }
+            // §7.2.5.2.1: the response must come from where the request went, to where it came from.
+            guard from == key.remote, to == key.local else {
+                pairs[i].state = .failed
+                checkForFailure()
+                return
+            }
+            if let mapped = m.xorMappedAddress, !localCandidates.contains(where: { $0.candidate.socketAddress == mapped }),
+               let host = localCandidates.first(where: { $0.base == key.local }) {
+                // §7.2.5.3.1: a peer-reflexive local candidate; it is not signalled.
+                let c = ICECandidate(foundation: Self.foundation(.prflx, key.local.ip, server: nil),
+                                     priority: m.priority ?? ICECandidate.priority(type: .prflx, localPreference: host.localPreference),
+                                     address: .ip(mapped.ip), port: mapped.port, type: .prflx,
+                                     relatedAddress: key.local.ip.description, relatedPort: key.local.port)
+                localCandidates.append(LocalCandidate(candidate: c, base: key.local, localPreference: host.localPreference))
+            }
+            pairs[i].state = .succeeded
+            pairs[i].valid = true
+            if firstValidAt == nil { firstValidAt = now }
+            // §7.2.5.3.3: unfreeze pairs with the same foundation.
+            let f = pairs[i].foundation
+            for j in pairs.indices where pairs[j].state == .frozen && pairs[j].foundation == f { pairs[j].state = .waiting }
+            if nominatingCheck || (!controlling && pairs[i].nominateOnSuccess) {
+                select(i, now: now)
+            } else {
+                maybeNominate(now: now)
+            }
+        }
+    }
+
+    // MARK: Requests
+
+    private mutating func handleRequest(_ m: StunMessage, from: SocketAddress, to: SocketAddress, now: Instant) {
+        guard localCandidates.contains(where: { $0.base == to }) else { droppedDatagrams += 1; return }
+        // RFC 8445 §7.3 / RFC 8489 §9.1.3: FINGERPRINT and short-term credentials.
+        guard m.hasValidFingerprint else { droppedDatagrams += 1; return }
+        guard let user = m.username, m.hasIntegrity else {
+            respondError(m, code: 400, reason: "Bad Request", from: to, to: from)
+            return
+        }
+        guard user.hasPrefix(config.localUfrag + ":"), m.verifyIntegrity(key: Array(config.localPwd.utf8)) else {
+            respondError(m, code: 401, reason: "Unauthorized", from: to, to: from)
+            return
+        }
+        let unknown = m.unknownComprehensionRequired
+        if !unknown.isEmpty {
+            respondError(m, code: 420, reason: "Unknown Attribute", from: to, to: from, extra: [.unknownAttributes(unknown)])
+            return
+        }
+        // §7.3.1.1: role conflicts.
+        if controlling, let theirs = m.iceControlling {
+            if config.tieBreaker >= theirs {
+                respondError(m, code: 487, reason: "Role Conflict", from: to, to: from)
+                return
+            }
+            switchRole()
+        } else if !controlling, let theirs = m.iceControlled {
+            if config.tieBreaker >= theirs {
+                switchRole()
+            } else {
+                respondError(m, code: 487, reason: "Role Conflict", from: to, to: from)
+                return
+            }
+        }
+        let resp = StunMessage(class: .successResponse, transactionID: m.transactionID,
+                               attributes: [.xorMappedAddress(from)])
+            .encode(integrityKey: Array(config.localPwd.utf8), fingerprint: true)
+        transmits.append(ICETransmit(from: to, to: from, datagram: resp))
+
+        // §7.3.1.3: a source we did not know is a peer-reflexive remote candidate.
+        if !remoteCandidates.contains(where: { $0.socketAddress == from }) {
+            let prio = m.priority ?? ICECandidate.priority(type: .prflx, localPreference: 0)
+            let c = ICECandidate(foundation: Self.foundation(.prflx, from.ip, server: nil), priority: prio,
+                                 address: .ip(from.ip), port: from.port, type: .prflx)
+            remoteCandidates.append(c)
+            if let l = localCandidates.first(where: { $0.base == to }) { addPair(l, c) }
+        }
+        guard let i = index(PairKey(local: to, remote: from)) else { return }
+        let key = PairKey(local: to, remote: from)
+        let useCandidate = m.useCandidate && !controlling
+        if selectedKey != nil { return }
+        // §7.3.1.4 triggered checks; §7.3.1.5 nomination when controlled.
+        switch pairs[i].state {
+        case .succeeded:
+            if useCandidate { select(i, now: now) }
+        case .inProgress:
+            if useCandidate { pairs[i].nominateOnSuccess = true }
+        case .waiting, .frozen, .failed:
+            pairs[i].state = .waiting
+            if useCandidate { pairs[i].nominateOnSuccess = true }
+            schedule(key, now: now)
+        }
+        startCheckingIfReady(now: now)
+    }
+
+    private mutating func switchRole() {
+        controlling.toggle()
+        nominating = nil
+        events.append(.roleChanged(controlling: controlling))
+        sortPairs()
+    }
+
+    private mutating func respondError(_ m: StunMessage, code: Int, reason: String, from: SocketAddress,
+                                       to: SocketAddress, extra: [StunAttribute] = []) {
+        var attrs: [StunAttribute] = [.errorCode(code: code, reason: reason)] + extra
+        attrs.append(.software("castd"))
+        // 487 is authenticated (§7.3.1.1 needs the peer to trust it); 400/401 cannot be.
+        let key: [UInt8]? = (code == 487 || code == 420) ? Array(config.localPwd.utf8) : nil
+        let resp = StunMessage(class: .errorResponse, transactionID: m.transactionID, attributes: attrs)
+            .encode(integrityKey: key, fingerprint: true)
+        transmits.append(ICETransmit(from: from, to: to, datagram: resp))
+    }
+
+    // MARK: State
+
+    private mutating func maybeCompleteGathering() {
+        guard localEnded, !gatheringCompleteSent else { return }
+        let gathering = transactions.values.contains { if case .gather = $0.kind { return true } else { return false } }
+        if !gathering {
+            gatheringCompleteSent = true
+            events.append(.gatheringComplete)
+        }
+    }
+
+    /// §8.2 / RFC 8838 §8: failed only once every pair failed and no candidate can still arrive.
+    private mutating func checkForFailure() {
+        guard state == .checking, selectedKey == nil, remoteEnded, pendingHostnames.isEmpty,
+              !pairs.isEmpty, pairs.allSatisfy({ $0.state == .failed }) else { return }
+        fail()
+    }
+
+    private mutating func fail() {
+        stopAll()
+        setState(.failed)
+    }
+
+    private mutating func stopAll() {
+        transactions.removeAll()
+        triggered.removeAll()
+        nextCheckAt = nil
+        nextConsentAt = nil
+        nominating = nil
+        firstValidAt = nil
+    }
+
+    private mutating func setState(_ s: ICEConnectionState) {
+        guard s != state else { return }
+        state = s
+        events.append(.stateChanged(s))
+    }
+
+    /// RFC 8445 §5.1.1.3: same type, base IP and STUN server ⇒ same foundation.
+    static func foundation(_ type: CandidateType, _ base: IPAddress, server: SocketAddress?) -> String {
+        let key = "\(type.rawValue)|\(base)|\(server?.unredactedText ?? "")|udp"
+        return String(CRC32.checksum(Array(key.utf8)))
+    }
+}

@@ -1,0 +1,333 @@
+import CastCore
+import CastOpenSSL
+import CastRTP
+
+/// One WebRTC send-only peer connection as a sans-IO value (str0m's shape):
+/// castd's offer, the answer, trickled candidates, and every datagram and
+/// timeout go in; datagrams to send, events, and the next deadline come out.
+///
+/// It composes, in one visible place: the ICE agent (connectivity, consent),
+/// DTLS (keys, peer identity by fingerprint), SRTP (protect/unprotect) and the
+/// RTP video sender (packetizer, pacer, history, RTCP). Datagrams are told
+/// apart by their first byte (RFC 7983 §7). Media is sent only once ICE has a
+/// selected pair and DTLS has verified the peer and exported keys.
+public final class PeerSession {
+    public struct Configuration: Sendable {
+        /// STUN servers from ice-config (spec §8), resolved by the shell.
+        public var stunServers: [SocketAddress] = []
+        public var encoderCanDoMain = false
+        public var mtu = RTPConstants.defaultMTU
+        /// Unix time at monotonic zero (for RTCP sender reports).
+        public var wallclockOffset: Duration
+        /// Adjusts ICE timers (tests and fault scenarios compress them).
+        public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
+
+        public init(wallclockOffset: Duration) { self.wallclockOffset = wallclockOffset }
+    }
+
+    /// The connection's overall state: ICE's, except that `connected` waits for DTLS.
+    public enum State: String, Sendable, Equatable {
+        case new, checking, connected, disconnected, failed, closed
+    }
+
+    public enum Event: Sendable, Equatable {
+        /// Trickle it as an `ice_candidate` row (the attribute value, `candidate:…`).
+        case localCandidate(String)
+        case gatheringComplete
+        case stateChanged(State)
+        /// The receiver asked for a keyframe (PLI/FIR, at most one per 500 ms).
+        case keyframeRequested
+        /// Resolve this `<uuid>.local` name by mDNS and call `resolved(hostname:to:now:)`.
+        case needsResolution(hostname: String)
+        case bandwidthEstimate(bitsPerSecond: UInt64)
+        /// Why the connection failed, in words (DTLS fingerprint mismatch, …).
+        case failure(String)
+    }
+
+    public struct Statistics: Sendable, Equatable {
+        public var video: VideoSender.Statistics? = nil
+        public var datagramsIn = 0
+        public var datagramsOut = 0
+        public var malformedIn = 0
+        public var srtpErrors = 0
+        public var accessUnitsDropped = 0
+        public var selectedPair: String? = nil
+    }
+
+    public let offer: Offer
+    public var offerSDP: String { offer.sdp }
+    public private(set) var state: State = .new
+    public private(set) var statistics = Statistics()
+
+    private let configuration: Configuration
+    private let certificate: Certificate
+    private var ice: ICEAgent
+    private var dtls: DTLSTransport? = nil
+    private var outbound: SRTPSession? = nil
+    private var inbound: SRTPSession? = nil
+    private var video: VideoSender
+    private let senderSeed: UInt64
+    private var answer: NegotiatedAnswer? = nil
+    private var iceState: ICEConnectionState = .new
+    private var dtlsConnected = false
+    private var transmits: [Transmit] = []
+    private var events: [Event] = []
+
+    /// Builds the offer: fresh ICE credentials, the certificate's fingerprint,
+    /// random SSRCs. `random` supplies every random choice (tests pass a seeded one).
+    public init(configuration: Configuration, certificate: Certificate, random: inout some RandomNumberGenerator) throws {
+        self.configuration = configuration
+        self.certificate = certificate
+        let ufrag = Self.iceString(length: 8, &random)
+        let pwd = Self.iceString(length: 24, &random)
+        var iceConfig = ICEConfig(localUfrag: ufrag, localPwd: pwd, tieBreaker: UInt64.random(in: 1...UInt64.max, using: &random))
+        iceConfig.stunServers = configuration.stunServers
+        iceConfig.seed = UInt64.random(in: 0...UInt64.max, using: &random)
+        configuration.iceOverrides?(&iceConfig)
+        ice = ICEAgent(config: iceConfig)
+
+        senderSeed = UInt64.random(in: 0...UInt64.max, using: &random)
+        video = try Self.makeSender(payloadType: OfferBuilder.h264Baseline.payloadType,
+                                    rtxPayloadType: OfferBuilder.h264Baseline.rtxPayloadType,
+                                    extensions: [:], configuration: configuration, seed: senderSeed)
+        let fp = certificate.fingerprint(.sha256)
+        var o = OfferOptions(iceUfrag: ufrag, icePwd: pwd,
+                             fingerprint: DTLSFingerprint(algorithm: "sha-256", bytes: fp.bytes),
+                             streamID: "castd-" + Self.iceString(length: 8, &random),
+                             videoTrackID: "screen-" + Self.iceString(length: 8, &random),
+                             cname: Self.iceString(length: 16, &random),
+                             videoSSRC: video.ssrc, rtxSSRC: video.rtxSSRC ?? 0,
+                             sessionID: UInt64.random(in: 1...(UInt64(1) << 62), using: &random))
+        o.encoderCanDoMain = configuration.encoderCanDoMain
+        offer = OfferBuilder.build(o)
+    }
+
+    static func makeSender(payloadType: UInt8, rtxPayloadType: UInt8?, extensions: [String: Int],
+                           configuration: Configuration, seed: UInt64) throws -> VideoSender {
+        var rng = SeededRandom(seed: seed)
+        let ids = VideoSender.ExtensionIDs(
+            absSendTime: extensions[HeaderExtensionURI.absSendTime].map(UInt8.init),
+            transportCC: extensions[HeaderExtensionURI.transportWideCC].map(UInt8.init),
+            playoutDelay: extensions[HeaderExtensionURI.playoutDelay].map(UInt8.init))
+        let cname = "castd"
+        return try VideoSender(configuration: .init(payloadType: payloadType, rtxPayloadType: rtxPayloadType,
+                                                    cname: cname, mtu: configuration.mtu, extensionIDs: ids,
+                                                    wallclockOffset: configuration.wallclockOffset),
+                               random: &rng)
+    }
+
+    /// RFC 8839 §5.4: ice-char strings (ALPHA / DIGIT / "+" / "/").
+    static func iceString(length: Int, _ random: inout some RandomNumberGenerator) -> String {
+        let chars = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        return String((0..<length).map { _ in chars[Int.random(in: 0..<chars.count, using: &random)] })
+    }
+
+    // MARK: - Candidates and the answer
+
+    /// A local address with a bound UDP socket: becomes a host candidate (and srflx via STUN).
+    public func addLocalAddress(_ base: SocketAddress, now: Instant) {
+        ice.addHostCandidate(base, now: now)
+        pump(now: now)
+    }
+
+    /// Every local address has been added.
+    public func endOfLocalAddresses(now: Instant) {
+        ice.endOfLocalCandidates(now: now)
+        pump(now: now)
+    }
+
+    /// Applies the receiver's answer; throws a `CastError` with a sentence when it cannot be used.
+    public func applyAnswer(_ sdp: String, now: Instant) throws {
+        guard answer == nil else { throw CastError(.negotiationFailed, "an answer was already applied") }
+        let a = try AnswerParser.parse(sdp, offer: offer)
+        let fingerprint = try CertificateFingerprint(sdp: a.remoteFingerprint.attributeValue)
+        video = try Self.makeSender(payloadType: a.video.payloadType, rtxPayloadType: a.video.rtxPayloadType,
+                                    extensions: a.video.headerExtensions, configuration: configuration,
+                                    seed: senderSeed)
+        dtls = try DTLSTransport(role: a.dtlsRole == .server ? .server : .client, certificate: certificate,
+                                 remoteFingerprint: fingerprint, mtu: configuration.mtu)
+        answer = a
+        ice.setRemoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd, now: now)
+        for c in a.candidates { ice.addRemoteCandidate(c, now: now) }
+        if a.endOfCandidates { ice.endOfRemoteCandidates(now: now) }
+        pump(now: now)
+    }
+
+    /// A trickled remote candidate (`candidate:…`); malformed ones throw and change nothing.
+    public func addRemoteCandidate(_ line: String, now: Instant) throws {
+        let c = try ICECandidate(parsing: line)
+        guard c.transport.lowercased() == "udp" else { return }   // castd speaks ICE over UDP only
+        ice.addRemoteCandidate(c, now: now)
+        pump(now: now)
+    }
+
+    public func remoteEndOfCandidates(now: Instant) {
+        ice.endOfRemoteCandidates(now: now)
+        pump(now: now)
+    }
+
+    /// The shell resolved a `.local` name (mDNS).
+    public func resolved(hostname: String, to addresses: [IPAddress], now: Instant) {
+        ice.resolved(hostname: hostname, to: addresses, now: now)
+        pump(now: now)
+    }
+
+    // MARK: - Media
+
+    /// Sends one H.264 access unit (Annex B) if the connection is up; otherwise
+    /// it is dropped and counted (a frame is sent now or never).
+    public func sendAccessUnit(_ au: [UInt8], captureTime: Instant, now: Instant) {
+        guard state == .connected else { statistics.accessUnitsDropped += 1; return }
+        do { try video.send(accessUnit: au, captureTime: captureTime, now: now) }
+        catch { statistics.accessUnitsDropped += 1 }
+        pump(now: now)
+    }
+
+    public func close(now: Instant) {
+        if state == .connected, let bye = video.goodbye(reason: "castd closed") { sendMedia(bye) }
+        ice.close()
+        dtls?.close()
+        setState(.closed)
+    }
+
+    // MARK: - Outputs
+
+    public func pollEvent() -> Event? { events.isEmpty ? nil : events.removeFirst() }
+
+    // MARK: - Internals
+
+    private func setState(_ s: State) {
+        guard s != state else { return }
+        state = s
+        events.append(.stateChanged(s))
+    }
+
+    private func updateState() {
+        guard state != .closed, state != .failed else { return }
+        switch iceState {
+        case .new: setState(.new)
+        case .checking: setState(.checking)
+        case .connected: setState(dtlsConnected ? .connected : .checking)
+        case .disconnected: setState(.disconnected)
+        case .failed: setState(.failed)
+        case .closed: setState(.closed)
+        }
+    }
+
+    /// Moves everything the parts produced to the outputs.
+    private func pump(now: Instant) {
+        while let e = ice.pollEvent() {
+            switch e {
+            case .stateChanged(let s):
+                iceState = s
+                if s == .connected, let d = dtls, !d.isConnected, !dtlsStarted {
+                    dtlsStarted = true
+                    d.start(now: now)
+                }
+                updateState()
+            case .localCandidate(let c): events.append(.localCandidate(c.attributeValue))
+            case .gatheringComplete: events.append(.gatheringComplete)
+            case .needsResolution(let h): events.append(.needsResolution(hostname: h))
+            case .selectedPair(let l, let r): statistics.selectedPair = "\(l) -> \(r)"
+            case .roleChanged: break
+            }
+        }
+        while let t = ice.pollTransmit() {
+            transmits.append(Transmit(bytes: t.datagram, from: t.from, to: t.to))
+        }
+        if let d = dtls {
+            while let e = d.pollEvent() {
+                switch e {
+                case .connected(let keys):
+                    do {
+                        outbound = try keys.outboundSession(allowRepeatTransmit: true)
+                        inbound = try keys.inboundSession()
+                        dtlsConnected = true
+                        updateState()
+                    } catch {
+                        events.append(.failure("SRTP could not be set up: \(error)"))
+                        setState(.failed)
+                    }
+                case .failed(let err):
+                    events.append(.failure("DTLS: \(err.message)"))
+                    setState(.failed)
+                }
+            }
+            if let pair = ice.selectedPair {
+                while let bytes = d.pollTransmit() {
+                    transmits.append(Transmit(bytes: bytes, from: pair.local, to: pair.remote))
+                }
+            }
+        }
+        if state == .connected {
+            for datagram in video.poll(now: now) { sendMedia(datagram) }
+        }
+        statistics.video = video.statistics
+    }
+
+    private var dtlsStarted = false
+
+    private func sendMedia(_ d: VideoSender.Datagram) {
+        guard let pair = ice.selectedPair, let srtp = outbound else { return }
+        do {
+            let bytes: [UInt8]
+            switch d {
+            case .rtp(let p): bytes = try srtp.protectRTP(p)
+            case .rtcp(let p): bytes = try srtp.protectRTCP(p)
+            }
+            transmits.append(Transmit(bytes: bytes, from: pair.local, to: pair.remote))
+        } catch {
+            statistics.srtpErrors += 1
+        }
+    }
+
+    private func handleRTCP(_ protected: [UInt8], now: Instant) {
+        guard let srtp = inbound else { return }
+        guard let plain = try? srtp.unprotectRTCP(protected) else { statistics.srtpErrors += 1; return }
+        for e in video.handleRTCP(plain, now: now) {
+            switch e {
+            case .keyframeRequested: events.append(.keyframeRequested)
+            case .bandwidthEstimate(let b): events.append(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
+            case .retransmit, .receiverReport: break
+            }
+        }
+    }
+}
+
+extension PeerSession: DatagramCore {
+    public func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
+        statistics.datagramsIn += 1
+        switch PacketKind(classifying: bytes) {
+        case .stun:
+            ice.handle(datagram: bytes, from: from, to: to, now: now)
+        case .dtls:
+            // Only from the peer ICE validated (RFC 8842 §4: DTLS over the selected pair).
+            if let d = dtls, let pair = ice.selectedPair, pair.remote == from { d.handleDatagram(bytes, now: now) }
+            else { statistics.malformedIn += 1 }
+        case .rtpOrRtcp:
+            // RFC 5761 §4: RTCP packet types 192–223 in the second byte.
+            if bytes.count >= 2, (192...223).contains(bytes[1]) { handleRTCP(bytes, now: now) }
+            // castd is send-only: incoming RTP is ignored.
+        default:
+            statistics.malformedIn += 1
+        }
+        pump(now: now)
+    }
+
+    public func handleTimeout(now: Instant) {
+        ice.handleTimeout(now: now)
+        dtls?.handleTimeout(now: now)
+        pump(now: now)
+    }
+
+    public func pollTransmit() -> Transmit? {
+        guard !transmits.isEmpty else { return nil }
+        statistics.datagramsOut += 1
+        return transmits.removeFirst()
+    }
+
+    public func nextDeadline() -> Instant? {
+        [ice.nextDeadline(), dtls?.nextDeadline(), state == .connected ? video.nextDeadline : nil]
+            .compactMap { $0 }.min()
+    }
+}

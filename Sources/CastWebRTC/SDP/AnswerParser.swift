@@ -1,0 +1,156 @@
+import CastCore
+
+extension CastError.Code {
+    /// The answer is valid SDP but negotiates nothing castd can send (rejected m-line,
+    /// unknown codec, missing fingerprint …).
+    public static let negotiationFailed = Self("negotiation-failed")
+}
+
+/// castd's DTLS role, from the answer's `a=setup` (RFC 8842 §5.3, RFC 4145 §4).
+public enum DTLSRole: Equatable, Sendable {
+    /// The answerer said `active`: it connects, castd is the DTLS server (Chrome's usual choice).
+    case server
+    /// The answerer said `passive`: castd sends the ClientHello.
+    case client
+}
+
+/// What the receiver's answer settled.
+public struct NegotiatedAnswer: Equatable, Sendable {
+    public struct Video: Equatable, Sendable {
+        public var mid: String
+        public var payloadType: UInt8
+        public var rtxPayloadType: UInt8?
+        public var profileLevelID: String?
+        /// `rtcp-fb` values the answer kept for the chosen payload type ("nack", "nack pli", …).
+        public var feedback: [String]
+        /// Negotiated one-byte header extension ids by URI.
+        public var headerExtensions: [String: Int]
+    }
+
+    public struct Audio: Equatable, Sendable {
+        public var mid: String
+        public var payloadType: UInt8
+    }
+
+    public var video: Video
+    /// nil when audio was not offered or the receiver rejected it.
+    public var audio: Audio?
+    public var dtlsRole: DTLSRole
+    public var remoteFingerprint: DTLSFingerprint
+    public var iceUfrag: String
+    public var icePwd: String
+    public var iceLite: Bool
+    /// `a=candidate` lines embedded in the answer (unparseable ones are dropped and counted).
+    public var candidates: [ICECandidate]
+    public var droppedCandidateLines: Int
+    public var endOfCandidates: Bool
+    /// The mid of each m-line, by index (sdpMLineIndex → sdpMid).
+    public var mids: [String]
+}
+
+/// Reads an answer against the offer castd sent (RFC 8829 §5.10, RFC 3264 §6).
+public enum AnswerParser {
+    public static func parse(_ sdp: String, offer: Offer) throws -> NegotiatedAnswer {
+        let d = try SessionDescription(parsing: sdp)
+        let offered = offer.description.media
+        guard d.media.count == offered.count else {
+            throw CastError(.negotiationFailed, "the answer has \(d.media.count) m-lines for the offer's \(offered.count)")
+        }
+        var mids: [String] = []
+        for (i, m) in d.media.enumerated() {
+            guard m.kind == offered[i].kind else {
+                throw CastError(.negotiationFailed, "answer m-line \(i) is \(m.kind), the offer's is \(offered[i].kind)")
+            }
+            mids.append(m.mid ?? offered[i].mid ?? "\(i)")
+        }
+
+        let vm = d.media[0]
+        if vm.isRejected {
+            throw CastError(.negotiationFailed, "the receiver cannot decode H.264 (it rejected the video m-line)")
+        }
+        let video = try negotiateVideo(vm, offer: offer)
+
+        var audio: NegotiatedAnswer.Audio?
+        if d.media.count > 1, !d.media[1].isRejected, let pt = d.media[1].formats.lazy.compactMap({ UInt8($0) })
+            .first(where: { p in offer.audioCodecs.contains { $0.payloadType == p } }) {
+            audio = .init(mid: mids[1], payloadType: pt)
+        }
+
+        // Transport attributes: media level wins, session level is the fallback (BUNDLE: the
+        // first m-line's transport applies to all, RFC 8843 §7.3.3).
+        func transport(_ name: String) -> String? { vm.value(name) ?? d.value(name) }
+        guard let setup = transport("setup") else {
+            throw CastError(.negotiationFailed, "the answer has no a=setup")
+        }
+        let role: DTLSRole
+        switch setup {
+        case "active": role = .server
+        case "passive": role = .client
+        default:
+            throw CastError(.negotiationFailed, "the answer's a=setup:\(setup) is not active or passive (RFC 8842 §5.3)")
+        }
+        guard let fp = transport("fingerprint") else {
+            throw CastError(.negotiationFailed, "the answer has no a=fingerprint; DTLS cannot be authenticated")
+        }
+        let fingerprint = try DTLSFingerprint(parsing: fp)
+        guard let ufrag = transport("ice-ufrag"), let pwd = transport("ice-pwd") else {
+            throw CastError(.negotiationFailed, "the answer has no ICE credentials")
+        }
+        // RFC 8839 §5.4: ufrag 4–256 chars, pwd 22–256 chars.
+        guard (4...256).contains(ufrag.count), (22...256).contains(pwd.count) else {
+            throw CastError(.negotiationFailed, "the answer's ICE ufrag or pwd has an invalid length")
+        }
+
+        var candidates: [ICECandidate] = []
+        var dropped = 0
+        for v in vm.values("candidate") {
+            if let c = try? ICECandidate(parsing: v) { candidates.append(c) } else { dropped += 1 }
+        }
+        return NegotiatedAnswer(
+            video: video, audio: audio, dtlsRole: role, remoteFingerprint: fingerprint,
+            iceUfrag: ufrag, icePwd: pwd, iceLite: d.has("ice-lite"),
+            candidates: candidates, droppedCandidateLines: dropped,
+            endOfCandidates: vm.has("end-of-candidates") || d.has("end-of-candidates"), mids: mids)
+    }
+
+    static func negotiateVideo(_ m: MediaDescription, offer: Offer) throws -> NegotiatedAnswer.Video {
+        if m.direction == "sendonly" {
+            throw CastError(.negotiationFailed, "the receiver answered the video m-line sendonly; it must receive")
+        }
+        if m.direction == "inactive" {
+            throw CastError(.negotiationFailed, "the receiver answered the video m-line inactive")
+        }
+        // The first answered format that castd offered as H.264 is the one to send (RFC 3264 §6.1).
+        let answered = m.formats.compactMap { UInt8($0) }
+        guard let codec = answered.lazy.compactMap({ pt in offer.videoCodecs.first { $0.payloadType == pt } }).first else {
+            throw CastError(.negotiationFailed, "the receiver cannot decode H.264 (no offered H.264 payload type in its answer)")
+        }
+        var rtx: UInt8?
+        if let r = codec.rtxPayloadType, answered.contains(r) {
+            // Confirm apt= in the answer when present; Chrome echoes it.
+            let apt = m.values("fmtp").first { $0.hasPrefix("\(r) ") }
+            if apt == nil || apt == "\(r) apt=\(codec.payloadType)" { rtx = r }
+        }
+        let fmtp = m.values("fmtp").first { $0.hasPrefix("\(codec.payloadType) ") }
+        let profile = fmtp.flatMap { f -> String? in
+            f.split(separator: " ", maxSplits: 1).dropFirst().first?.split(separator: ";")
+                .first { $0.hasPrefix("profile-level-id=") }
+                .map { String($0.dropFirst("profile-level-id=".count)) }
+        }
+        let fb = m.values("rtcp-fb").compactMap { v -> String? in
+            let p = v.split(separator: " ", maxSplits: 1)
+            guard p.count == 2, p[0] == "\(codec.payloadType)" || p[0] == "*" else { return nil }
+            return String(p[1])
+        }
+        var ext: [String: Int] = [:]
+        for v in m.values("extmap") {
+            let p = v.split(separator: " ")
+            guard p.count >= 2, let id = Int(p[0].split(separator: "/")[0]), (1...14).contains(id) else { continue }
+            let uri = String(p[1])
+            // Only extensions castd offered may be used, with the id the answer gives (RFC 8285 §6).
+            if offer.headerExtensions.contains(where: { $0.uri == uri }) { ext[uri] = id }
+        }
+        return .init(mid: m.mid ?? "0", payloadType: codec.payloadType, rtxPayloadType: rtx,
+                     profileLevelID: profile, feedback: fb, headerExtensions: ext)
+    }
+}

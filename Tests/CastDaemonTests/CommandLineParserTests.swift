@@ -1,0 +1,52 @@
+import Testing
+import CastCore
+@testable import CastDaemon
+
+@Suite struct CommandLineParserTests {
+    let id = "7F0C9A12-3B4C-4D5E-8F60-718293A4B5C6"
+
+    @Test func sessionWithEveryOption() throws {
+        let c = try CommandLineParser.parse(["--session", id, "--capture", "x11", "--encoder", "x264",
+                                             "--display", ":5", "--output", "HDMI-1", "--no-cursor",
+                                             "--api-url", "http://a", "--log-level", "debug"])
+        guard case .session(let o) = c else { Issue.record("not a session: \(c)"); return }
+        #expect(o.sessionId == id.lowercased())
+        #expect(o.capture == .x11 && o.encoder == .x264 && o.display == ":5" && o.output == "HDMI-1")
+        #expect(!o.cursor && o.common.apiURL == "http://a" && o.common.logLevel == .debug)
+    }
+
+    @Test func sessionIdMustBeAUUID() {
+        #expect(throws: CastError.self) { try CommandLineParser.parse(["--session", "abc"]) }
+        #expect(throws: CastError.self) { try CommandLineParser.parse(["--session"]) }
+    }
+
+    @Test func pairByPinAndByURL() throws {
+        let p = try CommandLineParser.parse(["pair", "--pin", "482 913", "--device-name", "Desk", "--json"])
+        #expect(p == .pair({ var o = PairOptions(code: .pin(Redacted("482 913"))); o.deviceName = "Desk"; o.common.json = true; return o }()))
+        let u = try CommandLineParser.parse(["pair", "https://x/pair?t=a&s=b"])
+        #expect(u == .pair(PairOptions(code: .url(Redacted("https://x/pair?t=a&s=b")))))
+    }
+
+    @Test func pairNeedsExactlyOneCode() {
+        #expect(throws: CastError.self) { try CommandLineParser.parse(["pair"]) }
+        #expect(throws: CastError.self) { try CommandLineParser.parse(["pair", "https://a", "https://b"]) }
+        #expect(throws: CastError.self) { try CommandLineParser.parse(["pair", "--device-name", String(repeating: "x", count: 81), "--pin", "1"]) }
+    }
+
+    @Test func badValuesNameTheChoices() {
+        do { _ = try CommandLineParser.parse(["--session", id, "--encoder", "nvenc"]); Issue.record("accepted nvenc") }
+        catch let e as CastError { #expect(e.message.contains("auto, vaapi or x264")) }
+        catch { Issue.record("\(error)") }
+    }
+
+    @Test func aPinNeverAppearsInTheParsedDescription() throws {
+        let p = try CommandLineParser.parse(["pair", "--pin", "482913"])
+        #expect(!"\(p)".contains("482913"))
+    }
+
+    @Test func unknownOptionsAreUsageErrors() {
+        do { _ = try CommandLineParser.parse(["--frob"]); Issue.record("accepted --frob") }
+        catch let e as CastError { #expect(e.code == .usage) }
+        catch { Issue.record("\(error)") }
+    }
+}

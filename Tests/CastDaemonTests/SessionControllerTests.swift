@@ -1,0 +1,152 @@
+import Testing
+import CastCore
+import CastSignaling
+@testable import CastDaemon
+
+/// In-memory ports: a receiver that answers every offer, a peer that
+/// "connects" as soon as it has an answer. They record what castd did.
+actor Recorder {
+    var inserted: [OutgoingSignal] = []
+    var updates: [SessionUpdateAction] = []
+    var peerCalls: [String] = []
+    var media: [String] = []
+    func insert(_ r: OutgoingSignal) { inserted.append(r) }
+    func update(_ a: SessionUpdateAction) { updates.append(a) }
+    func peer(_ s: String) { peerCalls.append(s) }
+    func mediaCall(_ s: String) { media.append(s) }
+}
+
+struct FakeSignaling: SignalingPort {
+    let recorder: Recorder
+    let stream: AsyncStream<SessionMachine.Input>
+    let continuation: AsyncStream<SessionMachine.Input>.Continuation
+    var answerOffers = true
+
+    init(recorder: Recorder, backfill: [SessionMachine.Input]) {
+        self.recorder = recorder
+        (stream, continuation) = AsyncStream.makeStream(of: SessionMachine.Input.self)
+        for b in backfill { continuation.yield(b) }
+    }
+
+    func events() -> AsyncStream<SessionMachine.Input> { stream }
+
+    func insert(_ row: OutgoingSignal) async -> SignalingOutbox<OutgoingSignal>.Outcome {
+        await recorder.insert(row)
+        if answerOffers, case .offer(_, let nid) = row {
+            continuation.yield(.signal(.answer(sdp: "answer-for-\(nid)", negotiationID: nid)))
+        }
+        return .inserted
+    }
+
+    func sessionUpdate(_ action: SessionUpdateAction) async -> SessionUpdateResult {
+        await recorder.update(action)
+        return .ok(authExpiresAt: nil)
+    }
+
+    func close() async { continuation.finish() }
+}
+
+final class FakePeer: PeerPort, @unchecked Sendable {
+    let recorder: Recorder
+    // Only touched from the controller actor's calls, one at a time.
+    private var current: (String, AsyncStream<SessionMachine.Input>.Continuation)?
+    init(recorder: Recorder) { self.recorder = recorder }
+
+    func create(negotiationId: String) async -> AsyncStream<SessionMachine.Input> {
+        await recorder.peer("create \(negotiationId)")
+        let (s, c) = AsyncStream.makeStream(of: SessionMachine.Input.self)
+        current = (negotiationId, c)
+        c.yield(.offerReady(negotiationId: negotiationId, sdp: "offer-\(negotiationId)"))
+        c.yield(.localCandidate(IceCandidatePayload(negotiationID: negotiationId, candidate: "candidate:1 1 udp 9 127.0.0.1 4000 typ host")))
+        c.yield(.gatheringComplete(negotiationId: negotiationId))
+        return s
+    }
+
+    func applyAnswer(negotiationId: String, sdp: String) async -> SessionMachine.Input? {
+        await recorder.peer("answer \(sdp)")
+        current?.1.yield(.peerState(negotiationId: negotiationId, .connected))
+        return nil
+    }
+
+    func addRemoteCandidate(_ candidate: IceCandidatePayload) async {}
+    func remoteEndOfCandidates(negotiationId: String) async {}
+    func close() async {
+        await recorder.peer("close")
+        current?.1.finish()
+    }
+}
+
+struct FakeMedia: MediaPort {
+    let recorder: Recorder
+    func start(_ prefs: StreamPrefs) async { await recorder.mediaCall("start \(prefs.resolution ?? "-")@\(prefs.frameRate ?? 0)") }
+    func stop() async { await recorder.mediaCall("stop") }
+}
+
+struct NullSink: LogSink { func write(_ line: LogLine) {} }
+
+@Suite struct SessionControllerTests {
+    @Test func castsUntilStoppedThenSendsDisconnectAndEnd() async {
+        let rec = Recorder()
+        let clock = SystemMonotonicClock()
+        let signaling = FakeSignaling(recorder: rec, backfill: [
+            .approved(authExpiresAt: clock.now() + .seconds(3600), prefs: StreamPrefs(resolution: "720p", frameRate: 30)),
+            .ready(status: .connecting),
+        ])
+        final class Box: @unchecked Sendable { var controller: SessionController? }
+        let box = Box()
+        let controller = SessionController(
+            machine: SessionMachine { "nid-fixed" }, signaling: signaling, peer: FakePeer(recorder: rec),
+            media: FakeMedia(recorder: rec), clock: clock, log: NullSink(),
+            onConnected: { _ in box.controller?.requestStop() })
+        box.controller = controller
+        let outcome = await controller.run()
+
+        #expect(outcome == .init(exitCode: 0, message: "Cast stopped."))
+        let inserted = await rec.inserted
+        #expect(inserted.first == .offer(sdp: "offer-nid-fixed", negotiationID: "nid-fixed"))
+        #expect(inserted.last == .disconnect(.senderEnded))
+        #expect(await rec.updates == [.connected, .end])
+        #expect(await rec.media == ["start 720p@30", "stop"])
+        let calls = await rec.peerCalls
+        #expect(calls.first == "create nid-fixed")
+        #expect(calls.contains("answer answer-for-nid-fixed"))
+        #expect(calls.last == "close")
+    }
+
+    @Test func receiverStopEndsTheRunWithExit0AndNoRows() async {
+        let rec = Recorder()
+        let clock = SystemMonotonicClock()
+        let signaling = FakeSignaling(recorder: rec, backfill: [
+            .approved(authExpiresAt: nil, prefs: StreamPrefs()),
+            .ready(status: .connected),
+        ])
+        let controller = SessionController(
+            machine: SessionMachine { "n1" }, signaling: signaling, peer: FakePeer(recorder: rec),
+            media: FakeMedia(recorder: rec), clock: clock, log: NullSink(),
+            onConnected: { _ in signaling.continuation.yield(.signal(.disconnect(DisconnectReason(raw: "receiver_ended")))) })
+        let outcome = await controller.run()
+        #expect(outcome == .init(exitCode: 0, message: "The receiver ended the session."))
+        #expect(await rec.inserted.contains(.disconnect(.senderEnded)) == false)
+        #expect(await rec.updates == [.connected])
+    }
+}
+
+@Suite struct EndBudgetTests {
+    @Test func finalWorkThatHangsIsAbandonedAfterTheBudget() async {
+        let clock = SystemMonotonicClock()
+        let hang = Task { try? await Task.sleep(for: .seconds(30)) }
+        let start = clock.now()
+        await SessionController.waitAll([Task { await hang.value }], atMost: .milliseconds(200))
+        let waited = clock.now() - start
+        hang.cancel()
+        #expect(waited >= .milliseconds(200))
+        #expect(waited < .seconds(5))
+    }
+
+    @Test func finishedWorkReturnsWithoutWaitingForTheBudget() async {
+        let clock = SystemMonotonicClock()
+        let start = clock.now()
+        await SessionController.waitAll([Task {}], atMost: .seconds(30))
+        #expect(clock.now() - start < .seconds(5))
+    }
+}

@@ -1,0 +1,441 @@
+import Testing
+import CastCore
+import CastSignaling
+@testable import CastDaemon
+
+/// Drives a SessionMachine on a fake clock and records what it asks for.
+struct Harness {
+    var machine: SessionMachine
+    var now = Instant.zero
+    var log: [SessionMachine.Action] = []
+
+    init(configuration: SessionMachine.Configuration = .init()) {
+        final class Counter: @unchecked Sendable { var n = 0 }
+        let counter = Counter()
+        machine = SessionMachine(configuration: configuration) {
+            counter.n += 1
+            return "nid-\(counter.n)"
+        }
+    }
+
+    @discardableResult
+    mutating func send(_ input: SessionMachine.Input) -> [SessionMachine.Action] {
+        machine.handle(input, now: now)
+        return drain()
+    }
+
+    mutating func drain() -> [SessionMachine.Action] {
+        var out: [SessionMachine.Action] = []
+        while let a = machine.poll() { out.append(a) }
+        log += out
+        return out
+    }
+
+    /// Advances the clock, firing every deadline on the way, like the shell does.
+    @discardableResult
+    mutating func advance(_ d: Duration) -> [SessionMachine.Action] {
+        let target = now + d
+        var out: [SessionMachine.Action] = []
+        while let deadline = machine.nextDeadline(), deadline <= target {
+            now = max(now, deadline)
+            machine.handleTimeout(now: now)
+            out += drain()
+        }
+        now = target
+        return out
+    }
+
+    /// Answers every insert as inserted, so the outbox keeps flowing.
+    mutating func ackInserts(_ actions: [SessionMachine.Action]) -> [SessionMachine.Action] {
+        var all: [SessionMachine.Action] = []
+        var pending = actions
+        while let i = pending.firstIndex(where: { if case .insert = $0 { return true }; return false }) {
+            let rest = send(.insertFinished(.inserted))
+            all += rest
+            pending.remove(at: i)
+            pending += rest
+        }
+        return all
+    }
+
+    static let prefs = StreamPrefs(autoQuality: true, resolution: "1080p", frameRate: 60)
+
+    /// Ready on an approved session: returns the actions up to `createPeer`.
+    mutating func startApproved(authExpiresIn: Duration = .seconds(7200)) -> [SessionMachine.Action] {
+        send(.approved(authExpiresAt: now + authExpiresIn, prefs: Self.prefs))
+        return send(.ready(status: .connecting))
+    }
+
+    /// Offer, answer and connected for the current negotiation.
+    mutating func connect() {
+        let nid = machine.negotiationId!
+        let a = send(.offerReady(negotiationId: nid, sdp: "v=0 offer"))
+        _ = ackInserts(a)
+        send(.signal(.answer(sdp: "v=0 answer", negotiationID: nid)))
+        send(.peerState(negotiationId: nid, .connected))
+    }
+}
+
+extension Array where Element == SessionMachine.Action {
+    var creates: [String] { compactMap { if case .createPeer(let n) = $0 { return n }; return nil } }
+    var inserts: [OutgoingSignal] { compactMap { if case .insert(let r) = $0 { return r }; return nil } }
+    var updates: [SessionUpdateAction] { compactMap { if case .sessionUpdate(let u) = $0 { return u }; return nil } }
+    var finish: (Int32, String)? {
+        for a in self { if case .finish(let c, let m) = a { return (c, m) } }
+        return nil
+    }
+}
+
+@Suite struct SessionStartTests {
+    @Test func waitsForApprovalThenStartsMediaAndNegotiates() {
+        var h = Harness()
+        #expect(h.send(.ready(status: .pairing)).isEmpty)
+        let a = h.send(.approved(authExpiresAt: h.now + .seconds(7200), prefs: Harness.prefs))
+        #expect(a.first == .startMedia(Harness.prefs))
+        #expect(a.creates == ["nid-1"])
+    }
+
+    @Test func backfilledApprovalOnAConnectingSessionNegotiatesAtReady() {
+        var h = Harness()
+        let a = h.startApproved()
+        #expect(a.creates == ["nid-1"])
+        #expect(a.contains(.startMedia(Harness.prefs)))
+    }
+
+    @Test func anEndedSessionAtStartExitsWithASentence() {
+        var h = Harness()
+        let a = h.send(.ready(status: .disconnected))
+        #expect(a.finish?.0 == 1)
+        #expect(a.finish?.1.contains("pair again") == true)
+        #expect(a.inserts.isEmpty)
+    }
+
+    @Test func deniedEndsWithoutSendingAnything() {
+        var h = Harness()
+        h.send(.ready(status: .pairing))
+        let a = h.send(.signal(.disconnect(DisconnectReason(raw: "denied"))))
+        #expect(a.finish?.0 == 1)
+        #expect(a.finish?.1 == "The receiver denied the request to cast.")
+        #expect(a.inserts.isEmpty && a.updates.isEmpty)
+    }
+}
+
+@Suite struct NegotiationTests {
+    @Test func offerGoesFirstThenCandidatesThenEndOfCandidates() {
+        var h = Harness()
+        _ = h.startApproved()
+        // Candidates gathered before the offer was produced wait for it.
+        h.send(.localCandidate(IceCandidatePayload(negotiationID: "nid-1", candidate: "candidate:1 1 udp 1 127.0.0.1 5000 typ host")))
+        var a = h.send(.offerReady(negotiationId: "nid-1", sdp: "OFFER"))
+        #expect(a.inserts == [.offer(sdp: "OFFER", negotiationID: "nid-1")])
+        a = h.send(.gatheringComplete(negotiationId: "nid-1"))
+        #expect(a.inserts.isEmpty)   // one insert in flight at a time
+        a = h.send(.insertFinished(.inserted))
+        #expect(a.inserts == [.iceCandidate(IceCandidatePayload(negotiationID: "nid-1", candidate: "candidate:1 1 udp 1 127.0.0.1 5000 typ host"))])
+        a = h.send(.insertFinished(.inserted))
+        #expect(a.inserts == [.endOfCandidates(negotiationID: "nid-1")])
+    }
+
+    @Test func earlyCandidatesAreBufferedAndAppliedRightAfterTheAnswer() {
+        var h = Harness()
+        _ = h.startApproved()
+        let c = IceCandidatePayload(negotiationID: "nid-1", candidate: "candidate:2 1 udp 2 abc.local 6000 typ host")
+        #expect(h.send(.signal(.iceCandidate(c))).isEmpty)
+        #expect(h.send(.signal(.endOfCandidates(negotiationID: "nid-1"))).isEmpty)
+        let a = h.send(.signal(.answer(sdp: "ANSWER", negotiationID: "nid-1")))
+        #expect(a == [.applyAnswer(negotiationId: "nid-1", sdp: "ANSWER"),
+                      .addRemoteCandidate(c),
+                      .remoteEndOfCandidates(negotiationId: "nid-1")])
+    }
+
+    @Test func rowsForOtherNegotiationsAreIgnored() {
+        var h = Harness()
+        _ = h.startApproved()
+        #expect(h.send(.signal(.answer(sdp: "X", negotiationID: "old"))).isEmpty)
+        #expect(h.send(.signal(.iceCandidate(IceCandidatePayload(negotiationID: "old", candidate: "candidate:x")))).isEmpty)
+        #expect(h.machine.ignoredRows == 2)
+        // A second answer for the current negotiation is ignored too.
+        h.send(.signal(.answer(sdp: "A", negotiationID: "nid-1")))
+        #expect(h.send(.signal(.answer(sdp: "B", negotiationID: "nid-1"))).isEmpty)
+    }
+
+    @Test func connectedIsReportedOnceThenHeartbeatsEvery30s() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        #expect(h.log.updates == [.connected])
+        #expect(h.log.contains(.connected(negotiationId: "nid-1")))
+        var a = h.advance(.seconds(29))
+        #expect(a.updates.isEmpty)
+        a = h.advance(.seconds(1))
+        #expect(a.updates == [.heartbeat])
+        a = h.advance(.seconds(90))
+        #expect(a.updates == [.heartbeat, .heartbeat, .heartbeat])
+    }
+
+    @Test func heartbeatExtendsTheAuthorizationExpiry() {
+        var h = Harness()
+        _ = h.startApproved(authExpiresIn: .seconds(40))
+        h.connect()
+        h.advance(.seconds(30))
+        h.send(.sessionUpdateFinished(.heartbeat, .ok(authExpiresAt: h.now + .seconds(7200))))
+        let a = h.advance(.seconds(60))
+        #expect(a.finish == nil)
+    }
+
+    @Test func authorizationExpiryStopsSignalingAndSaysPairAgain() {
+        var h = Harness()
+        _ = h.startApproved(authExpiresIn: .seconds(45))
+        h.connect()
+        let a = h.advance(.seconds(46))
+        #expect(a.finish?.0 == 1)
+        #expect(a.finish?.1 == "Authorization expired; pair again.")
+        #expect(a.inserts.isEmpty)
+        #expect(!a.updates.contains(.end))
+        #expect(h.machine.isEnded)
+    }
+
+    @Test func heartbeat404EndsAsExpired() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        h.advance(.seconds(30))
+        let a = h.send(.sessionUpdateFinished(.heartbeat, .notFound))
+        #expect(a.finish?.1 == "Authorization expired; pair again.")
+    }
+
+    @Test func answerThatCannotBeUsedEndsWithFailedAndTheReason() {
+        var h = Harness()
+        _ = h.startApproved()
+        let a = h.send(.answerFailed(negotiationId: "nid-1", message: "the receiver cannot decode H.264"))
+        #expect(a.inserts == [.disconnect(.failed)])
+        #expect(a.updates == [.end])
+        #expect(a.finish?.1.contains("cannot decode H.264") == true)
+    }
+}
+
+@Suite struct ReconnectTests {
+    @Test func failedReoffersAfter1s3s7sWithFreshNegotiationIdsThenGivesUp() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        var created: [(Duration, String)] = []
+        let start = h.now
+        for attempt in 1...3 {
+            let nid = h.machine.negotiationId!
+            var a = h.send(.peerState(negotiationId: nid, .failed))
+            #expect(a.contains(.closePeer))
+            let lostAt = h.now
+            // Step a millisecond at a time until the re-offer is created.
+            while a.creates.isEmpty && h.now - lostAt < .seconds(10) { a = h.advance(.milliseconds(1)) }
+            created.append((h.now - lostAt, a.creates.first ?? "none"))
+            #expect(attempt <= 3)
+        }
+        #expect(created.map(\.0) == [.seconds(1), .seconds(3), .seconds(7)])
+        #expect(created.map(\.1) == ["nid-2", "nid-3", "nid-4"])
+        // The third re-offer fails too: give up.
+        let a = h.send(.peerState(negotiationId: "nid-4", .failed))
+        #expect(a.inserts == [.disconnect(.failed)])
+        #expect(a.updates == [.end])
+        #expect(a.finish?.0 == 1)
+        #expect(h.now - start == .seconds(11))   // 1 s + 3 s + 7 s
+    }
+
+    @Test func successResetsTheAttemptCount() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        for _ in 0..<5 {   // more losses than attempts, each followed by a success
+            let nid = h.machine.negotiationId!
+            h.send(.peerState(negotiationId: nid, .failed))
+            let a = h.advance(.seconds(1))
+            #expect(a.creates.count == 1)
+            h.connect()
+        }
+        #expect(h.log.finish == nil)
+    }
+
+    @Test func disconnectedRecoversWithin5sWithoutReoffer() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        h.send(.peerState(negotiationId: "nid-1", .disconnected))
+        h.advance(.milliseconds(4900))
+        h.send(.peerState(negotiationId: "nid-1", .connected))
+        let a = h.advance(.seconds(20))
+        #expect(a.creates.isEmpty)
+        #expect(!a.contains(.closePeer))
+    }
+
+    @Test func disconnectedFor5sCountsAsLost() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        h.send(.peerState(negotiationId: "nid-1", .disconnected))
+        var a = h.advance(.milliseconds(4999))
+        #expect(!a.contains(.closePeer))
+        a = h.advance(.milliseconds(1))
+        #expect(a.contains(.closePeer))
+        a = h.advance(.seconds(1))
+        #expect(a.creates == ["nid-2"])
+    }
+
+    @Test func anOfferThatNeverConnectsTimesOut() {
+        var h = Harness()
+        _ = h.startApproved()
+        let a = h.advance(.seconds(21))
+        #expect(a.contains(.closePeer))
+        #expect(a.creates == ["nid-2"])
+    }
+
+    @Test func staleEventsFromAClosedPeerAreIgnored() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        h.send(.peerState(negotiationId: "nid-1", .failed))
+        h.advance(.seconds(1))
+        #expect(h.send(.peerState(negotiationId: "nid-1", .connected)).isEmpty)
+        #expect(h.send(.offerReady(negotiationId: "nid-1", sdp: "late")).isEmpty)
+    }
+
+    @Test func queuedRowsOfAnAbandonedNegotiationAreNotSent() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.send(.offerReady(negotiationId: "nid-1", sdp: "OFFER"))      // in flight
+        h.send(.localCandidate(IceCandidatePayload(negotiationID: "nid-1", candidate: "candidate:a")))
+        h.send(.peerState(negotiationId: "nid-1", .failed))
+        let a = h.send(.insertFinished(.inserted))
+        #expect(a.inserts.isEmpty)
+    }
+}
+
+@Suite struct EndingTests {
+    @Test func stopSendsDisconnectSenderEndedThenEndThenExits0() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let a = h.send(.stopRequested)
+        #expect(a == [.stopMedia, .closePeer, .insert(.disconnect(.senderEnded)),
+                      .sessionUpdate(.end), .finish(exitCode: 0, message: "Cast stopped.")])
+        #expect(h.machine.nextDeadline() == nil)
+        #expect(h.send(.peerState(negotiationId: "nid-1", .failed)).isEmpty)
+    }
+
+    @Test func receiverStopEndsCleanlyWithItsSentence() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let a = h.send(.signal(.disconnect(DisconnectReason(raw: "receiver_ended"))))
+        #expect(a.finish?.0 == 0)
+        #expect(a.finish?.1 == "The receiver ended the session.")
+        #expect(a.inserts.isEmpty)
+        #expect(a.contains(.stopMedia))
+    }
+
+    @Test func statusDisconnectedWithoutARowEndsAfterTheGrace() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        var a = h.send(.statusChanged(.disconnected))
+        #expect(a.contains(.stopMedia) && a.contains(.closePeer))   // capture stops at once
+        #expect(a.finish == nil)
+        a = h.advance(.milliseconds(999))
+        #expect(a.finish == nil)
+        a = h.advance(.milliseconds(1))
+        #expect(a.finish?.1 == "The broadcasting session has ended.")
+        #expect(a.finish?.0 == 0)
+    }
+
+    @Test func statusFirstThenRowReportsTheRowsReason() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        h.send(.statusChanged(.disconnected))
+        h.advance(.milliseconds(300))
+        let a = h.send(.signal(.disconnect(.receiverEnded)))
+        #expect(a.finish?.1 == "The receiver ended the session.")
+        #expect(!a.contains(.stopMedia))   // already stopped
+        #expect(h.machine.isEnded)
+    }
+
+    @Test func unknownReasonIsShownRawButSanitised() {
+        var h = Harness()
+        _ = h.startApproved()
+        let a = h.send(.signal(.disconnect(DisconnectReason(raw: "kicked\u{1b}[31m"))))
+        #expect(a.finish?.1 == "The receiver ended the session (reason: kicked[31m).")
+    }
+}
+
+@Suite struct OutboxTests {
+    @Test func budgetHoldsRowsUntilTheWindowFrees() {
+        var o = SignalingOutbox<Int>(limit: 3, window: .seconds(60))
+        for i in 0..<5 { o.enqueue(i) }
+        var sent: [Int] = []
+        var t = Instant.zero
+        for _ in 0..<3 {
+            if let r = o.next(now: t) { sent.append(r); o.completed(.inserted, now: t) }
+            t = t + .seconds(1)
+        }
+        #expect(sent == [0, 1, 2])
+        #expect(o.next(now: t) == nil)
+        #expect(o.nextDeadline() == Instant.zero + .seconds(60))
+        #expect(o.next(now: .zero + .seconds(60)) == 3)
+    }
+
+    @Test func rateLimitedRowIsRetriedFirstAfterAGrowingBackoff() {
+        var o = SignalingOutbox<String>(limit: 100, window: .seconds(60))
+        o.enqueue("a"); o.enqueue("b")
+        #expect(o.next(now: .zero) == "a")
+        o.completed(.rateLimited, now: .zero)
+        #expect(o.next(now: .zero + .seconds(1)) == nil)
+        #expect(o.nextDeadline() == .zero + .seconds(2))
+        #expect(o.next(now: .zero + .seconds(2)) == "a")
+        o.completed(.rateLimited, now: .zero + .seconds(2))
+        #expect(o.nextDeadline() == .zero + .seconds(6))
+        #expect(o.next(now: .zero + .seconds(6)) == "a")
+        o.completed(.inserted, now: .zero + .seconds(6))
+        #expect(o.next(now: .zero + .seconds(6)) == "b")
+        #expect(o.rateLimitedAnswers == 2)
+    }
+
+    @Test func tooLargeIsDroppedNotRetried() {
+        var o = SignalingOutbox<String>()
+        o.enqueue("huge"); o.enqueue("next")
+        _ = o.next(now: .zero)
+        o.completed(.tooLarge, now: .zero)
+        #expect(o.next(now: .zero) == "next")
+        #expect(o.droppedAsTooLarge == 1)
+    }
+
+    @Test func machineNeverExceedsItsRowBudgetUnderACandidateStorm() {
+        var config = SessionMachine.Configuration()
+        config.rowLimit = 10
+        var h = Harness(configuration: config)
+        _ = h.startApproved()
+        h.send(.offerReady(negotiationId: "nid-1", sdp: "O"))
+        h.send(.insertFinished(.inserted))     // the offer (t = 0)
+        h.send(.signal(.answer(sdp: "A", negotiationID: "nid-1")))
+        h.send(.peerState(negotiationId: "nid-1", .connected))
+        var first: [SessionMachine.Action] = []
+        for i in 0..<50 {
+            first += h.send(.localCandidate(IceCandidatePayload(negotiationID: "nid-1", candidate: "candidate:\(i)")))
+        }
+        var times: [Instant] = []
+        // Ack each insert at the moment it is asked for; advance 100 ms at a time for 3 minutes.
+        var a = first
+        for _ in 0..<1800 {
+            while let i = a.firstIndex(where: { if case .insert = $0 { return true }; return false }) {
+                times.append(h.now)
+                a.remove(at: i)
+                a += h.send(.insertFinished(.inserted))
+            }
+            a = h.advance(.milliseconds(100))
+        }
+        // Offer was sent at t=0 (in the log before the loop); count every 60 s window.
+        let all = [Instant.zero] + times
+        for t in all {
+            #expect(all.filter { $0 >= t && $0 - t < .seconds(60) }.count <= 10)
+        }
+        #expect(all.count == 30)   // 3 windows of 10
+    }
+}

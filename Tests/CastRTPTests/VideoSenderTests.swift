@@ -1,0 +1,183 @@
+import Testing
+import CastCore
+@testable import CastRTP
+
+@Suite struct VideoSenderTests {
+    static let sps: [UInt8] = [0x67, 0x42, 0xc0, 0x1f, 0xda]
+    static let pps: [UInt8] = [0x68, 0xce, 0x3c, 0x80]
+
+    func configuration(rtx: Bool = true) -> VideoSender.Configuration {
+        VideoSender.Configuration(payloadType: 102, rtxPayloadType: rtx ? 103 : nil, cname: "castd-test",
+                                  extensionIDs: .init(absSendTime: 2, transportCC: 3, playoutDelay: 4),
+                                  wallclockOffset: .seconds(1_700_000_000))
+    }
+
+    func sender(rtx: Bool = true) throws -> VideoSender {
+        var rng = SeededRandom(seed: 42)
+        return try VideoSender(configuration: configuration(rtx: rtx), random: &rng)
+    }
+
+    func keyframe(size: Int) -> [UInt8] {
+        [0, 0, 0, 1] + Self.sps + [0, 0, 0, 1] + Self.pps + [0, 0, 0, 1, 0x65] + Array(repeating: 0x5a, count: size - 1)
+    }
+
+    func rtp(_ datagrams: [VideoSender.Datagram]) throws -> [RTPPacket] {
+        try datagrams.compactMap { if case .rtp(let b) = $0 { return try RTPPacket.parse(b) } else { return nil } }
+    }
+
+    func rtcp(_ datagrams: [VideoSender.Datagram]) throws -> [[RTCPPacket]] {
+        try datagrams.compactMap { if case .rtcp(let b) = $0 { return try RTCPCompound.parse(b) } else { return nil } }
+    }
+
+    @Test func anAccessUnitLeavesAsStampedRTPFollowedByAnSR() throws {
+        var s = try sender()
+        try s.send(accessUnit: keyframe(size: 3000), captureTime: ms(0), now: ms(0))
+        let out = s.poll(now: ms(0))
+        let packets = try rtp(out)
+        // STAP-A(SPS, PPS) + 3 FU-As: budget 1200 − 12 − 16 (extensions) − 16 (SRTP) − 2 (RTX) = 1154.
+        #expect(packets.count == 4)
+        #expect(s.packetizer.configuration.payloadBudget == 1154)
+        #expect(packets.map(\.header.marker) == [false, false, false, true])
+        #expect(packets.allSatisfy { $0.header.ssrc == s.ssrc && $0.header.payloadType == 102 })
+        for b in out { if case .rtp(let bytes) = b { #expect(bytes.count <= 1200 - 16) } }
+        let twcc = try packets.map { try RTPExtensionValue.parseTransportSequence($0.header.extensions!.element(id: 3)!) }
+        #expect(twcc == [1, 2, 3, 4])
+        #expect(packets[0].header.extensions?.element(id: 2) == RTPExtensionValue.absSendTime(ms(0)))
+        #expect(packets[0].header.extensions?.element(id: 4) == [0, 0, 0])
+
+        let reports = try rtcp(out)
+        #expect(reports.count == 1)
+        guard case .senderReport(let sr) = reports[0][0], case .sourceDescription(let sdes) = reports[0][1] else {
+            Issue.record("expected SR + SDES"); return
+        }
+        #expect(sr.packetCount == 4)
+        #expect(sr.octetCount == UInt32(packets.reduce(0) { $0 + $1.payload.count }))
+        #expect(sr.rtpTimestamp == packets[0].header.timestamp)
+        #expect(sdes.cname(of: s.ssrc) == "castd-test")
+        #expect(s.nextDeadline == ms(1000))
+        #expect(s.statistics.framesSent == 1 && s.statistics.keyframesSent == 1 && s.statistics.packetsSent == 4)
+    }
+
+    @Test func aNACKedPacketIsResentOverRTXOncePerRTT() throws {
+        var s = try sender()
+        try s.send(accessUnit: keyframe(size: 3000), captureTime: ms(0), now: ms(0))
+        let sent = try rtp(s.poll(now: ms(0)))
+        let lost = sent[2]
+        let nack = try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 0x9999, mediaSSRC: s.ssrc,
+                                                                 lost: [lost.header.sequenceNumber]))])
+        #expect(s.handleRTCP(nack, now: ms(30)) == [.retransmit(sequenceNumber: lost.header.sequenceNumber)])
+        let resent = try rtp(s.poll(now: ms(30)))
+        #expect(resent.count == 1)
+        let r = resent[0]
+        #expect(r.header.ssrc == s.rtxSSRC && r.header.payloadType == 103 && r.header.timestamp == lost.header.timestamp)
+        #expect(Array(r.payload.prefix(2)) == [UInt8(lost.header.sequenceNumber >> 8), UInt8(lost.header.sequenceNumber & 0xff)])
+        #expect(Array(r.payload.dropFirst(2)) == lost.payload)
+        #expect(try RTPExtensionValue.parseTransportSequence(r.header.extensions!.element(id: 3)!) == 5)
+        // The same NACK again within the (initial, 100 ms) RTT is not served twice.
+        #expect(s.handleRTCP(nack, now: ms(60)).isEmpty)
+        // Nor is a NACK for a packet never sent.
+        let unknown = try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 0x9999, mediaSSRC: s.ssrc,
+                                                                    lost: [lost.header.sequenceNumber &+ 500]))])
+        #expect(s.handleRTCP(unknown, now: ms(60)).isEmpty)
+        #expect(s.statistics.nacksReceived == 3 && s.statistics.nacksIgnored == 2 && s.statistics.retransmissionsSent == 1)
+        #expect(s.handleRTCP(nack, now: ms(131)) == [.retransmit(sequenceNumber: lost.header.sequenceNumber)])
+    }
+
+    @Test func withoutRTXTheSamePacketIsResentAsIs() throws {
+        var s = try sender(rtx: false)
+        #expect(s.packetizer.configuration.payloadBudget == 1156)
+        try s.send(accessUnit: keyframe(size: 3000), captureTime: ms(0), now: ms(0))
+        let sent = try rtp(s.poll(now: ms(0)))
+        let nack = try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 1, mediaSSRC: s.ssrc,
+                                                                 lost: [sent[1].header.sequenceNumber]))])
+        _ = s.handleRTCP(nack, now: ms(20))
+        let resent = try rtp(s.poll(now: ms(20)))
+        #expect(resent.count == 1)
+        #expect(resent[0].header.ssrc == s.ssrc && resent[0].header.sequenceNumber == sent[1].header.sequenceNumber)
+        #expect(resent[0].payload == sent[1].payload)
+    }
+
+    @Test func pliBecomesAKeyframeRequestAtMostEvery500ms() throws {
+        var s = try sender()
+        let pli = try RTCPCompound.serialize([.pictureLoss(PictureLossIndication(senderSSRC: 1, mediaSSRC: s.ssrc))])
+        #expect(s.handleRTCP(pli, now: ms(0)) == [.keyframeRequested(.pictureLoss)])
+        #expect(s.handleRTCP(pli, now: ms(100)).isEmpty)
+        #expect(s.handleRTCP(pli, now: ms(600)) == [.keyframeRequested(.pictureLoss)])
+        // The IDR the encoder sends answers any request for the next 500 ms.
+        try s.send(accessUnit: keyframe(size: 100), captureTime: ms(1200), now: ms(1200))
+        #expect(s.handleRTCP(pli, now: ms(1300)).isEmpty)
+        // A PLI about another stream is not ours.
+        let other = try RTCPCompound.serialize([.pictureLoss(PictureLossIndication(senderSSRC: 1, mediaSSRC: s.ssrc &+ 1))])
+        #expect(s.handleRTCP(other, now: ms(5000)).isEmpty)
+        #expect(s.statistics.pictureLossReceived == 4 && s.statistics.keyframesRequested == 2)
+    }
+
+    @Test func firIsDeduplicatedBySequenceNumber() throws {
+        var s = try sender()
+        func fir(_ n: UInt8) throws -> [UInt8] {
+            try RTCPCompound.serialize([.fullIntraRequest(FullIntraRequest(senderSSRC: 1, entries: [.init(ssrc: s.ssrc, sequenceNumber: n)]))])
+        }
+        #expect(s.handleRTCP(try fir(1), now: ms(0)) == [.keyframeRequested(.fullIntraRequest)])
+        #expect(s.handleRTCP(try fir(1), now: ms(800)).isEmpty)
+        #expect(s.handleRTCP(try fir(2), now: ms(800)) == [.keyframeRequested(.fullIntraRequest)])
+    }
+
+    @Test func receiverReportsGiveLossJitterAndRTT() throws {
+        var s = try sender()
+        try s.send(accessUnit: keyframe(size: 100), captureTime: ms(0), now: ms(0))
+        let srs = try rtcp(s.poll(now: ms(0)))
+        guard case .senderReport(let sr) = srs[0][0] else { Issue.record("no SR"); return }
+        let block = ReportBlock(ssrc: s.ssrc, fractionLost: 128, cumulativeLost: 3, extendedHighestSequence: 1,
+                                jitter: 90, lastSenderReport: sr.ntpTime.compact, delaySinceLastSenderReport: 0x0800)
+        let rr = try RTCPCompound.serialize([.receiverReport(ReceiverReport(ssrc: 0x9999, reports: [block]))])
+        let events = s.handleRTCP(rr, now: ms(250))   // 250 ms after the SR
+        let expected = ReceiverStatistics(fractionLost: 0.5, cumulativeLost: 3, extendedHighestSequence: 1,
+                                          jitter: .milliseconds(1), roundTripTime: .milliseconds(218) + .microseconds(750))
+        #expect(events == [.receiverReport(expected)])   // 250 ms − 31.25 ms (DLSR 0x800)
+        #expect(s.statistics.roundTripTime == .microseconds(218_750))
+    }
+
+    @Test func rembAndTransportCCSurfaceAsBandwidthEstimates() throws {
+        var s = try sender()
+        let remb = try RTCPCompound.serialize([.remb(ReceiverEstimatedMaxBitrate(senderSSRC: 1, bitrate: 6_000_000, ssrcs: [s.ssrc]))])
+        #expect(s.handleRTCP(remb, now: ms(0)) == [.bandwidthEstimate(BandwidthEstimate(source: .remb, bitsPerSecond: 6_000_000))])
+        try s.send(accessUnit: keyframe(size: 3000), captureTime: ms(0), now: ms(0))
+        _ = s.poll(now: ms(0))
+        let fb = try RTCPCompound.serialize([.transportCC(TransportCCFeedback(
+            senderSSRC: 1, mediaSSRC: s.ssrc, baseSequenceNumber: 1, referenceTime: 0, feedbackPacketCount: 0,
+            receiveDeltas: [0, 4, nil, 4]))])
+        guard case .bandwidthEstimate(let e)? = s.handleRTCP(fb, now: ms(50)).first else { Issue.record("no estimate"); return }
+        #expect(e.source == .transportCC)
+        #expect(e.lossFraction == 0.25)
+        #expect(e.bitsPerSecond > 0)
+        #expect(s.statistics.bandwidth == e)
+    }
+
+    @Test func malformedRTCPIsCountedAndDropped() throws {
+        var s = try sender()
+        #expect(s.handleRTCP([0x80, 0xc9, 0x00], now: ms(0)).isEmpty)
+        #expect(s.handleRTCP([], now: ms(0)).isEmpty)
+        #expect(s.statistics.malformedRTCP == 2)
+    }
+
+    @Test func aLargeKeyframeIsPacedNotBurst() throws {
+        var s = try sender()
+        try s.send(accessUnit: keyframe(size: 150_000), captureTime: ms(0), now: ms(0))
+        var sent = try rtp(s.poll(now: ms(0))).count
+        #expect(sent < 20)
+        var now = ms(0)
+        while let d = s.nextDeadline, d < ms(1000) {
+            now = d
+            sent += try rtp(s.poll(now: now)).count
+        }
+        #expect(sent == 132)   // 1 STAP-A + ceil(149 999 / 1152) FU-As
+        #expect(now > ms(10) && now < ms(20))
+    }
+
+    @Test func goodbyeNamesBothStreams() throws {
+        let s = try sender()
+        guard case .rtcp(let bytes)? = s.goodbye(reason: "done") else { Issue.record("no BYE"); return }
+        let packets = try RTCPCompound.parse(bytes)
+        #expect(packets.last == .goodbye(Goodbye(sources: [s.ssrc, s.rtxSSRC!], reason: "done")))
+    }
+}

@@ -1,0 +1,45 @@
+import CastCore
+import Foundation
+import Synchronization
+@testable import CastSignaling
+
+/// An HTTPTransport that answers from a handler and records every request.
+final class FakeTransport: HTTPTransport, Sendable {
+    struct Request: Sendable {
+        var method: String
+        var url: URL
+        var headers: [String: String]
+        var body: [UInt8]?
+        var bodyText: String { String(decoding: body ?? [], as: UTF8.self) }
+    }
+
+    let handler: @Sendable (Request) throws -> HTTPResponse
+    let log = Mutex<[Request]>([])
+
+    init(_ handler: @escaping @Sendable (Request) throws -> HTTPResponse) { self.handler = handler }
+
+    var requests: [Request] { log.withLock { $0 } }
+
+    func send(method: String, url: URL, headers: [String: String], body: [UInt8]?, timeout: Duration) async throws -> HTTPResponse {
+        let r = Request(method: method, url: url, headers: headers, body: body)
+        log.withLock { $0.append(r) }
+        return try handler(r)
+    }
+
+    static func json(_ status: Int, _ text: String, headers: [String: String] = [:]) -> HTTPResponse {
+        HTTPResponse(status: status, headers: headers, body: Array(text.utf8))
+    }
+}
+
+let testConfig = SignalingConfig(apiURL: "http://127.0.0.1:9/", supabaseURL: "http://127.0.0.1:9", supabaseKey: "pk-test")
+
+/// A JWT with the given claims (signature not checked by castd).
+func makeJWT(exp: Int64, sub: String = "u-1", extra: String = "") -> String {
+    let header = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
+    let claims = Base64URL.encode(Array(#"{"sub":"\#(sub)","exp":\#(exp),"role":"authenticated"\#(extra)}"#.utf8))
+    return "\(header).\(claims).c2lnbmF0dXJl"
+}
+
+func sessionBody(access: String, refresh: String, expiresAt: Int64 = 0) -> String {
+    #"{"access_token":"\#(access)","token_type":"bearer","expires_in":3600,"expires_at":\#(expiresAt),"refresh_token":"\#(refresh)","user":{"id":"u-1","is_anonymous":true}}"#
+}

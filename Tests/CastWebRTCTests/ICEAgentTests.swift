@@ -1,0 +1,444 @@
+import CastCore
+import Testing
+@testable import CastWebRTC
+
+/// A small controlled ICE agent (the receiver's role) for tests: it answers checks,
+/// records nominations, and can send its own checks.
+struct ControlledPeer {
+    var ufrag = "peer"
+    var pwd = "peerPasswordIsLongEnough22"
+    var remoteUfrag = "castd"
+    var remotePwd = "castdPasswordIsLongEnough"
+    var addresses: [SocketAddress]
+    var tieBreaker: UInt64 = 1
+    var answering = true
+    var nominated: (local: SocketAddress, remote: SocketAddress)?
+    var requests: [(msg: StunMessage, from: SocketAddress, to: SocketAddress)] = []
+    var responses: [StunMessage] = []
+    var outbox: [ICETransmit] = []
+
+    mutating func handle(_ t: ICETransmit) {
+        guard let m = try? StunMessage(decoding: t.datagram) else { return }
+        switch m.messageClass {
+        case .request:
+            requests.append((m, t.from, t.to))
+            guard answering, m.username == "\(ufrag):\(remoteUfrag)", m.verifyIntegrity(key: Array(pwd.utf8)) else { return }
+            if m.useCandidate { nominated = (t.to, t.from) }
+            let r = StunMessage(class: .successResponse, transactionID: m.transactionID,
+                                attributes: [.xorMappedAddress(t.from)])
+                .encode(integrityKey: Array(pwd.utf8), fingerprint: true)
+            outbox.append(ICETransmit(from: t.to, to: t.from, datagram: r))
+        default:
+            responses.append(m)
+        }
+    }
+
+    mutating func sendCheck(from: SocketAddress, to: SocketAddress, priority: UInt32 = 1_862_270_975,
+                            controlling: UInt64? = nil, tid: StunTransactionID = .random(),
+                            key: [UInt8]? = nil) {
+        var attrs: [StunAttribute] = [.username("\(remoteUfrag):\(ufrag)"), .priority(priority)]
+        attrs.append(controlling.map { .iceControlling(tieBreaker: $0) } ?? .iceControlled(tieBreaker: tieBreaker))
+        let b = StunMessage(class: .request, transactionID: tid, attributes: attrs)
+            .encode(integrityKey: key ?? Array(remotePwd.utf8), fingerprint: true)
+        outbox.append(ICETransmit(from: from, to: to, datagram: b))
+    }
+}
+
+/// Drives an agent and a peer over an in-memory link on a fake clock.
+struct Link {
+    var agent: ICEAgent
+    var peer: ControlledPeer
+    var clock = ManualClock()
+    var sent: [(at: Instant, t: ICETransmit)] = []
+    var events: [(at: Instant, e: ICEEvent)] = []
+    /// Return true to drop a datagram from the agent.
+    var drop: (Int, ICETransmit) -> Bool = { _, _ in false }
+    var stunServer: ((ICETransmit) -> ICETransmit?)?
+
+    init(agent: ICEAgent, peer: ControlledPeer) {
+        self.agent = agent
+        self.peer = peer
+    }
+
+    var now: Instant { clock.now() }
+
+    mutating func flush() {
+        var progress = true
+        while progress {
+            progress = false
+            while let e = agent.pollEvent() { events.append((now, e)) }
+            while let t = agent.pollTransmit() {
+                progress = true
+                sent.append((now, t))
+                if drop(sent.count - 1, t) { continue }
+                if let server = stunServer, let r = server(t) {
+                    agent.handle(datagram: r.datagram, from: r.from, to: r.to, now: now)
+                } else if peer.addresses.contains(t.to) {
+                    peer.handle(t)
+                }
+            }
+            while !peer.outbox.isEmpty {
+                progress = true
+                let t = peer.outbox.removeFirst()
+                agent.handle(datagram: t.datagram, from: t.from, to: t.to, now: now)
+            }
+            while let e = agent.pollEvent() { events.append((now, e)) }
+            // Like the real owner: a deadline that is already due is served at once.
+            if let d = agent.nextDeadline(), d <= now {
+                agent.handleTimeout(now: now)
+                progress = true
+            }
+        }
+    }
+
+    /// Runs timers until `until` (inclusive) or `stop` holds.
+    mutating func run(until: Instant, stop: (Link) -> Bool = { _ in false }) {
+        flush()
+        while !stop(self), let d = agent.nextDeadline(), d <= until {
+            if d > now { clock.set(d) }
+            agent.handleTimeout(now: now)
+            flush()
+        }
+        if !stop(self), now < until { clock.set(until) }
+    }
+
+    var states: [ICEConnectionState] {
+        events.compactMap { if case .stateChanged(let s) = $0.e { return s } else { return nil } }
+    }
+}
+
+@Suite struct ICEAgentTests {
+    static let v4 = SocketAddress("192.0.2.10:5000")!
+    static let v6 = SocketAddress("[fd00::10]:5002")!
+    static let peer4 = SocketAddress("192.0.2.2:53694")!
+    static let peer6 = SocketAddress("[fd00::2]:49497")!
+    static let peerCands = [
+        try! ICECandidate(parsing: "candidate:1945708452 1 udp 2113937151 192.0.2.2 53694 typ host generation 0 ufrag peer network-cost 999"),
+        try! ICECandidate(parsing: "candidate:1955285780 1 udp 2113942271 fd00::2 49497 typ host generation 0 ufrag peer network-cost 999"),
+    ]
+
+    static func config() -> ICEConfig {
+        ICEConfig(localUfrag: "castd", localPwd: "castdPasswordIsLongEnough", tieBreaker: 0x1234_5678_9abc_def0)
+    }
+
+    static func link(hosts: [SocketAddress] = [v4, v6], remote: [ICECandidate] = peerCands,
+                     config: ICEConfig = config()) -> Link {
+        var a = ICEAgent(config: config)
+        for h in hosts { a.addHostCandidate(h, now: .zero) }
+        a.endOfLocalCandidates(now: .zero)
+        a.setRemoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22", now: .zero)
+        for c in remote { a.addRemoteCandidate(c, now: .zero) }
+        return Link(agent: a, peer: ControlledPeer(addresses: [peer4, peer6]))
+    }
+
+    @Test func hostCandidatesArePrioritizedIPv6First() {
+        var a = ICEAgent(config: Self.config())
+        a.addHostCandidate(Self.v4, now: .zero)
+        a.addHostCandidate(Self.v6, now: .zero)
+        a.addHostCandidate(SocketAddress("198.51.100.3:5004")!, now: .zero)
+        #expect(a.localCandidates.map(\.candidate.priority) == [2_122_317_823, 2_130_706_431, 2_122_317_567])
+        var cands: [ICECandidate] = []
+        while let e = a.pollEvent() { if case .localCandidate(let c) = e { cands.append(c) } }
+        #expect(cands.count == 3)
+        #expect(cands[1].attributeValue.hasSuffix(" 2130706431 fd00::10 5002 typ host generation 0 ufrag castd"))
+        // Same type and base ⇒ same foundation; different base ⇒ different.
+        #expect(cands[0].foundation != cands[2].foundation)
+        #expect(ICEAgent.foundation(.host, Self.v4.ip, server: nil) == cands[0].foundation)
+    }
+
+    @Test func checklistIsOrderedByRFC8445PairPriority() {
+        let l = Self.link()
+        #expect(l.agent.pairs.count == 2)   // v4×v4 and v6×v6 only
+        #expect(l.agent.pairs[0].local == Self.v6 && l.agent.pairs[0].remote == Self.peer6)
+        #expect(l.agent.pairs[0].priority(weAreControlling: true) == 9_079_312_923_838_382_079)
+        #expect(l.agent.pairs[1].priority(weAreControlling: true) == 9_079_290_933_589_049_343)
+        #expect(CandidatePair.priority(controlling: 10, controlled: 20) == (10 << 32) + 40)
+        #expect(CandidatePair.priority(controlling: 20, controlled: 10) == (10 << 32) + 41)
+        #expect(l.agent.state == .checking)
+    }
+
+    @Test func firstCheckCarriesCredentialsAndIsPacedByTa() throws {
+        var l = Self.link()
+        l.peer.answering = false
+        l.flush()
+        #expect(l.sent.count == 1)
+        let t = l.sent[0].t
+        #expect(t.from == Self.v6 && t.to == Self.peer6)
+        let m = try StunMessage(decoding: t.datagram)
+        #expect(m.messageClass == .request)
+        #expect(m.username == "peer:castd")
+        #expect(m.priority == 1_862_270_975)   // prflx type preference, same local preference (§7.1.1)
+        #expect(m.iceControlling == 0x1234_5678_9abc_def0)
+        #expect(!m.useCandidate)
+        #expect(m.hasValidFingerprint)
+        #expect(m.verifyIntegrity(key: Array("peerPasswordIsLongEnough22".utf8)))
+        #expect(l.agent.nextDeadline() == Instant(nanoseconds: 50_000_000))
+        l.run(until: Instant(nanoseconds: 50_000_000))
+        #expect(l.sent.count == 2)
+        #expect(l.sent[1].t.to == Self.peer4)
+        #expect(l.sent[1].at == Instant(nanoseconds: 50_000_000))
+    }
+
+    @Test func twoAgentsConnectAndTheBestPairIsNominated() throws {
+        var l = Self.link()
+        l.run(until: .zero + .seconds(2), stop: { $0.agent.state == .connected })
+        #expect(l.agent.state == .connected)
+        #expect(l.states == [.checking, .connected])
+        let sel = try #require(l.agent.selectedPair)
+        #expect(sel.local == Self.v6 && sel.remote == Self.peer6)
+        #expect(l.peer.nominated?.local == Self.peer6)
+        #expect(l.peer.nominated?.remote == Self.v6)
+        #expect(l.events.contains { $0.e == .selectedPair(local: Self.v6, remote: Self.peer6) })
+        // Exactly one request carried USE-CANDIDATE, and only after that pair had succeeded.
+        let nominations = l.peer.requests.filter { $0.msg.useCandidate }
+        #expect(nominations.count == 1)
+        // The best pair succeeded first, so it is nominated on the next Ta tick without
+        // waiting for nominationDelay, and the lower pair is never checked (§8.1.2).
+        #expect(l.now == .zero + .milliseconds(50))
+        #expect(l.agent.pairs.map(\.state) == [.succeeded, .waiting])
+    }
+
+    @Test func lostChecksAreRetransmittedWithDoublingRTO() throws {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.drop = { i, _ in i < 3 }   // the first three transmissions are lost
+        l.run(until: .zero + .seconds(5), stop: { $0.agent.state == .connected })
+        #expect(l.agent.state == .connected)
+        let times = l.sent.prefix(4).map { $0.at.nanoseconds / 1_000_000 }
+        #expect(times == [0, 250, 750, 1750])   // RTO 250 ms, doubled (RFC 8489 §6.2.1)
+        // The retransmissions are byte-identical (same transaction).
+        #expect(l.sent[1].t.datagram == l.sent[0].t.datagram)
+        #expect(l.sent[3].t.datagram == l.sent[0].t.datagram)
+    }
+
+    @Test func checkingFailsAfterEveryTransmissionTimesOut() {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.peer.answering = false
+        l.agent.endOfRemoteCandidates(now: .zero)
+        l.run(until: .zero + .milliseconds(12_749))
+        #expect(l.agent.state == .checking)
+        #expect(l.sent.count == 7)   // Rc = 7
+        l.run(until: .zero + .seconds(20))
+        #expect(l.agent.state == .failed)
+        #expect(l.states == [.checking, .failed])
+        #expect(l.events.last?.at == .zero + .milliseconds(12_750))
+        #expect(l.agent.nextDeadline() == nil)
+    }
+
+    @Test func withoutEndOfCandidatesFailureWaitsForTheCheckingTimeout() {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.peer.answering = false
+        l.run(until: .zero + .seconds(29))
+        #expect(l.agent.state == .checking)
+        l.run(until: .zero + .seconds(31))
+        #expect(l.agent.state == .failed)
+    }
+
+    @Test func incomingCheckFromAnUnknownAddressTriggersACheckToIt() throws {
+        // No remote candidates signalled yet: Chrome's check arrives first (mDNS-hidden host).
+        var l = Self.link(hosts: [Self.v4], remote: [])
+        #expect(l.agent.state == .new)
+        let prflx = SocketAddress("192.0.2.2:40000")!
+        l.peer.addresses.append(prflx)
+        l.peer.sendCheck(from: prflx, to: Self.v4, priority: 1_853_824_767)
+        l.run(until: .zero)
+        // 1. the success response, with the source as XOR-MAPPED-ADDRESS
+        let resp = try StunMessage(decoding: l.sent[0].t.datagram)
+        #expect(resp.messageClass == .successResponse)
+        #expect(resp.xorMappedAddress == prflx)
+        #expect(resp.verifyIntegrity(key: Array("castdPasswordIsLongEnough".utf8)))
+        #expect(l.sent[0].t.to == prflx && l.sent[0].t.from == Self.v4)
+        // 2. a peer-reflexive remote candidate with the request's PRIORITY
+        #expect(l.agent.remoteCandidates.count == 1)
+        #expect(l.agent.remoteCandidates[0].type == .prflx)
+        #expect(l.agent.remoteCandidates[0].priority == 1_853_824_767)
+        // 3. the triggered check to it, right away
+        #expect(l.sent.count == 2)
+        #expect(l.sent[1].t.to == prflx)
+        #expect(try StunMessage(decoding: l.sent[1].t.datagram).messageClass == .request)
+        l.run(until: .zero + .seconds(2), stop: { $0.agent.state == .connected })
+        #expect(l.agent.selectedPair?.remote == prflx)
+        // When the same address is signalled later, it replaces the prflx candidate.
+        l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:9 1 udp 2113937151 192.0.2.2 40000 typ host ufrag peer"), now: l.now)
+        #expect(l.agent.remoteCandidates.map(\.type) == [.host])
+    }
+
+    @Test func consentIsRefreshedAndLostAfterThirtySeconds() throws {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.run(until: .zero + .seconds(1), stop: { $0.agent.state == .connected })
+        let connectedAt = l.now
+        #expect(l.agent.state == .connected)
+        let before = l.sent.count
+        l.run(until: connectedAt + .seconds(60), stop: { $0.now >= connectedAt + .seconds(20) })
+        // Consent checks every 4–6 s (RFC 7675 §5.1), answered: still connected.
+        let consents = l.sent[before...].map(\.at)
+        #expect(consents.count >= 3 && consents.count <= 5)
+        for (a, b) in zip(consents, consents.dropFirst()) {
+            #expect(b - a >= .seconds(4) && b - a <= .seconds(6))
+        }
+        #expect(l.agent.state == .connected)
+        // The receiver vanishes.
+        l.peer.answering = false
+        // Consent was last granted by the answer to the last check sent before it vanished.
+        let lastAnswered = l.sent.last!.at
+        l.run(until: lastAnswered + .seconds(40))
+        #expect(l.states == [.checking, .connected, .disconnected, .failed])
+        let disc = try #require(l.events.first { $0.e == .stateChanged(.disconnected) }?.at)
+        let fail = try #require(l.events.first { $0.e == .stateChanged(.failed) }?.at)
+        #expect(disc - lastAnswered == .seconds(7))
+        #expect(fail - lastAnswered == .seconds(30))
+        #expect(l.agent.nextDeadline() == nil)
+    }
+
+    @Test func disconnectedRecoversWhenConsentReturns() {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.run(until: .zero + .seconds(1), stop: { $0.agent.state == .connected })
+        l.peer.answering = false
+        l.run(until: .zero + .seconds(60), stop: { $0.agent.state == .disconnected })
+        #expect(l.agent.state == .disconnected)
+        l.peer.answering = true
+        l.run(until: l.now + .seconds(10), stop: { $0.agent.state == .connected })
+        #expect(l.states == [.checking, .connected, .disconnected, .connected])
+    }
+
+    @Test func roleConflictWithALowerTieBreakerGets487() throws {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.peer.answering = false
+        l.flush()
+        l.sent.removeAll()
+        l.peer.sendCheck(from: Self.peer4, to: Self.v4, controlling: 1)
+        l.flush()
+        let r = try StunMessage(decoding: l.sent[0].t.datagram)
+        #expect(r.messageClass == .errorResponse)
+        #expect(r.errorCode?.code == 487)
+        #expect(r.verifyIntegrity(key: Array("castdPasswordIsLongEnough".utf8)))
+        #expect(l.agent.controlling)
+    }
+
+    @Test func roleConflictWithAHigherTieBreakerMakesUsControlled() throws {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.peer.answering = false
+        l.flush()
+        l.sent.removeAll()
+        l.peer.sendCheck(from: Self.peer4, to: Self.v4, controlling: .max)
+        l.flush()
+        #expect(!l.agent.controlling)
+        #expect(l.events.contains { $0.e == .roleChanged(controlling: false) })
+        #expect(try StunMessage(decoding: l.sent[0].t.datagram).messageClass == .successResponse)
+    }
+
+    @Test func errorResponse487SwitchesRoleAndRetries() throws {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.peer.answering = false
+        l.flush()
+        let req = try StunMessage(decoding: l.sent[0].t.datagram)
+        let err = StunMessage(class: .errorResponse, transactionID: req.transactionID,
+                              attributes: [.errorCode(code: 487, reason: "Role Conflict")])
+            .encode(integrityKey: Array("peerPasswordIsLongEnough22".utf8), fingerprint: true)
+        l.agent.handle(datagram: err, from: Self.peer4, to: Self.v4, now: l.now)
+        #expect(!l.agent.controlling)
+        l.run(until: l.now + .milliseconds(50))
+        let retry = try StunMessage(decoding: try #require(l.sent.last).t.datagram)
+        #expect(retry.iceControlled == 0x1234_5678_9abc_def0)
+        #expect(retry.iceControlling == nil)
+    }
+
+    @Test func badCredentialsAreRejectedAndJunkIsCounted() throws {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.peer.answering = false
+        l.flush()
+        l.sent.removeAll()
+        l.peer.sendCheck(from: Self.peer4, to: Self.v4, key: Array("wrong".utf8))
+        l.flush()
+        let r = try StunMessage(decoding: l.sent[0].t.datagram)
+        #expect(r.errorCode?.code == 401)
+        let dropped = l.agent.droppedDatagrams
+        l.agent.handle(datagram: [0, 1, 2], from: Self.peer4, to: Self.v4, now: l.now)
+        // A response to a transaction we never started.
+        let stray = StunMessage(class: .successResponse, transactionID: .random()).encode(fingerprint: true)
+        l.agent.handle(datagram: stray, from: Self.peer4, to: Self.v4, now: l.now)
+        #expect(l.agent.droppedDatagrams == dropped + 2)
+    }
+
+    @Test func asymmetricResponseFailsThePair() throws {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.peer.answering = false
+        l.flush()
+        let req = try StunMessage(decoding: l.sent[0].t.datagram)
+        let ok = StunMessage(class: .successResponse, transactionID: req.transactionID,
+                             attributes: [.xorMappedAddress(Self.v4)])
+            .encode(integrityKey: Array("peerPasswordIsLongEnough22".utf8), fingerprint: true)
+        l.agent.handle(datagram: ok, from: SocketAddress("192.0.2.99:1")!, to: Self.v4, now: l.now)
+        #expect(l.agent.pairs[0].state == .failed)
+        #expect(!l.agent.pairs[0].valid)
+    }
+
+    @Test func serverReflexiveCandidateIsGatheredFromTheStunServer() throws {
+        var cfg = Self.config()
+        let server = SocketAddress("198.51.100.1:3478")!
+        let mapped = SocketAddress("203.0.113.7:61234")!
+        cfg.stunServers = [server, SocketAddress("[2001:db8::3478]:3478")!]
+        var a = ICEAgent(config: cfg)
+        a.addHostCandidate(Self.v4, now: .zero)
+        a.endOfLocalCandidates(now: .zero)
+        var l = Link(agent: a, peer: ControlledPeer(addresses: []))
+        l.stunServer = { t in
+            guard t.to == server, let m = try? StunMessage(decoding: t.datagram) else { return nil }
+            #expect(m.attributes.count == 1)   // FINGERPRINT only: no credentials for public STUN
+            let r = StunMessage(class: .successResponse, transactionID: m.transactionID,
+                                attributes: [.xorMappedAddress(mapped)]).encode()
+            return ICETransmit(from: server, to: t.from, datagram: r)
+        }
+        l.flush()
+        #expect(l.sent.count == 1)   // the IPv6 server is not asked from an IPv4 base
+        let cands = l.events.compactMap { if case .localCandidate(let c) = $0.e { return c } else { return nil } }
+        #expect(cands.count == 2)
+        #expect(cands[1].type == .srflx)
+        #expect(cands[1].socketAddress == mapped)
+        #expect(cands[1].relatedAddress == "192.0.2.10" && cands[1].relatedPort == 5000)
+        #expect(cands[1].priority == ICECandidate.priority(type: .srflx, localPreference: 0x7FFF))
+        #expect(l.events.last?.e == .gatheringComplete)
+    }
+
+    @Test func gatheringCompletesWhenTheStunServerNeverAnswers() {
+        var cfg = Self.config()
+        cfg.stunServers = [SocketAddress("198.51.100.1:3478")!]
+        var a = ICEAgent(config: cfg)
+        a.addHostCandidate(Self.v4, now: .zero)
+        a.endOfLocalCandidates(now: .zero)
+        var l = Link(agent: a, peer: ControlledPeer(addresses: []))
+        l.run(until: .zero + .seconds(12))
+        #expect(!l.events.contains { $0.e == .gatheringComplete })
+        l.run(until: .zero + .seconds(13))
+        #expect(l.events.contains { $0.e == .gatheringComplete })
+    }
+
+    @Test func mdnsCandidatesWaitForResolution() throws {
+        var l = Self.link(hosts: [Self.v4], remote: [])
+        let hidden = try ICECandidate(parsing: "candidate:1411999973 1 udp 2113937151 87c85f0a-3708-455f-894d-a0a402bf58a9.local 53694 typ host generation 0 ufrag peer network-cost 999")
+        l.agent.addRemoteCandidate(hidden, now: .zero)
+        l.flush()
+        #expect(l.events.contains { $0.e == .needsResolution(hostname: "87c85f0a-3708-455f-894d-a0a402bf58a9.local") })
+        #expect(l.agent.pairs.isEmpty)
+        l.agent.resolved(hostname: "87c85f0a-3708-455f-894d-a0a402bf58a9.local", to: [IPAddress("192.0.2.2")!], now: .zero)
+        #expect(l.agent.pairs.count == 1)
+        l.run(until: .zero + .seconds(1), stop: { $0.agent.state == .connected })
+        #expect(l.agent.selectedPair?.remote == Self.peer4)
+    }
+
+    @Test func candidatesOfAnotherGenerationAreIgnored() throws {
+        var l = Self.link(hosts: [Self.v4], remote: [])
+        l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 udp 2113937151 192.0.2.2 53694 typ host ufrag old1"), now: .zero)
+        #expect(l.agent.remoteCandidates.isEmpty)
+        l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 tcp 2113937151 192.0.2.2 9 typ host tcptype active"), now: .zero)
+        #expect(l.agent.remoteCandidates.isEmpty)
+    }
+
+    @Test func closeStopsEverything() {
+        var l = Self.link()
+        l.flush()
+        l.agent.close()
+        #expect(l.agent.state == .closed)
+        #expect(l.agent.nextDeadline() == nil)
+        #expect(l.agent.pollEvent() == .stateChanged(.closed))
+    }
+}

@@ -1,0 +1,120 @@
+import CastCore
+import Foundation
+import Testing
+@testable import CastWebRTC
+
+/// Answers produced by Debian's Chromium 156 (headless) to castd's offers; see
+/// Fixtures/castd-offer-*.sdp for the offers they answer.
+enum ChromeFixture {
+    static func text(_ name: String) throws -> String {
+        let dir = try #require(Bundle.module.url(forResource: "Fixtures", withExtension: nil))
+        return try String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8)
+    }
+}
+
+@Suite struct SDPAnswerTests {
+    static let baseline = OfferBuilder.build(SDPFixtures.options())
+
+    @Test func offerFixturesAreWhatTheBuilderProduces() throws {
+        #expect(try ChromeFixture.text("castd-offer-baseline.sdp") == Self.baseline.sdp)
+        #expect(try ChromeFixture.text("castd-offer-main-audio.sdp")
+                == OfferBuilder.build(SDPFixtures.options(main: true, audio: true)).sdp)
+    }
+
+    @Test(arguments: ["chrome-answer-mdns.sdp", "chrome-answer-no-mdns.sdp",
+                      "chrome-answer-main-audio.sdp", "chrome-answer-rejected-high.sdp"])
+    func chromeAnswersRoundTripExactly(name: String) throws {
+        let text = try ChromeFixture.text(name)
+        #expect(try SessionDescription(parsing: text).serialize() == text)
+    }
+
+    @Test func chromeAnswerWithMDNSNegotiatesH264Baseline() throws {
+        let a = try AnswerParser.parse(try ChromeFixture.text("chrome-answer-mdns.sdp"), offer: Self.baseline)
+        #expect(a.video.payloadType == 102)
+        #expect(a.video.rtxPayloadType == 103)
+        #expect(a.video.profileLevelID == "42e01f")
+        #expect(a.video.mid == "0")
+        #expect(a.video.feedback == ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"])
+        #expect(a.video.headerExtensions == [HeaderExtensionURI.absSendTime: 2,
+                                             HeaderExtensionURI.transportWideCC: 3,
+                                             HeaderExtensionURI.playoutDelay: 4])
+        #expect(a.audio == nil)
+        #expect(a.dtlsRole == .server)
+        #expect(a.remoteFingerprint.algorithm == "sha-256")
+        #expect(Hex.encode(a.remoteFingerprint.bytes)
+                == "f4da467b4ec77cec1c7ae9d586503f9c0394a0992b5b831cdf8d59875c3d3e86")
+        #expect(a.iceUfrag == "tXbK")
+        #expect(a.icePwd == "nlMQWlQj1QPckRNe8FsavCnH")
+        #expect(!a.iceLite)
+        #expect(a.mids == ["0"])
+        #expect(a.droppedCandidateLines == 0)
+        #expect(a.candidates.count == 2)
+        let c = a.candidates[0]
+        #expect(c.address == .hostname("87c85f0a-3708-455f-894d-a0a402bf58a9.local"))
+        #expect(c.address.isMDNS)
+        #expect(c.port == 52120)
+        #expect(c.priority == 2_113_937_151)
+        #expect(c.type == .host)
+        #expect(c.generation == 0)
+        #expect(c.ext("network-cost") == "999")
+        #expect(c.socketAddress == nil)
+    }
+
+    @Test func chromeAnswerWithoutMDNSHasIPCandidates() throws {
+        let a = try AnswerParser.parse(try ChromeFixture.text("chrome-answer-no-mdns.sdp"), offer: Self.baseline)
+        #expect(a.candidates.map { $0.socketAddress?.unredactedText } == ["192.0.2.2:53694", "[fd00::2]:49497"])
+        #expect(a.candidates.map(\.foundation) == ["1945708452", "1955285780"])
+        #expect(a.dtlsRole == .server)
+    }
+
+    @Test func chromeAnswerToMainAndAudioKeepsBaselineFirstAndAcceptsAudio() throws {
+        let offer = OfferBuilder.build(SDPFixtures.options(main: true, audio: true))
+        let a = try AnswerParser.parse(try ChromeFixture.text("chrome-answer-main-audio.sdp"), offer: offer)
+        #expect(a.video.payloadType == 102)
+        #expect(a.video.rtxPayloadType == 103)
+        #expect(a.audio == .init(mid: "1", payloadType: 111))
+        #expect(a.mids == ["0", "1"])
+        #expect(a.video.headerExtensions.count == 3)
+    }
+
+    @Test func chromeRejectingHighProfileIsAClearError() throws {
+        let offer = OfferBuilder.build(SDPFixtures.options())
+        let text = try ChromeFixture.text("chrome-answer-rejected-high.sdp")
+        let e = try #require(throws: CastError.self) { try AnswerParser.parse(text, offer: offer) }
+        #expect(e.code == .negotiationFailed)
+        #expect(e.message.contains("the receiver cannot decode H.264"))
+    }
+
+    @Test func passiveAnswerMakesCastdTheDTLSClient() throws {
+        let text = try ChromeFixture.text("chrome-answer-mdns.sdp").replacingOccurrences(of: "a=setup:active", with: "a=setup:passive")
+        #expect(try AnswerParser.parse(text, offer: Self.baseline).dtlsRole == .client)
+        let bad = text.replacingOccurrences(of: "a=setup:passive", with: "a=setup:actpass")
+        #expect(throws: CastError.self) { try AnswerParser.parse(bad, offer: Self.baseline) }
+    }
+
+    @Test func answerWithAnUnofferedPayloadTypeIsRefused() throws {
+        let text = try ChromeFixture.text("chrome-answer-mdns.sdp")
+            .replacingOccurrences(of: "SAVPF 102 103", with: "SAVPF 96 97")
+        let e = try #require(throws: CastError.self) { try AnswerParser.parse(text, offer: Self.baseline) }
+        #expect(e.code == .negotiationFailed)
+    }
+
+    @Test func answerWithoutFingerprintOrWithBadCandidatesIsHandled() throws {
+        let text = try ChromeFixture.text("chrome-answer-mdns.sdp")
+        let noFP = text.split(separator: "\r\n").filter { !$0.hasPrefix("a=fingerprint") }.joined(separator: "\r\n") + "\r\n"
+        #expect(throws: CastError.self) { try AnswerParser.parse(noFP, offer: Self.baseline) }
+        let badCand = text.replacingOccurrences(of: "a=ice-ufrag", with: "a=candidate:garbage\r\na=end-of-candidates\r\na=ice-ufrag")
+        let a = try AnswerParser.parse(badCand, offer: Self.baseline)
+        #expect(a.droppedCandidateLines == 1)
+        #expect(a.candidates.count == 2)
+        #expect(a.endOfCandidates)
+    }
+
+    @Test func rejectedOptionalAudioIsNotAnError() throws {
+        let offer = OfferBuilder.build(SDPFixtures.options(main: true, audio: true))
+        let text = try ChromeFixture.text("chrome-answer-main-audio.sdp").replacingOccurrences(of: "m=audio 9 ", with: "m=audio 0 ")
+        let a = try AnswerParser.parse(text, offer: offer)
+        #expect(a.audio == nil)
+        #expect(a.video.payloadType == 102)
+    }
+}
