@@ -82,6 +82,8 @@ public final class XShmSource: FrameSource {
         }
         var ok = false
         defer { if !ok { XCloseDisplay(dpy) } }
+        // Process-wide (Xlib has one handler): castd is the only X client in its
+        // process, and recording beats Xlib's default of exiting on BadMatch.
         _ = XSetErrorHandler { _, event in
             lastXError.store(Int32(event?.pointee.error_code ?? 1), ordering: .relaxed)
             return 0
