@@ -72,6 +72,7 @@ public final class XShmSource: FrameSource {
     private var lastCursorRect: FrameRect?
     private var firstCapture = true
     private var pendingReinit: FrameSize?
+    private var pendingDamage: [FrameRect] = []
 
     public init(options: Options = Options(), clock: any MonotonicClock = SystemMonotonicClock()) throws {
         self.options = options
@@ -81,6 +82,8 @@ public final class XShmSource: FrameSource {
         }
         var ok = false
         defer { if !ok { XCloseDisplay(dpy) } }
+        // Process-wide (Xlib has one handler): castd is the only X client in its
+        // process, and recording beats Xlib's default of exiting on BadMatch.
         _ = XSetErrorHandler { _, event in
             lastXError.store(Int32(event?.pointee.error_code ?? 1), ordering: .relaxed)
             return 0
@@ -280,14 +283,18 @@ public final class XShmSource: FrameSource {
     public func capture(onlyIfChanged: Bool) -> CaptureOutcome {
         drainEvents()
         if let s = pendingReinit { return .reinit(size: s) }
-        var damage = takeDamage()
+        // Damage read but not yet delivered in a published frame (a dropped
+        // frame's changes must reach the next one).
+        pendingDamage += takeDamage()
+        var damage = pendingDamage
         var overlay: CursorOverlay? = nil
         if options.cursor, let (o, serial) = cursorOverlay() {
             overlay = o
             // The cursor is a sprite: XDamage does not see it move or change shape.
             if (o.x, o.y, serial) != (lastCursor.x, lastCursor.y, lastCursor.serial) {
-                if let old = lastCursorRect { damage.append(old) }
-                damage.append(o.bounds)
+                if let old = lastCursorRect { pendingDamage.append(old) }
+                pendingDamage.append(o.bounds)
+                damage = pendingDamage
                 lastCursor = (o.x, o.y, serial)
                 lastCursorRect = o.bounds
             }
@@ -309,6 +316,7 @@ public final class XShmSource: FrameSource {
         let frame = Frame(format: format, size: size, stride: stride, captureTime: now,
                           damage: firstCapture ? nil : damage)
         firstCapture = false
+        pendingDamage = []
         ring.publish(lease, frame: frame)
         return .frame(frame)
     }

@@ -75,7 +75,6 @@ public final class EncoderChain {
             } catch {
                 log("event=encoder_unavailable kind=\(row.kind.rawValue) reason=\"\(error)\"")
                 reasons.append("\(error)")
-                if failed == nil && current == nil { continue }
             }
         }
         current = nil

@@ -24,6 +24,15 @@ public struct Frame: Sendable {
     /// Whether an encoder has anything new to say about this frame.
     public var hasChanges: Bool { damage.map { !$0.isEmpty } ?? true }
 
+    /// Adds an earlier, unencoded frame's damage to this one's (unknown stays unknown).
+    public mutating func absorbDamage(of earlier: Frame) {
+        guard let mine = damage, let theirs = earlier.damage else {
+            damage = nil
+            return
+        }
+        damage = theirs + mine
+    }
+
     /// Bytes a slot needs to hold this frame.
     public var byteCount: Int { stride * size.height }
 }

@@ -118,6 +118,9 @@ public final class FrameRing<Slot: FrameSlot>: @unchecked Sendable {
             guard let best else { return nil }
             for (i, st) in s.slots.enumerated() where i != best.index {
                 if case .ready = st {
+                    // What changed in a skipped frame is also new in the one taken
+                    // (it holds the later screen), so its damage carries over.
+                    s.frames[best.index]!.absorbDamage(of: s.frames[i]!)
                     s.slots[i] = .free
                     s.frames[i] = nil
                     s.stats.skipped += 1

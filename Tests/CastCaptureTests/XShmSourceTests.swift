@@ -56,6 +56,23 @@ struct XShmSourceTests {
         #expect(!g.hasChanges)
     }
 
+    @Test func damageOfADroppedFrameReachesTheNextPublishedOne() throws {
+        let x = try XvfbServer(width: 320, height: 240)
+        defer { x.stop() }
+        let src = try XShmSource(options: .init(display: x.display, cursor: false, slotCount: 1))
+        guard case .frame = src.capture(onlyIfChanged: false) else { Issue.record("first capture"); return }
+        // The only slot still holds an unread frame: the next change is dropped…
+        TestPattern.fill(display: x.display, rect: FrameRect(x: 10, y: 20, width: 30, height: 40), rgb: (0, 255, 0))
+        guard case .timeout = src.capture(onlyIfChanged: true) else { Issue.record("a full ring must drop"); return }
+        #expect(src.ring.stats.dropped == 1)
+        let old = try #require(src.ring.takeNewest())
+        src.ring.finishRead(old)
+        // …and its damage arrives with the next frame, although nothing changed since.
+        guard case .frame(let f) = src.capture(onlyIfChanged: true) else { Issue.record("pending damage must produce a frame"); return }
+        #expect(f.damage == [FrameRect(x: 10, y: 20, width: 30, height: 40)])
+        guard case .timeout = src.capture(onlyIfChanged: true) else { Issue.record("then nothing is pending"); return }
+    }
+
     @Test func cursorIsCompositedWhereThePointerIsAndItsMovementIsDamage() throws {
         let x = try XvfbServer(width: 640, height: 480)
         defer { x.stop() }

@@ -155,3 +155,24 @@ import CastMedia
         #expect(r.freeCount == 3)
     }
 }
+
+@Suite struct FrameRingDamageTests {
+    func frame(_ t: Int64, damage: [FrameRect]?) -> Frame {
+        Frame(format: .bgrx, size: FrameSize(width: 4, height: 2), stride: 16, captureTime: Instant(nanoseconds: t), damage: damage)
+    }
+
+    @Test func skippedFramesHandTheirDamageToTheTakenOne() throws {
+        let r = FrameRing(slots: (0..<3).map { _ in MemorySlot(capacity: 32) })
+        let a = FrameRect(x: 0, y: 0, width: 1, height: 1), b = FrameRect(x: 2, y: 1, width: 2, height: 1)
+        r.publish(try #require(r.beginWrite()), frame: frame(1, damage: [a]))
+        r.publish(try #require(r.beginWrite()), frame: frame(2, damage: []))
+        let read = try #require(r.takeNewest())
+        #expect(read.frame.captureTime == Instant(nanoseconds: 2))
+        #expect(read.frame.damage == [a])  // the change in frame 1 must still be encoded
+        #expect(read.frame.hasChanges)
+        r.finishRead(read)
+        r.publish(try #require(r.beginWrite()), frame: frame(3, damage: nil))
+        r.publish(try #require(r.beginWrite()), frame: frame(4, damage: [b]))
+        #expect(try #require(r.takeNewest()).frame.damage == nil)  // unknown stays unknown
+    }
+}

@@ -1,0 +1,24 @@
+import Testing
+import CastMedia
+@testable import CastEncode
+
+@Suite struct EncoderDoctorTests {
+    @Test func withoutARenderNodeX264IsTheEncoderAndVaapiSaysWhy() {
+        let list = EncoderDoctor.encoders(vaapi: VAAPIProbe(nodes: []))
+        #expect(list.map(\.name) == ["vaapi", "x264"])
+        #expect(list.map(\.available) == [false, true])
+        #expect(list[0].detail == "VA-API: no DRM render node (/dev/dri/renderD*) on this machine, so no hardware encoder; using x264")
+        #expect(list[1].detail.hasPrefix("libx264 build \(X264Info.build), preset superfast"))
+    }
+
+    @Test func doctorReportNamesWhatWillBeUsedAndTheCaps() {
+        let report = DoctorReport(displayServer: .x11(display: ":41"),
+                                  captureBackends: [DoctorReport.Component(name: "xshm", available: true, detail: "XShm on :41")],
+                                  encoders: EncoderDoctor.encoders(vaapi: VAAPIProbe(nodes: [])),
+                                  caps: .default, screenSize: FrameSize(width: 2560, height: 1440))
+        #expect(report.encoder?.name == "x264")
+        #expect(report.lines.first == "display server: X11 (:41)")
+        #expect(report.lines.contains("screen: 2560x1440, encoded as 1920x1080 at up to 30 fps, 4000 kbps"))
+        #expect(report.lines.last == "will use: capture xshm, encoder x264")
+    }
+}
