@@ -1,0 +1,53 @@
+"""castd casting an Xvfb screen to the real receiver: the stack's /dashboard and /viewer/:id
+in headless Chromium (Debian's), with Chrome's mDNS host candidates on (the default) and off."""
+import asyncio
+
+import pytest
+
+from castd_proc import Daemon, castd_env, run_castd
+from tools.chromium import Chromium
+from tools.receiver_pages import Dashboard, Viewer
+from xscreen import BARS, XScreen
+
+
+async def cast_to_chromium(stack, tmp_path, *, hide_mdns: bool, size=(1280, 720)):
+    screen = await XScreen(*size).start()
+    browser = await Chromium(hide_mdns=hide_mdns).start()
+    daemon = None
+    try:
+        dash = await Dashboard.open(browser, stack.dashboard)
+        env = castd_env(stack, tmp_path, DISPLAY=screen.display)
+        pairing = asyncio.create_task(run_castd(env, "pair", "--pin", dash.pin, "--json"))
+        await dash.approve(resolution="1080p", frame_rate=30)
+        rc, out, err = await pairing
+        assert rc == 0, out + err
+        viewer = await Viewer.open(browser, stack.api_url, dash.session_id)
+        daemon = await Daemon.start(env, dash.session_id)
+        first = await viewer.wait_frames(10, timeout=40)
+        later = await viewer.wait_frames(first["framesDecoded"] + 30, timeout=20)
+        samples = []
+        for i, want in enumerate(BARS):
+            x = int((i + 0.5) * size[0] / 7) - 8
+            samples.append((await viewer.sample(x, int(size[1] * 0.3), 16, 16), want))
+        daemon.signal()
+        await viewer.page.wait_for("window.castdViewer.message.includes('disconnected')", timeout=5)
+        rc, _ = await daemon.wait(timeout=5)
+        return first, later, samples, rc
+    finally:
+        if daemon:
+            await daemon.kill()
+        await browser.close()
+        screen.stop()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("hide_mdns", [True, False], ids=["mdns-on", "mdns-off"])
+async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(stack, tmp_path, hide_mdns):
+    first, later, samples, rc = await cast_to_chromium(stack, tmp_path, hide_mdns=hide_mdns)
+    assert "H264" in (later.get("codec") or "")
+    assert (later["frameWidth"], later["frameHeight"]) == (1280, 720)
+    assert later["framesDecoded"] >= first["framesDecoded"] + 30        # frames keep climbing
+    for got, want in samples:
+        # Through the browser's decoder, scaler and canvas: within a few percent.
+        assert max(abs(got[k] - w) for k, w in zip("rgb", want)) <= 16, (got, want)
+    assert rc == 0
