@@ -36,10 +36,17 @@ public enum CLI {
       0   success (a cast ended cleanly, a pairing was approved)
       1   the cast or pairing failed; the message says why
       2   bad command line or configuration
-      69  the command is not built yet in this version
+      69  the requested part is not available in this build
 
-    Status of this version: `pair`, `--session` and the full `doctor` are not
-    built yet; see README.md.
+    Options of --session:
+      --capture auto|x11|portal|mutter   capture backend (auto: XShm; Wayland is not built yet)
+      --encoder auto|vaapi|x264          H.264 encoder (auto: VA-API, falling back to x264)
+      --display :N   --output NAME   --no-cursor
+    Common options: --api-url URL --supabase-url URL --supabase-key KEY --log-level LEVEL --json
+
+    Signals: SIGTERM or SIGINT ends a cast cleanly (disconnect row, session end,
+    exit 0 within 2 s); a second signal exits at once.
+    Credentials: $XDG_STATE_HOME/castd/ (default ~/.local/state/castd/), mode 0600.
     """
 
     public static func run(arguments: [String], environment: [String: String]) async -> Int32 {
@@ -71,10 +78,8 @@ public enum CLI {
             return await PairCommand.run(o, environment: environment)
         case .session(let o):
             return await SessionCommand.run(o, environment: environment)
-        case .doctor:
-            print("castd: this command is not built yet in castd \(CastdVersion.string); see README.md for the status.",
-                  to: &err)
-            return ExitCode.unavailable
+        case .doctor(let o):
+            return DoctorCommand.run(o, environment: environment)
         }
     }
 }

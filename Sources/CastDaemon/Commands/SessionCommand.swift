@@ -12,6 +12,11 @@ enum SessionCommand {
         let log: LogSink = JournalLogSink.isJournalStream(environment)
             ? JournalLogSink(minimum: o.common.logLevel) : StderrLogSink(minimum: o.common.logLevel)
         let r = Reporter(json: o.common.json)
+        if o.capture == .portal || o.capture == .mutter {
+            var err = StandardStream.err
+            print("castd: Wayland capture (--capture \(o.capture.rawValue)) is not built yet; use --capture x11 (or auto).", to: &err)
+            return CLI.ExitCode.unavailable
+        }
         let backend: Backend
         do { backend = try Backend.make(o.common, environment: environment) }
         catch let e as CastError { var err = StandardStream.err; print("castd: \(e.message)", to: &err); return CLI.ExitCode.usage }

@@ -67,6 +67,7 @@ public final class PeerSession {
     private var inbound: SRTPSession? = nil
     private var video: VideoSender
     private let senderSeed: UInt64
+    private let cname: String
     private var answer: NegotiatedAnswer? = nil
     private var iceState: ICEConnectionState = .new
     private var dtlsConnected = false
@@ -87,29 +88,30 @@ public final class PeerSession {
         ice = ICEAgent(config: iceConfig)
 
         senderSeed = UInt64.random(in: 0...UInt64.max, using: &random)
+        // RFC 7022: a random CNAME per session; the SDP's a=ssrc cname and the SDES item agree.
+        cname = Self.iceString(length: 16, &random)
         video = try Self.makeSender(payloadType: OfferBuilder.h264Baseline.payloadType,
                                     rtxPayloadType: OfferBuilder.h264Baseline.rtxPayloadType,
-                                    extensions: [:], configuration: configuration, seed: senderSeed)
+                                    extensions: [:], cname: cname, configuration: configuration, seed: senderSeed)
         let fp = certificate.fingerprint(.sha256)
         var o = OfferOptions(iceUfrag: ufrag, icePwd: pwd,
                              fingerprint: DTLSFingerprint(algorithm: "sha-256", bytes: fp.bytes),
                              streamID: "castd-" + Self.iceString(length: 8, &random),
                              videoTrackID: "screen-" + Self.iceString(length: 8, &random),
-                             cname: Self.iceString(length: 16, &random),
+                             cname: cname,
                              videoSSRC: video.ssrc, rtxSSRC: video.rtxSSRC ?? 0,
                              sessionID: UInt64.random(in: 1...(UInt64(1) << 62), using: &random))
         o.encoderCanDoMain = configuration.encoderCanDoMain
         offer = OfferBuilder.build(o)
     }
 
-    static func makeSender(payloadType: UInt8, rtxPayloadType: UInt8?, extensions: [String: Int],
+    static func makeSender(payloadType: UInt8, rtxPayloadType: UInt8?, extensions: [String: Int], cname: String,
                            configuration: Configuration, seed: UInt64) throws -> VideoSender {
         var rng = SeededRandom(seed: seed)
         let ids = VideoSender.ExtensionIDs(
             absSendTime: extensions[HeaderExtensionURI.absSendTime].map(UInt8.init),
             transportCC: extensions[HeaderExtensionURI.transportWideCC].map(UInt8.init),
             playoutDelay: extensions[HeaderExtensionURI.playoutDelay].map(UInt8.init))
-        let cname = "castd"
         return try VideoSender(configuration: .init(payloadType: payloadType, rtxPayloadType: rtxPayloadType,
                                                     cname: cname, mtu: configuration.mtu, extensionIDs: ids,
                                                     wallclockOffset: configuration.wallclockOffset),
@@ -142,8 +144,8 @@ public final class PeerSession {
         let a = try AnswerParser.parse(sdp, offer: offer)
         let fingerprint = try CertificateFingerprint(sdp: a.remoteFingerprint.attributeValue)
         video = try Self.makeSender(payloadType: a.video.payloadType, rtxPayloadType: a.video.rtxPayloadType,
-                                    extensions: a.video.headerExtensions, configuration: configuration,
-                                    seed: senderSeed)
+                                    extensions: a.video.headerExtensions, cname: cname,
+                                    configuration: configuration, seed: senderSeed)
         dtls = try DTLSTransport(role: a.dtlsRole == .server ? .server : .client, certificate: certificate,
                                  remoteFingerprint: fingerprint, mtu: configuration.mtu)
         answer = a

@@ -1,0 +1,40 @@
+import CastCapture
+import CastCore
+import CastEncode
+import CastMedia
+import CastWebRTC
+import Foundation
+
+/// `castd doctor`: what this machine can capture and encode, and why not
+/// (issue 5): the display server, each capture backend and encoder with a
+/// sentence, the caps that will apply, and the libraries castd runs with.
+enum DoctorCommand {
+    static func run(_ o: CommonOptions, environment: [String: String]) -> Int32 {
+        let capture = CaptureDoctor.backends(environment: environment)
+        let report = DoctorReport(displayServer: DoctorReport.displayServer(environment: environment),
+                                  captureBackends: capture.components, encoders: EncoderDoctor.encoders(),
+                                  caps: .default, screenSize: capture.screen)
+        var out = StandardStream.out
+        let libraries = ["openssl": CryptoLibraries.openSSL, "libsrtp": CryptoLibraries.libsrtp,
+                         "x264": "build \(X264Info.build)", "libva": VAInfo.headerVersion,
+                         "libpipewire": PipeWireProbe.libraryVersion]
+        if o.json {
+            func comp(_ c: DoctorReport.Component) -> [String: Any] { ["name": c.name, "available": c.available, "detail": c.detail] }
+            var obj: [String: Any] = [
+                "captureBackends": report.captureBackends.map(comp), "encoders": report.encoders.map(comp),
+                "caps": ["maxWidth": report.caps.maxWidth, "maxHeight": report.caps.maxHeight, "maxFrameRate": report.caps.maxFrameRate],
+                "willUse": ["capture": report.captureBackend.map { $0.name as Any } ?? NSNull(), "encoder": report.encoder.map { $0.name as Any } ?? NSNull()],
+                "libraries": libraries, "version": CastdVersion.string,
+            ]
+            if let s = report.screenSize { obj["screen"] = ["width": s.width, "height": s.height] }
+            if let d = try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]),
+               let s = String(data: d, encoding: .utf8) { print(s, to: &out) }
+        } else {
+            print("castd \(CastdVersion.string) doctor", to: &out)
+            for line in report.lines { print("  " + line, to: &out) }
+            print("  libraries: " + libraries.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "), to: &out)
+        }
+        // Exit 1 when nothing can cast here, so scripts can tell.
+        return report.captureBackend != nil && report.encoder != nil ? CLI.ExitCode.ok : CLI.ExitCode.failure
+    }
+}
