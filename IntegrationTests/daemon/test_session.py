@@ -24,7 +24,10 @@ async def test_connects_reports_connected_and_ends_cleanly_on_sigterm(stack, tmp
         await answerer.signals.wait_status("connected", timeout=10)
         t0 = time.monotonic()
         daemon.signal()
-        row = await answerer.signals.wait_row(lambda r: r["message_type"] == "disconnect", timeout=5)
+        try:
+            row = await answerer.signals.wait_row(lambda r: r["message_type"] == "disconnect", timeout=5)
+        except TimeoutError:
+            raise AssertionError("no disconnect row; castd said:\n" + "\n".join(daemon.stderr_lines[-25:]))
         assert row["payload"] == {"reason": "sender_ended"}
         await answerer.signals.wait_status("disconnected", timeout=5)
         assert time.monotonic() - t0 < 2.0

@@ -1,6 +1,7 @@
 """The systemd user unit passes `systemd-analyze verify` and says what the daemon relies on."""
 import configparser
 import pathlib
+import os
 import shutil
 import sys
 import subprocess

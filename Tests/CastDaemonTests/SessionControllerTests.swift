@@ -10,8 +10,10 @@ actor Recorder {
     var updates: [SessionUpdateAction] = []
     var peerCalls: [String] = []
     var media: [String] = []
+    var order: [String] = []
     func insert(_ r: OutgoingSignal) { inserted.append(r) }
-    func update(_ a: SessionUpdateAction) { updates.append(a) }
+    func insertDone(_ r: OutgoingSignal) { order.append("inserted \(r.messageType)") }
+    func update(_ a: SessionUpdateAction) { updates.append(a); order.append("update \(a.rawValue)") }
     func peer(_ s: String) { peerCalls.append(s) }
     func mediaCall(_ s: String) { media.append(s) }
 }
@@ -32,6 +34,9 @@ struct FakeSignaling: SignalingPort {
 
     func insert(_ row: OutgoingSignal) async -> SignalingOutbox<OutgoingSignal>.Outcome {
         await recorder.insert(row)
+        // A slow backend: the disconnect row takes a while to go in.
+        if case .disconnect = row { try? await Task.sleep(for: .milliseconds(100)) }
+        await recorder.insertDone(row)
         if answerOffers, case .offer(_, let nid) = row {
             continuation.yield(.signal(.answer(sdp: "answer-for-\(nid)", negotiationID: nid)))
         }
@@ -107,6 +112,10 @@ struct NullSink: LogSink { func write(_ line: LogLine) {} }
         #expect(inserted.last == .disconnect(.senderEnded))
         #expect(await rec.updates == [.connected, .end])
         #expect(await rec.media == ["start 720p@30", "stop"])
+        // The disconnect row is in before `end` is asked for (RLS refuses rows once the session ended).
+        let order = await rec.order
+        let inserted_ = order.firstIndex(of: "inserted disconnect"), end = order.firstIndex(of: "update end")
+        #expect(inserted_ != nil && end != nil && inserted_! < end!)
         let calls = await rec.peerCalls
         #expect(calls.first == "create nid-fixed")
         #expect(calls.contains("answer answer-for-nid-fixed"))

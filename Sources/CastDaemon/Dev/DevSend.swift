@@ -51,6 +51,7 @@ public enum DevSend {
         var stop = false
         var keyframeWanted = false
         var failed: String? = nil
+        var remoteClosed = false
     }
 
     public static func run(_ o: Options) async -> Int32 {
@@ -88,7 +89,8 @@ public enum DevSend {
                 case .stateChanged(let s):
                     emit(["type": "state", "state": s.rawValue])
                     flags.connected = s == .connected
-                    if s == .failed || s == .closed { flags.stop = true }
+                    if s == .closed { flags.stop = true }
+                    if s == .failed { flags.stop = true; if flags.failed == nil && !flags.remoteClosed { flags.failed = "failed" } }
                 case .keyframeRequested:
                     emit(["type": "keyframeRequested"])
                     flags.keyframeWanted = true
@@ -97,6 +99,10 @@ public enum DevSend {
                 case .failure(let m):
                     emit(["type": "failure", "message": m])
                     flags.failed = m
+                case .remoteClosed:
+                    emit(["type": "remoteClosed"])
+                    flags.remoteClosed = true
+                    flags.stop = true
                 }
             }
         }

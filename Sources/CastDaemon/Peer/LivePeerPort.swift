@@ -33,8 +33,16 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
 
     /// Sends an encoded access unit to the current peer (dropped when there is none).
     public func send(accessUnit: [UInt8], captureTime: Instant) {
+        if let dump = dumpHandle { dump.write(Data(accessUnit)) }
         currentRunner()?.send(accessUnit: accessUnit, captureTime: captureTime)
     }
+
+    /// CASTD_DEBUG_H264_DUMP=<file>: append every access unit sent (Annex B), to inspect with ffprobe.
+    private let dumpHandle: FileHandle? = {
+        guard let path = ProcessInfo.processInfo.environment["CASTD_DEBUG_H264_DUMP"] else { return nil }
+        FileManager.default.createFile(atPath: path, contents: nil)
+        return FileHandle(forWritingAtPath: path)
+    }()
 
     public func statistics() async -> PeerSession.Statistics? {
         await currentRunner()?.statistics()
@@ -72,6 +80,8 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                     log.write(LogLine(.debug, "bandwidth_estimate", [("bps", bps)]))
                 case .failure(let m):
                     log.write(LogLine(.error, "peer_failure", [("negotiation", nid), ("message", m)]))
+                case .remoteClosed:
+                    log.write(LogLine(.notice, "peer_closed_by_receiver", [("negotiation", nid)]))
                 }
             }
             out.finish()

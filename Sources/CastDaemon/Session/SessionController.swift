@@ -28,6 +28,7 @@ public actor SessionController {
     private var timerDeadline: Instant? = nil
     private var tasks: [Task<Void, Never>] = []
     private var finalWork: [Task<Void, Never>] = []
+    private var closePeerAtEnd = false
     private var onConnected: (@Sendable (String) -> Void)?
 
     public init(machine: SessionMachine, signaling: SignalingPort, peer: PeerPort, media: MediaPort,
@@ -67,6 +68,7 @@ public actor SessionController {
         timer?.cancel()
         // The end rows (disconnect, session-update end) get `endBudget` at most.
         await Self.waitAll(finalWork, atMost: endBudget)
+        if closePeerAtEnd { await peer.close() }
         for t in tasks { t.cancel() }
         await signaling.close()
         return outcome ?? Outcome(exitCode: 1, message: "The signaling connection ended unexpectedly.")
@@ -98,7 +100,10 @@ public actor SessionController {
             case .createPeer(let nid):
                 tasks.append(feed(await peer.create(negotiationId: nid)))
             case .closePeer:
-                await peer.close()
+                // Ending: the disconnect row and `end` go out first, then the peer
+                // closes (spec §12 broadcastFinished), so the receiver reads the
+                // reason before it sees the connection drop.
+                if ending { closePeerAtEnd = true } else { await peer.close() }
             case .applyAnswer(let nid, let sdp):
                 if let failure = await peer.applyAnswer(negotiationId: nid, sdp: sdp) { events.yield(.input(failure)) }
             case .addRemoteCandidate(let c):
@@ -107,19 +112,18 @@ public actor SessionController {
                 await peer.remoteEndOfCandidates(negotiationId: nid)
             case .insert(let row):
                 let signaling = self.signaling, events = self.events
-                let t = Task {
-                    let outcome = await signaling.insert(row)
-                    if !ending { events.yield(.input(.insertFinished(outcome))) }
+                if ending {
+                    finalStep { _ = await signaling.insert(row) }
+                } else {
+                    tasks.append(Task { events.yield(.input(.insertFinished(await signaling.insert(row)))) })
                 }
-                if ending { finalWork.append(t) } else { tasks.append(t) }
             case .sessionUpdate(let a):
                 let signaling = self.signaling, events = self.events
-                let isFinal = ending || a == .end
-                let t = Task {
-                    let r = await signaling.sessionUpdate(a)
-                    if !isFinal { events.yield(.input(.sessionUpdateFinished(a, r))) }
+                if ending || a == .end {
+                    finalStep { _ = await signaling.sessionUpdate(a) }
+                } else {
+                    tasks.append(Task { events.yield(.input(.sessionUpdateFinished(a, await signaling.sessionUpdate(a)))) })
                 }
-                if isFinal { finalWork.append(t) } else { tasks.append(t) }
             case .connected(let nid):
                 log.write(LogLine(.notice, "connected", [("negotiation", nid)]))
                 onConnected?(nid)
@@ -131,6 +135,17 @@ public actor SessionController {
             }
         }
         return nil
+    }
+
+    /// The end's requests run one after another, in the machine's order: the
+    /// disconnect row must be in before `end` changes the status, or RLS
+    /// refuses it (spec §6: inserts only while pairing/connecting/connected).
+    private func finalStep(_ work: @escaping @Sendable () async -> Void) {
+        let previous = finalWork.last
+        finalWork.append(Task {
+            await previous?.value
+            await work()
+        })
     }
 
     private func rescheduleTimer() {

@@ -42,6 +42,8 @@ public final class PeerSession {
         case bandwidthEstimate(bitsPerSecond: UInt64)
         /// Why the connection failed, in words (DTLS fingerprint mismatch, …).
         case failure(String)
+        /// The receiver ended DTLS (close_notify) after the connection was up.
+        case remoteClosed
     }
 
     public struct Statistics: Sendable, Equatable {
@@ -200,8 +202,13 @@ public final class PeerSession {
 
     private func setState(_ s: State) {
         guard s != state else { return }
+        let wasConnected = state == .connected
         state = s
         events.append(.stateChanged(s))
+        // Frames before this moment were dropped (no keys yet), and a receiver
+        // can only start decoding at an IDR: ask the encoder for one now rather
+        // than wait for the receiver's PLI (aiortc, for one, never sends it).
+        if s == .connected && !wasConnected { events.append(.keyframeRequested) }
     }
 
     private func updateState() {
@@ -250,8 +257,13 @@ public final class PeerSession {
                         events.append(.failure("SRTP could not be set up: \(error)"))
                         setState(.failed)
                     }
+                case .failed(let err) where err.code == .dtlsClosed && dtlsConnected:
+                    // The receiver closed its peer connection (refresh, Stop): not an
+                    // error of ours, but this connection is over (spec §11 re-offers).
+                    events.append(.remoteClosed)
+                    setState(.failed)
                 case .failed(let err):
-                    events.append(.failure("DTLS: \(err.message)"))
+                    events.append(.failure(err.message))
                     setState(.failed)
                 }
             }
