@@ -51,3 +51,33 @@ async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(stack, 
         # Through the browser's decoder, scaler and canvas: within a few percent.
         assert max(abs(got[k] - w) for k, w in zip("rgb", want)) <= 16, (got, want)
     assert rc == 0
+
+
+@pytest.mark.timeout(150)
+async def test_a_viewer_refresh_gets_a_fresh_offer_and_the_cast_resumes(stack, tmp_path):
+    screen = await XScreen(1280, 720).start()
+    browser = await Chromium().start()
+    daemon = None
+    try:
+        dash = await Dashboard.open(browser, stack.dashboard)
+        env = castd_env(stack, tmp_path, DISPLAY=screen.display)
+        pairing = asyncio.create_task(run_castd(env, "pair", "--pin", dash.pin, "--json"))
+        await dash.approve(resolution="1080p", frame_rate=30)
+        assert (await pairing)[0] == 0
+        viewer = await Viewer.open(browser, stack.api_url, dash.session_id)
+        daemon = await Daemon.start(env, dash.session_id)
+        await viewer.wait_frames(10, timeout=40)
+        first_nid = await viewer.page.evaluate("window.castdViewer.negotiationId")
+        # The receiver refreshes its page: it ignores the old offer and waits for a new one (spec §11).
+        viewer = await Viewer.open(viewer.page, stack.api_url, dash.session_id)
+        stats = await viewer.wait_frames(10, timeout=60)
+        assert stats["negotiationId"] != first_nid
+        assert daemon.log_has("event=negotiate") and daemon.log_has("attempt=1")
+        daemon.signal()
+        rc, _ = await daemon.wait(timeout=5)
+        assert rc == 0
+    finally:
+        if daemon:
+            await daemon.kill()
+        await browser.close()
+        screen.stop()
