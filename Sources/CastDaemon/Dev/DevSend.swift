@@ -19,6 +19,8 @@ public enum DevSend {
         public var fps = 30
         public var includeLoopback = true
         public var seconds: Double? = nil
+        /// Drop this share of outgoing media packets (fault injection, to show NACK/RTX).
+        public var dropRTP: Double = 0
     }
 
     public static func parse(_ args: [String]) throws -> Options {
@@ -30,11 +32,13 @@ public enum DevSend {
             case "--fps": o.fps = Int(it.next() ?? "") ?? 0
             case "--no-loopback": o.includeLoopback = false
             case "--seconds": o.seconds = Double(it.next() ?? "")
+            case "--drop-rtp": o.dropRTP = Double(it.next() ?? "") ?? -1
             default: throw CastError(.usage, "dev-send: unknown option \(a)")
             }
         }
         guard !o.file.isEmpty else { throw CastError(.usage, "dev-send needs --h264 FILE") }
         guard (1...60).contains(o.fps) else { throw CastError(.usage, "dev-send: --fps must be 1 to 60") }
+        guard (0..<1).contains(o.dropRTP) else { throw CastError(.usage, "dev-send: --drop-rtp takes a fraction in [0, 1)") }
         return o
     }
 
@@ -72,6 +76,7 @@ public enum DevSend {
             let cert = try Certificate(notBeforeUnix: Int(Date().timeIntervalSince1970) - 3600)
             var options = PeerRunner.Options()
             options.includeLoopback = o.includeLoopback
+            options.dropMediaFraction = o.dropRTP
             runner = try PeerRunner(options: options, certificate: cert, clock: clock)
         } catch {
             var err = StandardStream.err
@@ -164,7 +169,8 @@ public enum DevSend {
 
     static func statsObject(_ s: PeerSession.Statistics) -> [String: Any] {
         var o: [String: Any] = ["type": "stats", "datagramsIn": s.datagramsIn, "datagramsOut": s.datagramsOut,
-                                "srtpErrors": s.srtpErrors, "accessUnitsDropped": s.accessUnitsDropped]
+                                "srtpErrors": s.srtpErrors, "accessUnitsDropped": s.accessUnitsDropped,
+                                "injectedDrops": s.injectedDrops]
         if let v = s.video {
             o["framesSent"] = v.framesSent
             o["keyframesSent"] = v.keyframesSent

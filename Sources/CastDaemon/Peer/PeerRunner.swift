@@ -18,6 +18,8 @@ public final class PeerRunner: @unchecked Sendable {
         public var stunServers: [SocketAddress] = []
         public var encoderCanDoMain = false
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
+        /// Tests only: see `PeerSession.Configuration.dropMediaFraction`.
+        public var dropMediaFraction: Double = 0
         public init() {}
     }
 
@@ -41,6 +43,7 @@ public final class PeerRunner: @unchecked Sendable {
         config.stunServers = options.stunServers
         config.encoderCanDoMain = options.encoderCanDoMain
         config.iceOverrides = options.iceOverrides
+        config.dropMediaFraction = options.dropMediaFraction
         var rng = SystemRandomNumberGenerator()
         let session = try PeerSession(configuration: config, certificate: certificate, random: &rng)
         offerSDP = session.offerSDP

@@ -19,6 +19,10 @@ public final class PeerSession {
         public var mtu = RTPConstants.defaultMTU
         /// Unix time at monotonic zero (for RTCP sender reports).
         public var wallclockOffset: Duration
+        /// Fault injection for tests only (`castd dev-send --drop-rtp`): the share of
+        /// outgoing media packets (not retransmissions) dropped before SRTP, so a
+        /// real receiver's NACKs and castd's RTX can be shown. Always 0 in a cast.
+        public var dropMediaFraction: Double = 0
         /// Adjusts ICE timers (tests and fault scenarios compress them).
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
 
@@ -53,6 +57,7 @@ public final class PeerSession {
         public var malformedIn = 0
         public var srtpErrors = 0
         public var accessUnitsDropped = 0
+        public var injectedDrops = 0
         public var selectedPair: String? = nil
     }
 
@@ -281,8 +286,16 @@ public final class PeerSession {
 
     private var dtlsStarted = false
 
+    private var dropRandom = SeededRandom(seed: 0x0D_0D_0D)
+
     private func sendMedia(_ d: VideoSender.Datagram) {
         guard let pair = ice.selectedPair, let srtp = outbound else { return }
+        if configuration.dropMediaFraction > 0, case .rtp(let p) = d, p.count > 1,
+           p[1] & 0x7f != answer?.video.rtxPayloadType ?? 0xff,
+           Double.random(in: 0..<1, using: &dropRandom) < configuration.dropMediaFraction {
+            statistics.injectedDrops += 1
+            return
+        }
         do {
             let bytes: [UInt8]
             switch d {
