@@ -160,21 +160,11 @@ import Testing
     }
 }
 
-@Suite struct PairingFlowTextTests {
+@Suite struct DeviceNameTests {
     @Test func deviceNameUsesPrettyHostname() {
         #expect(DeviceName.default(machineInfo: "CHASSIS=laptop\nPRETTY_HOSTNAME=\"Jane's Laptop\"\n", hostname: "jl") == "Jane's Laptop")
         #expect(DeviceName.default(machineInfo: "PRETTY_HOSTNAME=Work PC", hostname: "jl") == "Work PC")
         #expect(DeviceName.default(machineInfo: "PRETTY_HOSTNAME=", hostname: "jl") == "jl")
         #expect(DeviceName.default(machineInfo: nil, hostname: "jl") == "jl")
-    }
-
-    @Test func progressRendersSentencesAndJSON() throws {
-        let a = PairingFlow.Progress.approved(sessionID: "s", senderAuthExpiresAt: "2026-10-20T12:40:00.000Z",
-                                              streamPrefs: StreamPrefs(autoQuality: true, resolution: "1080p", frameRate: 60))
-        #expect(a.sentence == "Approved (receiver prefers 1080p, 60 fps).")
-        #expect(try JSONCoding.encodeString(a.json) ==
-            #"{"event":"approved","senderAuthExpiresAt":"2026-10-20T12:40:00.000Z","sessionId":"s","streamPrefs":{"autoQuality":true,"frameRate":60,"resolution":"1080p"}}"#)
-        let f = PairingFlow.Progress.failed(CastError(.rateLimited, "Too many pairing attempts; try again in 9 min."), retryAfterSeconds: 540)
-        #expect(try JSONCoding.encodeString(f.json) == #"{"code":"rate_limited","event":"error","message":"Too many pairing attempts; try again in 9 min.","retryAfter":540}"#)
     }
 }

@@ -40,7 +40,7 @@ enum ChromeFixture {
                                              HeaderExtensionURI.playoutDelay: 4])
         #expect(a.audio == nil)
         #expect(a.dtlsRole == .server)
-        #expect(a.remoteFingerprint.algorithm == "sha-256")
+        #expect(a.remoteFingerprint.algorithm == .sha256)
         #expect(Hex.encode(a.remoteFingerprint.bytes)
                 == "f4da467b4ec77cec1c7ae9d586503f9c0394a0992b5b831cdf8d59875c3d3e86")
         #expect(a.iceUfrag == "tXbK")

@@ -1,9 +1,10 @@
 import CastCore
 import Testing
+import CastOpenSSL
 @testable import CastWebRTC
 
 enum SDPFixtures {
-    static let fingerprint = DTLSFingerprint(bytes: Array(0..<32))
+    static let fingerprint = CertificateFingerprint(algorithm: .sha256, bytes: Array(0..<32))
     static func options(main: Bool = false, audio: Bool = false) -> OfferOptions {
         var o = OfferOptions(iceUfrag: "cAsT", icePwd: "castdIcePasswordFor22chars", fingerprint: fingerprint,
                              streamID: "castd", videoTrackID: "screen", cname: "castdcname0000001",
@@ -106,11 +107,11 @@ enum SDPFixtures {
     }
 
     @Test func fingerprintParsesAndChecksLength() throws {
-        let f = try DTLSFingerprint(parsing: "sha-256 00:01:02:03:04:05:06:07:08:09:0A:0B:0C:0D:0E:0F:10:11:12:13:14:15:16:17:18:19:1A:1B:1C:1D:1E:1F")
+        let f = try CertificateFingerprint(sdp: "sha-256 00:01:02:03:04:05:06:07:08:09:0A:0B:0C:0D:0E:0F:10:11:12:13:14:15:16:17:18:19:1A:1B:1C:1D:1E:1F")
         #expect(f == SDPFixtures.fingerprint)
-        #expect(throws: CastError.self) { try DTLSFingerprint(parsing: "sha-256 00:01") }
-        #expect(throws: CastError.self) { try DTLSFingerprint(parsing: "sha-256 0001") }
-        #expect(throws: CastError.self) { try DTLSFingerprint(parsing: "sha-256") }
+        #expect(throws: CastError.self) { try CertificateFingerprint(sdp: "sha-256 00:01") }
+        #expect(throws: CastError.self) { try CertificateFingerprint(sdp: "sha-256 0001") }
+        #expect(throws: CastError.self) { try CertificateFingerprint(sdp: "sha-256") }
     }
 
     @Test func parserKeepsUnknownLinesAndAcceptsBareLF() throws {

@@ -1,10 +1,11 @@
 import CastCore
+import CastOpenSSL
 import CastWebRTC
 import FuzzSupport
 
 let offer = OfferBuilder.build({
     var o = OfferOptions(iceUfrag: "cAsT", icePwd: "castdIcePasswordFor22chars",
-                         fingerprint: DTLSFingerprint(bytes: Array(0..<32)), streamID: "castd",
+                         fingerprint: CertificateFingerprint(algorithm: .sha256, bytes: Array(0..<32)), streamID: "castd",
                          videoTrackID: "screen", cname: "c", videoSSRC: 1, rtxSSRC: 2, sessionID: 1)
     o.encoderCanDoMain = true
     o.audio = .init(trackID: "a", ssrc: 3)

@@ -31,18 +31,6 @@ struct Backend {
                        api: APIClient(endpoints: endpoints, transport: transport),
                        rest: RESTClient(endpoints: endpoints, transport: transport))
     }
-
-    /// The machine's pretty hostname (`/etc/machine-info`), else its host name.
-    static func defaultDeviceName() -> String {
-        if let info = try? String(contentsOfFile: "/etc/machine-info", encoding: .utf8) {
-            for line in info.split(separator: "\n") where line.hasPrefix("PRETTY_HOSTNAME=") {
-                let v = line.dropFirst("PRETTY_HOSTNAME=".count).trimmingCharacters(in: CharacterSet(charactersIn: "\"' "))
-                if !v.isEmpty { return v }
-            }
-        }
-        let h = ProcessInfo.processInfo.hostName
-        return h.isEmpty ? "Linux" : h
-    }
 }
 
 /// Prints what a command has to say: sentences for people, or one JSON object

@@ -22,7 +22,7 @@ enum PairCommand {
             return r.fail(e.message, code: e.code.rawValue)
         } catch { return r.fail("\(error)", code: "input") }
 
-        let device = SessionPairRequest.clampDeviceName(o.deviceName ?? Backend.defaultDeviceName())
+        let device = SessionPairRequest.clampDeviceName(o.deviceName ?? DeviceName.default())
         let sessionID: String
         do {
             try await backend.identity.signIn(createIfMissing: true)

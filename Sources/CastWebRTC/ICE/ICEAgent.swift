@@ -69,7 +69,7 @@ public struct ICEAgent: Sendable {
     /// (unpredictable ids protect unauthenticated STUN-server responses, RFC 8489 §5).
     public init(config: ICEConfig, transactionIDs: @escaping @Sendable () -> StunTransactionID = StunTransactionID.random) {
         self.config = config
-        self.jitter = JitterRandom(state: config.seed)
+        self.jitter = JitterRandom(seed: config.seed)
         self.newTransactionID = transactionIDs
     }
 

@@ -66,20 +66,15 @@ public struct ICEConfig: Sendable {
     }
 }
 
-/// SplitMix64: a small deterministic generator for timer jitter (not for secrets).
+/// Timer jitter from a seeded generator (not for secrets): the shell seeds it
+/// randomly, tests with a fixed value.
 struct JitterRandom: Sendable {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    private var random: SeededRandom
+    init(seed: UInt64) { random = SeededRandom(seed: seed) }
 
     /// A uniformly chosen fraction in [lo, hi] of `d`.
     mutating func scale(_ d: Duration, lo: Double, hi: Double) -> Duration {
-        let f = lo + (hi - lo) * Double(next() >> 11) / Double(1 << 53)
+        let f = lo + (hi - lo) * Double(random.next() >> 11) / Double(1 << 53)
         return .nanoseconds(Int64(Double(d.totalNanoseconds) * f))
     }
 }

@@ -100,9 +100,8 @@ public final class PeerSession {
         video = try Self.makeSender(payloadType: OfferBuilder.h264Baseline.payloadType,
                                     rtxPayloadType: OfferBuilder.h264Baseline.rtxPayloadType,
                                     extensions: [:], cname: cname, configuration: configuration, seed: senderSeed)
-        let fp = certificate.fingerprint(.sha256)
         var o = OfferOptions(iceUfrag: ufrag, icePwd: pwd,
-                             fingerprint: DTLSFingerprint(algorithm: "sha-256", bytes: fp.bytes),
+                             fingerprint: certificate.fingerprint(.sha256),
                              streamID: "castd-" + Self.iceString(length: 8, &random),
                              videoTrackID: "screen-" + Self.iceString(length: 8, &random),
                              cname: cname,
@@ -149,12 +148,11 @@ public final class PeerSession {
     public func applyAnswer(_ sdp: String, now: Instant) throws {
         guard answer == nil else { throw CastError(.negotiationFailed, "an answer was already applied") }
         let a = try AnswerParser.parse(sdp, offer: offer)
-        let fingerprint = try CertificateFingerprint(sdp: a.remoteFingerprint.attributeValue)
         video = try Self.makeSender(payloadType: a.video.payloadType, rtxPayloadType: a.video.rtxPayloadType,
                                     extensions: a.video.headerExtensions, cname: cname,
                                     configuration: configuration, seed: senderSeed)
         dtls = try DTLSTransport(role: a.dtlsRole == .server ? .server : .client, certificate: certificate,
-                                 remoteFingerprint: fingerprint, mtu: configuration.mtu)
+                                 remoteFingerprint: a.remoteFingerprint, mtu: configuration.mtu)
         answer = a
         ice.setRemoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd, now: now)
         for c in a.candidates { ice.addRemoteCandidate(c, now: now) }

@@ -1,6 +1,7 @@
 /// SplitMix64 as a `RandomNumberGenerator`: the same seed gives the same
 /// sequence. The peer session uses it to rebuild its video sender after the
-/// answer with the SSRCs it already announced in the offer.
+/// answer with the SSRCs it already announced in the offer, and the ICE agent
+/// for its timer jitter. Not for secrets.
 public struct SeededRandom: RandomNumberGenerator, Sendable {
     private var state: UInt64
     public init(seed: UInt64) { state = seed }

@@ -1,4 +1,5 @@
 import CastCore
+import CastOpenSSL
 
 extension CastError.Code {
     /// The answer is valid SDP but negotiates nothing castd can send (rejected m-line,
@@ -36,7 +37,7 @@ public struct NegotiatedAnswer: Equatable, Sendable {
     /// nil when audio was not offered or the receiver rejected it.
     public var audio: Audio?
     public var dtlsRole: DTLSRole
-    public var remoteFingerprint: DTLSFingerprint
+    public var remoteFingerprint: CertificateFingerprint
     public var iceUfrag: String
     public var icePwd: String
     public var iceLite: Bool
@@ -92,7 +93,7 @@ public enum AnswerParser {
         guard let fp = transport("fingerprint") else {
             throw CastError(.negotiationFailed, "the answer has no a=fingerprint; DTLS cannot be authenticated")
         }
-        let fingerprint = try DTLSFingerprint(parsing: fp)
+        let fingerprint = try CertificateFingerprint(sdp: fp)
         guard let ufrag = transport("ice-ufrag"), let pwd = transport("ice-pwd") else {
             throw CastError(.negotiationFailed, "the answer has no ICE credentials")
         }

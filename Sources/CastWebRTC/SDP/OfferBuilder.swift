@@ -1,40 +1,12 @@
 import CastCore
+import CastOpenSSL
 
 /// A DTLS certificate fingerprint (RFC 8122 §5): `a=fingerprint:sha-256 AB:CD:…`.
-public struct DTLSFingerprint: Equatable, Sendable {
-    public var algorithm: String
-    public var bytes: [UInt8]
-
-    public init(algorithm: String = "sha-256", bytes: [UInt8]) {
-        self.algorithm = algorithm
-        self.bytes = bytes
-    }
-
-    /// Upper-case hex pairs separated by colons (RFC 8122 §5 `fingerprint` grammar).
-    public var attributeValue: String {
-        "\(algorithm) " + Hex.encode(bytes, separator: ":").uppercased()
-    }
-
-    public init(parsing v: String) throws {
-        let parts = v.split(separator: " ", omittingEmptySubsequences: true)
-        guard parts.count == 2, let b = Hex.decode(String(parts[1])), !b.isEmpty,
-              parts[1].split(separator: ":").allSatisfy({ $0.count == 2 }) else {
-            throw CastError(.malformed, "a=fingerprint is not '<hash> XX:XX:…'")
-        }
-        algorithm = parts[0].lowercased()
-        bytes = b
-        let expected = ["sha-1": 20, "sha-224": 28, "sha-256": 32, "sha-384": 48, "sha-512": 64][algorithm]
-        if let expected, expected != b.count {
-            throw CastError(.malformed, "a=fingerprint \(algorithm) has \(b.count) bytes, expected \(expected)")
-        }
-    }
-}
-
-/// What castd offers, and the payload-type plan the answer is checked against.
 public struct OfferOptions: Sendable {
     public var iceUfrag: String
     public var icePwd: String
-    public var fingerprint: DTLSFingerprint
+    /// Our certificate's fingerprint (`a=fingerprint`, RFC 8122).
+    public var fingerprint: CertificateFingerprint
     /// One stream id for every track (spec §7: the receiver builds its view from streams[0]).
     public var streamID: String
     public var videoTrackID: String
@@ -54,7 +26,7 @@ public struct OfferOptions: Sendable {
         public init(trackID: String, ssrc: UInt32) { self.trackID = trackID; self.ssrc = ssrc }
     }
 
-    public init(iceUfrag: String, icePwd: String, fingerprint: DTLSFingerprint, streamID: String,
+    public init(iceUfrag: String, icePwd: String, fingerprint: CertificateFingerprint, streamID: String,
                 videoTrackID: String, cname: String, videoSSRC: UInt32, rtxSSRC: UInt32, sessionID: UInt64) {
         self.iceUfrag = iceUfrag
         self.icePwd = icePwd
@@ -165,7 +137,7 @@ public enum OfferBuilder {
             SDPAttribute("ice-ufrag", o.iceUfrag),
             SDPAttribute("ice-pwd", o.icePwd),
             SDPAttribute("ice-options", "trickle"),
-            SDPAttribute("fingerprint", o.fingerprint.attributeValue),
+            SDPAttribute("fingerprint", o.fingerprint.sdpValue),
             SDPAttribute("setup", "actpass"),   // RFC 8842 §5.2: the offerer must offer actpass
             SDPAttribute("mid", mid),
         ]

@@ -1,0 +1,18 @@
+import Foundation
+
+/// The device name castd sends by default: the machine's pretty hostname
+/// (`PRETTY_HOSTNAME` of /etc/machine-info, as hostnamectl sets it), else the hostname.
+public enum DeviceName {
+    public static func `default`(machineInfo: String? = try? String(contentsOfFile: "/etc/machine-info", encoding: .utf8),
+                                 hostname: String = ProcessInfo.processInfo.hostName) -> String {
+        if let text = machineInfo {
+            for line in text.split(separator: "\n") where line.hasPrefix("PRETTY_HOSTNAME=") {
+                var v = String(line.dropFirst("PRETTY_HOSTNAME=".count)).trimmingCharacters(in: .whitespaces)
+                if v.count >= 2, let f = v.first, f == "\"" || f == "'", v.last == f { v = String(v.dropFirst().dropLast()) }
+                v = v.replacingOccurrences(of: "\\\"", with: "\"")
+                if !v.isEmpty { return v }
+            }
+        }
+        return hostname.isEmpty ? "Linux" : hostname
+    }
+}
