@@ -15,7 +15,8 @@ public enum OpenSSLError {
             if e == 0 { break }
             var buf = [CChar](repeating: 0, count: 256)
             ERR_error_string_n(e, &buf, buf.count)
-            parts.append(String(cString: buf))
+            let bytes = buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+            parts.append(String(decoding: bytes, as: UTF8.self))
         }
         let detail = parts.isEmpty ? "" : " (" + parts.joined(separator: "; ") + ")"
         return CastError(.openssl, "\(what) failed\(detail)")
