@@ -103,3 +103,22 @@ async def test_no_token_or_key_material_in_the_daemon_log(stack, tmp_path):
     assert cred["access_token"] not in text and cred["refresh_token"] not in text
     assert cred["access_token"].split(".")[1] not in text
     assert "event=connected" in text
+
+
+async def test_authorization_expiry_ends_the_cast_with_pair_again(stack_factory, tmp_path):
+    # spec §10 compressed: approval gives 12 s of sender authorization, and castd's first
+    # heartbeat (30 s) comes too late to extend it.
+    stack = stack_factory(sender_auth=12)
+    rx, sid, answerer, daemon = await start_cast(stack, tmp_path)
+    try:
+        await daemon.wait_log("event=connected", timeout=30)
+        rc, out = await daemon.wait(timeout=30)
+        assert rc == 1
+        assert "castd: Authorization expired; pair again." in daemon.stderr_lines
+        # castd stopped signaling: no disconnect row from it (RLS would refuse it anyway).
+        rows = await rx.client.select(sid, "receiver")
+        assert not any(r["message_type"] == "disconnect" for r in rows)
+    finally:
+        await daemon.kill()
+        await answerer.close()
+        await rx.client.close()
