@@ -1,6 +1,7 @@
 """castd casting an Xvfb screen to the real receiver: the stack's /dashboard and /viewer/:id
 in headless Chromium (Debian's), with Chrome's mDNS host candidates on (the default) and off."""
 import asyncio
+import contextlib
 
 import pytest
 
@@ -10,7 +11,10 @@ from tools.receiver_pages import Dashboard, Viewer
 from xscreen import BARS, XScreen
 
 
-async def cast_to_chromium(stack, tmp_path, *, hide_mdns: bool, size=(1280, 720)):
+@contextlib.asynccontextmanager
+async def chromium_cast(stack, tmp_path, *, hide_mdns=True, size=(1280, 720)):
+    """An Xvfb screen, Chromium on the dashboard, `castd pair` approved there, the viewer
+    open and `castd --session` casting to it. Yields (viewer, daemon); stops everything."""
     screen = await XScreen(*size).start()
     browser = await Chromium(hide_mdns=hide_mdns).start()
     daemon = None
@@ -23,16 +27,7 @@ async def cast_to_chromium(stack, tmp_path, *, hide_mdns: bool, size=(1280, 720)
         assert rc == 0, out + err
         viewer = await Viewer.open(browser, stack.api_url, dash.session_id)
         daemon = await Daemon.start(env, dash.session_id)
-        first = await viewer.wait_frames(10, timeout=40)
-        later = await viewer.wait_frames(first["framesDecoded"] + 30, timeout=20)
-        samples = []
-        for i, want in enumerate(BARS):
-            x = int((i + 0.5) * size[0] / 7) - 8
-            samples.append((await viewer.sample(x, int(size[1] * 0.3), 16, 16), want))
-        daemon.signal()
-        await viewer.page.wait_for("window.castdViewer.message.includes('disconnected')", timeout=5)
-        rc, _ = await daemon.wait(timeout=5)
-        return first, later, samples, rc
+        yield viewer, daemon
     finally:
         if daemon:
             await daemon.kill()
@@ -43,9 +38,19 @@ async def cast_to_chromium(stack, tmp_path, *, hide_mdns: bool, size=(1280, 720)
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("hide_mdns", [True, False], ids=["mdns-on", "mdns-off"])
 async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(stack, tmp_path, hide_mdns):
-    first, later, samples, rc = await cast_to_chromium(stack, tmp_path, hide_mdns=hide_mdns)
+    size = (1280, 720)
+    async with chromium_cast(stack, tmp_path, hide_mdns=hide_mdns, size=size) as (viewer, daemon):
+        first = await viewer.wait_frames(10, timeout=40)
+        later = await viewer.wait_frames(first["framesDecoded"] + 30, timeout=20)
+        samples = []
+        for i, want in enumerate(BARS):
+            x = int((i + 0.5) * size[0] / 7) - 8
+            samples.append((await viewer.sample(x, int(size[1] * 0.3), 16, 16), want))
+        daemon.signal()
+        await viewer.page.wait_for("window.castdViewer.message.includes('disconnected')", timeout=5)
+        rc, _ = await daemon.wait(timeout=5)
     assert "H264" in (later.get("codec") or "")
-    assert (later["frameWidth"], later["frameHeight"]) == (1280, 720)
+    assert (later["frameWidth"], later["frameHeight"]) == size
     assert later["framesDecoded"] >= first["framesDecoded"] + 30        # frames keep climbing
     for got, want in samples:
         # Through the browser's decoder, scaler and canvas: within a few percent.
@@ -55,29 +60,15 @@ async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(stack, 
 
 @pytest.mark.timeout(150)
 async def test_a_viewer_refresh_gets_a_fresh_offer_and_the_cast_resumes(stack, tmp_path):
-    screen = await XScreen(1280, 720).start()
-    browser = await Chromium().start()
-    daemon = None
-    try:
-        dash = await Dashboard.open(browser, stack.dashboard)
-        env = castd_env(stack, tmp_path, DISPLAY=screen.display)
-        pairing = asyncio.create_task(run_castd(env, "pair", "--pin", dash.pin, "--json"))
-        await dash.approve(resolution="1080p", frame_rate=30)
-        assert (await pairing)[0] == 0
-        viewer = await Viewer.open(browser, stack.api_url, dash.session_id)
-        daemon = await Daemon.start(env, dash.session_id)
+    async with chromium_cast(stack, tmp_path) as (viewer, daemon):
         await viewer.wait_frames(10, timeout=40)
         first_nid = await viewer.page.evaluate("window.castdViewer.negotiationId")
         # The receiver refreshes its page: it ignores the old offer and waits for a new one (spec §11).
-        viewer = await Viewer.open(viewer.page, stack.api_url, dash.session_id)
+        viewer = await Viewer.open(viewer.page, stack.api_url, viewer.session_id)
         stats = await viewer.wait_frames(10, timeout=60)
         assert stats["negotiationId"] != first_nid
         assert daemon.log_has("event=negotiate") and daemon.log_has("attempt=1")
         daemon.signal()
         rc, _ = await daemon.wait(timeout=5)
         assert rc == 0
-    finally:
-        if daemon:
-            await daemon.kill()
-        await browser.close()
-        screen.stop()
+
