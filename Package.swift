@@ -62,8 +62,10 @@ let package = Package(
         .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
         .testTarget(name: "CastOpenSSLTests", dependencies: ["CastOpenSSL"]),
         .testTarget(name: "CastMediaTests", dependencies: ["CastMedia"]),
-        .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture", "CastEncode"]),
-        .testTarget(name: "CastEncodeTests", dependencies: ["CastEncode"]),
+        // Benchmark scaffolding (percentiles, rusage, JSON) for the bench suites below.
+        .target(name: "BenchSupport", dependencies: ["CastCore"], path: "Tests/Support/BenchSupport"),
+        .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture", "CastEncode", "BenchSupport"]),
+        .testTarget(name: "CastEncodeTests", dependencies: ["CastEncode", "BenchSupport"]),
         .testTarget(name: "CastRTPTests", dependencies: ["CastRTP"]),
         .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC"],
                     resources: [.copy("Fixtures")]),
