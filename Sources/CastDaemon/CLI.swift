@@ -25,7 +25,7 @@ public enum CLI {
       castd pair 'https://…/pair?t=<token>&s=<session id>' [--device-name NAME] [--json]
       castd --session <id>      run the sender daemon for a paired, approved session
       castd doctor [--json]     what this machine can capture and encode, and why not
-                            (exit 1 when nothing can cast here)
+                                (exit 1 when nothing can cast here)
       castd --help | --version
 
     Configuration (environment; `Scripts/devstack up` prints these for the local stack):
