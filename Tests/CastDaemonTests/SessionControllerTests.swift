@@ -140,22 +140,19 @@ struct NullSink: LogSink { func write(_ line: LogLine) {} }
     }
 }
 
+/// Which of the two ends the wait: no wall-clock bounds (a loaded machine
+/// delays tasks by seconds), only which side finished first.
 @Suite struct EndBudgetTests {
     @Test func finalWorkThatHangsIsAbandonedAfterTheBudget() async {
-        let clock = SystemMonotonicClock()
-        let hang = Task { try? await Task.sleep(for: .seconds(30)) }
-        let start = clock.now()
-        await SessionController.waitAll([Task { await hang.value }], atMost: .milliseconds(200))
-        let waited = clock.now() - start
+        let hang = Task { try? await Task.sleep(for: .seconds(3600)) }
+        let finished = await SessionController.waitAll([Task { await hang.value }], atMost: .milliseconds(50))
         hang.cancel()
-        #expect(waited >= .milliseconds(200))
-        #expect(waited < .seconds(5))
+        #expect(finished == false)
     }
 
     @Test func finishedWorkReturnsWithoutWaitingForTheBudget() async {
-        let clock = SystemMonotonicClock()
-        let start = clock.now()
-        await SessionController.waitAll([Task {}], atMost: .seconds(30))
-        #expect(clock.now() - start < .seconds(5))
+        // With an hour of budget, returning at all means the work ended the wait.
+        let finished = await SessionController.waitAll([Task {}], atMost: .seconds(3600))
+        #expect(finished == true)
     }
 }

@@ -76,15 +76,17 @@ public actor SessionController {
 
     /// Waits for `work` to finish, but no longer than `budget` (a dead socket
     /// must not hold the exit; the unfinished work is simply abandoned).
-    static func waitAll(_ work: [Task<Void, Never>], atMost budget: Duration) async {
+    /// Returns true when the work finished, false when the budget ran out first.
+    @discardableResult
+    static func waitAll(_ work: [Task<Void, Never>], atMost budget: Duration) async -> Bool {
         actor Once {
             var done = false
             func fire() -> Bool { defer { done = true }; return !done }
         }
         let once = Once()
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            Task { for w in work { await w.value }; if await once.fire() { c.resume() } }
-            Task { try? await Task.sleep(for: budget); if await once.fire() { c.resume() } }
+        return await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            Task { for w in work { await w.value }; if await once.fire() { c.resume(returning: true) } }
+            Task { try? await Task.sleep(for: budget); if await once.fire() { c.resume(returning: false) } }
         }
     }
 
