@@ -86,19 +86,27 @@ def setup(app: web.Application, ctx) -> None:
             return None, rest_error(404, "PGRST205", f"Could not find the table 'public.{t}' in the schema cache")
         return t, None
 
-    async def get(request: web.Request) -> web.Response:
+    def read_request(request: web.Request):
+        """What GET, PATCH and DELETE share: the apikey, the table, the caller's
+        claims and the parsed query — or the PostgREST error response."""
         if (r := check_apikey(request, ctx.settings.anon_key)) is not None:
-            return r
+            return None, r
         table, err = table_of(request)
         if err:
-            return err
+            return None, err
         claims, err = claims_of(ctx, request)
         if err:
-            return err
+            return None, err
         try:
-            q = parse_query(list(request.query.items()), columns[table], table)
+            return (table, claims, parse_query(list(request.query.items()), columns[table], table)), None
         except QueryError as e:
-            return rest_error(e.status, e.code, e.message, e.details, e.hint)
+            return None, rest_error(e.status, e.code, e.message, e.details, e.hint)
+
+    async def get(request: web.Request) -> web.Response:
+        parsed, err = read_request(request)
+        if err:
+            return err
+        table, claims, q = parsed
         try:
             async with as_claims(ctx, claims, {"request.method": "GET", "request.path": request.path}) as conn:
                 body, n = await conn.fetchrow(select_sql(table, q), *q.params)
@@ -174,18 +182,10 @@ def setup(app: web.Application, ctx) -> None:
 
     async def refuse_write(request: web.Request) -> web.Response:
         """PATCH/DELETE: run the statement as the caller; grants and RLS refuse."""
-        if (r := check_apikey(request, ctx.settings.anon_key)) is not None:
-            return r
-        table, err = table_of(request)
+        parsed, err = read_request(request)
         if err:
             return err
-        claims, err = claims_of(ctx, request)
-        if err:
-            return err
-        try:
-            q = parse_query(list(request.query.items()), columns[table], table)
-        except QueryError as e:
-            return rest_error(e.status, e.code, e.message, e.details, e.hint)
+        table, claims, q = parsed
         where = (" where " + " and ".join(q.where)) if q.where else ""
         try:
             async with as_claims(ctx, claims, {"request.method": request.method, "request.path": request.path}) as conn:
