@@ -60,7 +60,9 @@ let package = Package(
         .executableTarget(name: "castd-pattern", dependencies: ["CastCore", "CastCapture"]),
 
         .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
-        .testTarget(name: "CastOpenSSLTests", dependencies: ["CastOpenSSL"]),
+        // A throwaway CA and leaf made with the openssl CLI, for the TLS tests of two modules.
+        .target(name: "TLSTestSupport", dependencies: ["CastCore"], path: "Tests/Support/TLSTestSupport"),
+        .testTarget(name: "CastOpenSSLTests", dependencies: ["CastOpenSSL", "TLSTestSupport"]),
         .testTarget(name: "CastMediaTests", dependencies: ["CastMedia"]),
         // Benchmark scaffolding (percentiles, rusage, JSON) for the bench suites below.
         .target(name: "BenchSupport", dependencies: ["CastCore"], path: "Tests/Support/BenchSupport"),
@@ -69,7 +71,7 @@ let package = Package(
         .testTarget(name: "CastRTPTests", dependencies: ["CastRTP"]),
         .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "CastSignalingTests", dependencies: ["CastSignaling"]),
+        .testTarget(name: "CastSignalingTests", dependencies: ["CastSignaling", "TLSTestSupport"]),
         .testTarget(name: "CastDaemonTests", dependencies: ["CastDaemon"]),
     ],
     swiftLanguageModes: [.v6]

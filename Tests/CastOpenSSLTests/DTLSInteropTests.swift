@@ -1,4 +1,5 @@
 import Testing
+import TLSTestSupport
 import Foundation
 import CastCore
 @testable import CastOpenSSL

@@ -3,28 +3,20 @@ import CastOpenSSL
 import Foundation
 import Testing
 @testable import CastSignaling
+import TLSTestSupport
 
 /// `openssl s_server -rev` (reverses each line) with a throwaway CA, on loopback.
 final class ReversingTLSServer {
-    let dir: URL
-    let caPEM: String
+    let pki: TestPKI
+    var caPEM: String { pki.caPEM }
     let process = Process()
     var port: UInt16 = 0
 
     init(subjectAltName: String) throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("castd-sig-tls-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        try "subjectAltName=\(subjectAltName)\n".write(to: dir.appendingPathComponent("san.cnf"), atomically: true, encoding: .utf8)
-        try Self.run(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
-                      "-out", "ca.pem", "-subj", "/CN=signaling test CA", "-days", "1"], in: dir)
-        try Self.run(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "srv.key",
-                      "-out", "srv.csr", "-subj", "/CN=server"], in: dir)
-        try Self.run(["x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                      "-out", "srv.pem", "-days", "1", "-extfile", "san.cnf"], in: dir)
-        caPEM = try String(contentsOf: dir.appendingPathComponent("ca.pem"), encoding: .utf8)
+        pki = try TestPKI(subjectAltName: subjectAltName)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["s_server", "-accept", "127.0.0.1:0", "-cert", "srv.pem", "-key", "srv.key", "-naccept", "1", "-rev"]
-        process.currentDirectoryURL = dir
+        process.arguments = ["s_server", "-accept", "127.0.0.1:0", "-cert", "leaf.pem", "-key", "leaf.key", "-naccept", "1", "-rev"]
+        process.currentDirectoryURL = pki.dir
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -42,19 +34,6 @@ final class ReversingTLSServer {
 
     deinit {
         if process.isRunning { process.terminate() }
-        try? FileManager.default.removeItem(at: dir)
-    }
-
-    static func run(_ args: [String], in dir: URL) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        p.arguments = args
-        p.currentDirectoryURL = dir
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw CastError(.system, "openssl \(args[0]) failed") }
     }
 }
 
