@@ -90,6 +90,10 @@ public struct StandardStream: TextOutputStream {
     let fd: Int32
     public static var out: StandardStream { StandardStream(fd: 1) }
     public static var err: StandardStream { StandardStream(fd: 2) }
+    /// Writes `line` and its newline in one write(2): lines from several
+    /// threads (log events, the final sentence) never interleave on a pipe.
+    public mutating func writeLine(_ line: String) { write(line + "\n") }
+
     public mutating func write(_ string: String) {
         var s = string
         s.withUTF8 { buf in

@@ -12,7 +12,7 @@ public struct StderrLogSink: LogSink {
     public func write(_ line: LogLine) {
         guard line.level >= minimum else { return }
         var err = StandardStream.err
-        print(line.description, to: &err)
+        err.writeLine(line.description)
     }
 }
 

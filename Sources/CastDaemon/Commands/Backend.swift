@@ -45,15 +45,15 @@ struct Reporter {
             o["event"] = event
             o["message"] = sentence
             if let d = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys]),
-               let s = String(data: d, encoding: .utf8) { print(s, to: &out) }
+               let s = String(data: d, encoding: .utf8) { out.writeLine(s) }
         } else {
-            print(sentence, to: &out)
+            out.writeLine(sentence)
         }
     }
 
     func fail(_ sentence: String, code: String) -> Int32 {
         if json { say("failed", sentence, ["code": code]) }
-        else { var err = StandardStream.err; print("castd: \(sentence)", to: &err) }
+        else { var err = StandardStream.err; err.writeLine("castd: \(sentence)") }
         return CLI.ExitCode.failure
     }
 }
