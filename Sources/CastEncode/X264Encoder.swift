@@ -30,12 +30,9 @@ public final class X264Encoder: VideoEncoder {
     /// Slice threads: one per core, at most 4 (each adds a slice to every picture).
     public static func sliceThreads(cores: Int) -> Int { max(1, min(4, cores)) }
 
-    /// H.264 Table A-1: level 3.1 allows 3600 macroblocks per frame and
-    /// 108 000 per second (720p30); level 4.0 allows 8192 and 245 760 (1080p30).
+    /// H.264 Table A-1 (see `H264SequenceParameterSet.level`): 3.1 up to 720p30, else 4.0.
     public static func level(for size: FrameSize, frameRate: Int) -> Int32 {
-        let mbs = ((size.width + 15) / 16) * ((size.height + 15) / 16)
-        if mbs <= 3600 && mbs * frameRate <= 108_000 { return 31 }
-        return 40
+        Int32(H264SequenceParameterSet.level(for: size, frameRate: frameRate))
     }
 
     public init(config: EncoderConfig, preset: String = X264Encoder.defaultPreset,
