@@ -11,6 +11,16 @@ import CastMedia
         #expect(list[1].detail.hasPrefix("libx264 build \(X264Info.build), preset superfast"))
     }
 
+    @Test func aRenderNodeWithH264EncodeMakesVaapiTheEncoderAndSaysItIsUnvalidated() {
+        let node = VAAPIProbe.Node(path: "/dev/dri/renderD128", driver: "Intel iHD driver",
+                                   h264Encode: ["ConstrainedBaseline/EncSliceLP", "Main/EncSlice"], problem: nil)
+        let list = EncoderDoctor.encoders(vaapi: VAAPIProbe(nodes: [node]))
+        #expect(list.map(\.available) == [true, true])
+        #expect(list[0].detail == "VA-API: H.264 encode on /dev/dri/renderD128 (driver Intel iHD driver): "
+                + "ConstrainedBaseline/EncSliceLP, Main/EncSlice; castd's VA-API path is not yet validated on hardware "
+                + "and falls back to x264 on any VA error")
+    }
+
     @Test func doctorReportNamesWhatWillBeUsedAndTheCaps() {
         let report = DoctorReport(displayServer: .x11(display: ":41"),
                                   captureBackends: [DoctorReport.Component(name: "xshm", available: true, detail: "XShm on :41")],
