@@ -34,3 +34,13 @@ async def test_doctor_without_a_display_says_so_and_fails():
     assert rc == 1
     assert "DISPLAY is not set" in out
     assert "will use: capture none" in out
+
+
+async def test_encoder_vaapi_without_a_render_node_refuses_to_start_with_a_sentence():
+    # No /dev/dri here: --encoder vaapi has no fallback, so castd says why before signing in.
+    assert not os.path.exists("/dev/dri/renderD128")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CASTD_")}
+    rc, out, err = await run_castd(env, "--session", "00000000-0000-0000-0000-000000000000", "--encoder", "vaapi")
+    assert rc == 69, (out, err)
+    assert err.strip() == ("castd: --encoder vaapi: VA-API: no DRM render node (/dev/dri/renderD*) on this machine, "
+                           "so no hardware encoder. Use --encoder auto to fall back to x264.")

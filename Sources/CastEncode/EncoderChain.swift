@@ -31,6 +31,7 @@ public final class EncoderChain {
     /// Rows not yet tried, in order.
     private var remaining: [EncoderCandidate]
     private let log: (String) -> Void
+    private let preference: EncoderPreference
     /// Conversion targets, one per input format, reused frame after frame.
     private var images: [PixelFormat: PlanarImage] = [:]
     public private(set) var fallbacks = 0
@@ -49,6 +50,7 @@ public final class EncoderChain {
         case .x264: remaining = table.filter { $0.kind == .x264 }
         }
         self.config = config
+        self.preference = preference
         self.log = log
     }
 
@@ -59,6 +61,7 @@ public final class EncoderChain {
 
     private func advance(after failed: EncoderKind?, reason: String?) throws {
         var reasons: [String] = reason.map { [$0] } ?? []
+        var unavailable: [EncoderKind] = []
         while !remaining.isEmpty {
             let row = remaining.removeFirst()
             do {
@@ -67,7 +70,9 @@ public final class EncoderChain {
                     fallbacks += 1
                     log("event=encoder_fallback from=\(failed.rawValue) to=\(row.kind.rawValue) reason=\"\(reasons.last ?? "")\"")
                 } else {
-                    log("event=encoder_started kind=\(row.kind.rawValue) size=\(config.size) fps=\(config.frameRate) bitrate=\(config.bitrate)")
+                    // At start, a row that could not open is a fallback too: say from what.
+                    let from = unavailable.isEmpty ? "" : " fell_back_from=" + unavailable.map(\.rawValue).joined(separator: ",")
+                    log("event=encoder_started kind=\(row.kind.rawValue) size=\(config.size) fps=\(config.frameRate) bitrate=\(config.bitrate)\(from)")
                 }
                 enc.requestKeyframe()  // a new encoder's first picture must be an IDR for the receiver
                 current = enc
@@ -75,11 +80,16 @@ public final class EncoderChain {
             } catch {
                 log("event=encoder_unavailable kind=\(row.kind.rawValue) reason=\"\(error)\"")
                 reasons.append("\(error)")
+                unavailable.append(row.kind)
             }
         }
         current = nil
-        throw CastError(.encoderUnavailable,
-                        "no H.264 encoder could start: " + (reasons.isEmpty ? "the table is empty" : reasons.joined(separator: "; ")))
+        let why = reasons.isEmpty ? "the table is empty" : reasons.joined(separator: "; ")
+        if preference == .vaapi {
+            throw CastError(.encoderUnavailable,
+                            "--encoder vaapi allows only VA-API, which cannot encode here: \(why). Use --encoder auto to fall back to x264.")
+        }
+        throw CastError(.encoderUnavailable, "no H.264 encoder could start: " + why)
     }
 
     /// Converts a packed frame of `config.size` to the current encoder's

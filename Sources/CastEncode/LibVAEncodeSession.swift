@@ -48,10 +48,10 @@ final class LibVAEncodeSession: VAEncodeSession {
 
         fd = open(node, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else {
-            throw CastError(.encoderUnavailable, "VA-API: cannot open \(node) (\(String(cString: strerror(errno)))); using x264")
+            throw CastError(.encoderUnavailable, "VA-API: cannot open \(node) (\(String(cString: strerror(errno))))")
         }
         guard let d = vaGetDisplayDRM(fd) else {
-            throw CastError(.encoderUnavailable, "VA-API: vaGetDisplayDRM failed on \(node); using x264")
+            throw CastError(.encoderUnavailable, "VA-API: vaGetDisplayDRM failed on \(node)")
         }
         display = d
         var major: Int32 = 0, minor: Int32 = 0
@@ -144,7 +144,7 @@ final class LibVAEncodeSession: VAEncodeSession {
             return Choice(vaProfile: vaProfile, profile: profile, entrypoint: entrypoint, lowPower: lowPower, packed: packed)
         }
         let detail = reasons.isEmpty ? "no H.264 encode entrypoint" : reasons.joined(separator: "; ")
-        throw CastError(.encoderUnavailable, "VA-API: \(capabilities.node) (driver \(capabilities.driver)) cannot encode H.264 as castd needs: \(detail); using x264")
+        throw CastError(.encoderUnavailable, "VA-API: \(capabilities.node) (driver \(capabilities.driver)) cannot encode H.264 as castd needs: \(detail)")
     }
 
     // MARK: Upload

@@ -35,7 +35,7 @@ public final class VAAPIEncoder: VideoEncoder {
     /// Opens the first render node the probe found usable.
     public convenience init(config: EncoderConfig, probe: VAAPIProbe = .run()) throws {
         guard let node = probe.usable else {
-            throw CastError(.encoderUnavailable, probe.summary)
+            throw CastError(.encoderUnavailable, probe.unavailableReason ?? probe.summary)
         }
         try self.init(config: config, session: try LibVAEncodeSession(node: node.path, size: config.size))
     }

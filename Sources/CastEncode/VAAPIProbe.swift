@@ -24,16 +24,23 @@ public struct VAAPIProbe: Equatable, Sendable {
     public var usable: Node? { nodes.first { !$0.h264Encode.isEmpty } }
     public var available: Bool { usable != nil }
 
-    /// One sentence for logs and `castd doctor` (STYLE.md rule 5).
+    /// One sentence for logs and `castd doctor` (STYLE.md rule 5), saying what
+    /// `--encoder auto` does about it.
     public var summary: String {
         if let n = usable {
             return "VA-API: H.264 encode on \(n.path) (driver \(n.driver ?? "unknown")): \(n.h264Encode.joined(separator: ", "))"
         }
+        return (unavailableReason ?? "VA-API: unavailable") + "; using x264"
+    }
+
+    /// Why no node can encode, without the fallback (for `--encoder vaapi`, which has none); nil when one can.
+    public var unavailableReason: String? {
+        guard usable == nil else { return nil }
         if nodes.isEmpty {
-            return "VA-API: no DRM render node (/dev/dri/renderD*) on this machine, so no hardware encoder; using x264"
+            return "VA-API: no DRM render node (/dev/dri/renderD*) on this machine, so no hardware encoder"
         }
         let why = nodes.map { "\($0.path): \($0.problem ?? "no H.264 encode entrypoint") (driver \($0.driver ?? "none"))" }
-        return "VA-API: no H.264 encode entrypoint — " + why.joined(separator: "; ") + "; using x264"
+        return "VA-API: no H.264 encode entrypoint — " + why.joined(separator: "; ")
     }
 
     /// The render nodes in `directory` (default /dev/dri), sorted.

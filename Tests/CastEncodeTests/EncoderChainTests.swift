@@ -59,6 +59,7 @@ final class LogLines: Sendable {
         try chain.start()
         #expect(chain.current?.kind == .x264)
         #expect(log.all.first == "event=encoder_unavailable kind=vaapi reason=\"VA-API: no DRM render node\"")
+        #expect(log.all.dropFirst().first == "event=encoder_started kind=x264 size=64x32 fps=30 bitrate=1000000 fell_back_from=vaapi")
         let (slot, frame) = whiteFrame(7)
         let au = try #require(try chain.encode(pixels: slot.bytes, frame: frame))
         #expect(au.isKeyframe)
@@ -96,7 +97,10 @@ final class LogLines: Sendable {
             EncoderCandidate(kind: .x264) { try X264Encoder(config: $0) },
         ]
         let chain = EncoderChain(preference: .vaapi, config: config, table: table, log: { _ in })
-        #expect { try chain.start() } throws: { ($0 as? CastError)?.code == .encoderUnavailable }
+        #expect { try chain.start() } throws: {
+            ($0 as? CastError)?.code == .encoderUnavailable && "\($0)" ==
+                "--encoder vaapi allows only VA-API, which cannot encode here: VA-API: no DRM render node. Use --encoder auto to fall back to x264."
+        }
         #expect(chain.current == nil)
     }
 
@@ -131,7 +135,8 @@ final class LogLines: Sendable {
         #expect(probe.summary ==
                 "VA-API: no DRM render node (/dev/dri/renderD*) on this machine, so no hardware encoder; using x264")
         #expect { try VAAPIEncoder(config: EncoderConfig(size: FrameSize(width: 64, height: 64), frameRate: 30, bitrate: 1_000_000), probe: probe) }
-            throws: { ($0 as? CastError)?.code == .encoderUnavailable && "\($0)" == probe.summary }
+            throws: { ($0 as? CastError)?.code == .encoderUnavailable && "\($0)" == probe.unavailableReason }
+        #expect(probe.unavailableReason == "VA-API: no DRM render node (/dev/dri/renderD*) on this machine, so no hardware encoder")
     }
 
     @Test func thisMachineHasNoDriNode() {

@@ -211,7 +211,7 @@ final class FakeVASession: VAEncodeSession, @unchecked Sendable {  // one test t
     @Test func missingNodeIsASentenceNamingItAndTheReason() {
         #expect { try VAAPIEncoder(config: config, probe: claimedUsable("/nonexistent-castd/renderD128")) } throws: {
             ($0 as? CastError)?.code == .encoderUnavailable
-                && "\($0)" == "VA-API: cannot open /nonexistent-castd/renderD128 (No such file or directory); using x264"
+                && "\($0)" == "VA-API: cannot open /nonexistent-castd/renderD128 (No such file or directory)"
         }
     }
 

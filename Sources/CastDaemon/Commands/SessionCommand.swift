@@ -1,4 +1,5 @@
 import CastCore
+import CastEncode
 import CastOpenSSL
 import CastSignaling
 import CastWebRTC
@@ -15,6 +16,12 @@ enum SessionCommand {
         if o.capture == .portal || o.capture == .mutter {
             var err = StandardStream.err
             print("castd: Wayland capture (--capture \(o.capture.rawValue)) is not built yet; use --capture x11 (or auto).", to: &err)
+            return CLI.ExitCode.unavailable
+        }
+        // --encoder vaapi has no fallback: refuse to start rather than sign in and cast nothing.
+        if o.encoder == .vaapi, let reason = VAAPIProbe.run().unavailableReason {
+            var err = StandardStream.err
+            print("castd: --encoder vaapi: \(reason). Use --encoder auto to fall back to x264.", to: &err)
             return CLI.ExitCode.unavailable
         }
         let backend: Backend
