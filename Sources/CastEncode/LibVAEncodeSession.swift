@@ -40,7 +40,8 @@ final class LibVAEncodeSession: VAEncodeSession {
         (VAProfileH264Main, .main, VAEntrypointEncSlice, false),
     ]
 
-    init(node: String, size: FrameSize) throws {
+    /// `allowMain`: the receiver accepts Main (the SDP offered it); otherwise only Constrained Baseline is used.
+    init(node: String, size: FrameSize, allowMain: Bool = false) throws {
         self.size = size
         widthInMbs = (size.width + 15) / 16
         heightInMbs = (size.height + 15) / 16
@@ -59,16 +60,10 @@ final class LibVAEncodeSession: VAEncodeSession {
         let driver = vaQueryVendorString(d).map { String(cString: $0) } ?? "unknown"
         capabilities.driver = driver
 
-        let chosen = try choose()
+        let chosen = try createConfig(allowMain: allowMain)
         capabilities.profile = chosen.profile
         capabilities.lowPower = chosen.lowPower
         capabilities.packedHeaders = chosen.packed
-        var attribs = [VAConfigAttrib(type: VAConfigAttribRTFormat, value: UInt32(VA_RT_FORMAT_YUV420)),
-                       VAConfigAttrib(type: VAConfigAttribRateControl, value: UInt32(VA_RC_CBR))]
-        if !chosen.packed.isEmpty {
-            attribs.append(VAConfigAttrib(type: VAConfigAttribEncPackedHeaders, value: chosen.packed.rawValue))
-        }
-        try check(vaCreateConfig(d, chosen.vaProfile, chosen.entrypoint, &attribs, Int32(attribs.count), &configID), "vaCreateConfig")
 
         let codedWidth = UInt32(widthInMbs * 16), codedHeight = UInt32(heightInMbs * 16)
         var ids = [VASurfaceID](repeating: Self.invalidID, count: 3)
@@ -112,9 +107,11 @@ final class LibVAEncodeSession: VAEncodeSession {
         var packed: VAPackedHeaderKinds
     }
 
-    /// The first candidate the driver offers with 4:2:0 surfaces, CBR and at
-    /// least one reference frame; and the packed headers it takes.
-    private func choose() throws -> Choice {
+    /// The candidates the driver offers with 4:2:0 surfaces, CBR and at least
+    /// one reference frame, in order, with the packed headers each takes; the
+    /// first whose vaCreateConfig succeeds is used (a low-power entrypoint can
+    /// be listed yet refuse, e.g. without its firmware).
+    private func createConfig(allowMain: Bool) throws -> Choice {
         guard let d = display else { throw CastError(.encoder, "VA-API: no display") }
         var reasons: [String] = []
         var eps = [VAEntrypoint](repeating: VAEntrypoint(rawValue: 0), count: Int(max(1, vaMaxNumEntrypoints(d))))
@@ -123,11 +120,16 @@ final class LibVAEncodeSession: VAEncodeSession {
             guard vaQueryConfigEntrypoints(d, vaProfile, &eps, &n) == VA_STATUS_SUCCESS,
                   eps.prefix(Int(n)).contains(where: { $0.rawValue == entrypoint.rawValue }) else { continue }
             let name = "\(profile)/\(lowPower ? "EncSliceLP" : "EncSlice")"
+            guard profile != .main || allowMain else {
+                reasons.append("\(name) is not offered to the receiver (Constrained Baseline only)"); continue
+            }
             var attribs = [VAConfigAttrib(type: VAConfigAttribRTFormat, value: 0),
                            VAConfigAttrib(type: VAConfigAttribRateControl, value: 0),
                            VAConfigAttrib(type: VAConfigAttribEncPackedHeaders, value: 0),
                            VAConfigAttrib(type: VAConfigAttribEncMaxRefFrames, value: 0)]
-            try check(vaGetConfigAttributes(d, vaProfile, entrypoint, &attribs, Int32(attribs.count)), "vaGetConfigAttributes")
+            guard vaGetConfigAttributes(d, vaProfile, entrypoint, &attribs, Int32(attribs.count)) == VA_STATUS_SUCCESS else {
+                reasons.append("\(name): vaGetConfigAttributes failed"); continue
+            }
             let notSupported = UInt32(VA_ATTRIB_NOT_SUPPORTED)
             guard attribs[0].value != notSupported, attribs[0].value & UInt32(VA_RT_FORMAT_YUV420) != 0 else {
                 reasons.append("\(name) has no 4:2:0 surfaces"); continue
@@ -141,6 +143,16 @@ final class LibVAEncodeSession: VAEncodeSession {
             }
             let offered = attribs[2].value == notSupported ? 0 : attribs[2].value
             let packed = VAPackedHeaderKinds(rawValue: offered).intersection([.sequence, .picture, .slice])
+            var config = [VAConfigAttrib(type: VAConfigAttribRTFormat, value: UInt32(VA_RT_FORMAT_YUV420)),
+                          VAConfigAttrib(type: VAConfigAttribRateControl, value: UInt32(VA_RC_CBR))]
+            if !packed.isEmpty {
+                config.append(VAConfigAttrib(type: VAConfigAttribEncPackedHeaders, value: packed.rawValue))
+            }
+            let st = vaCreateConfig(d, vaProfile, entrypoint, &config, Int32(config.count), &configID)
+            guard st == VA_STATUS_SUCCESS else {
+                configID = Self.invalidID
+                reasons.append("\(name): vaCreateConfig failed (\(String(cString: vaErrorStr(st))))"); continue
+            }
             return Choice(vaProfile: vaProfile, profile: profile, entrypoint: entrypoint, lowPower: lowPower, packed: packed)
         }
         let detail = reasons.isEmpty ? "no H.264 encode entrypoint" : reasons.joined(separator: "; ")
@@ -171,23 +183,42 @@ final class LibVAEncodeSession: VAEncodeSession {
         }
         let img = uploadImage!
         try copy(image, into: img)
-        try check(vaPutImage(d, input, img.image_id, 0, 0, UInt32(size.width), UInt32(size.height),
-                             0, 0, UInt32(size.width), UInt32(size.height)), "vaPutImage")
+        let w = UInt32(widthInMbs * 16), h = UInt32(heightInMbs * 16)
+        try check(vaPutImage(d, input, img.image_id, 0, 0, w, h, 0, 0, w, h), "vaPutImage")
     }
 
-    /// Copies the Y rows and the interleaved UV rows at the image's pitches and offsets.
+    /// Copies the picture into a mapped VA image (vaMapBuffer).
     private func copy(_ image: PlanarImage, into target: VAImage) throws {
         guard let d = display else { return }
         var mapped: UnsafeMutableRawPointer?
         try check(vaMapBuffer(d, target.buf, &mapped), "vaMapBuffer (NV12 image)")
         defer { vaUnmapBuffer(d, target.buf) }
         guard let base = mapped else { throw CastError(.encoder, "VA-API: vaMapBuffer gave no memory for the NV12 image") }
-        let pitches = [Int(target.pitches.0), Int(target.pitches.1)]
-        let offsets = [Int(target.offsets.0), Int(target.offsets.1)]
-        for (plane, rows) in [(0, size.height), (1, size.height / 2)] {
-            let src = image.plane(plane)
-            for y in 0..<rows {
-                memcpy(base + offsets[plane] + y * pitches[plane], src + y * image.strides[plane], size.width)
+        Self.writePadded(image, to: base, pitches: (Int(target.pitches.0), Int(target.pitches.1)),
+                         offsets: (Int(target.offsets.0), Int(target.offsets.1)),
+                         coded: FrameSize(width: widthInMbs * 16, height: heightInMbs * 16))
+    }
+
+    /// Writes an NV12 picture into NV12 memory of the coded (macroblock-aligned)
+    /// size at the given plane pitches and offsets, repeating the last column
+    /// and row into the padding: the encoder codes those pixels too (the SPS
+    /// crops them), and a copy of the edge costs almost no bits.
+    static func writePadded(_ image: PlanarImage, to base: UnsafeMutableRawPointer,
+                            pitches: (Int, Int), offsets: (Int, Int), coded: FrameSize) {
+        let w = image.size.width
+        for (plane, rows, codedRows, pitch, offset) in [(0, image.size.height, coded.height, pitches.0, offsets.0),
+                                                         (1, image.size.height / 2, coded.height / 2, pitches.1, offsets.1)] {
+            for y in 0..<codedRows {
+                let from = image.plane(plane) + min(y, rows - 1) * image.strides[plane]
+                let to = (base + offset + y * pitch).assumingMemoryBound(to: UInt8.self)
+                memcpy(to, from, w)
+                // Luma repeats its last sample; the interleaved UV plane its last Cb,Cr pair.
+                let step = plane == 0 ? 1 : 2
+                var x = w
+                while x < coded.width {
+                    for k in 0..<step { to[x + k] = from[w - step + k] }
+                    x += step
+                }
             }
         }
     }

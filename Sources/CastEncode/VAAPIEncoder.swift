@@ -32,12 +32,13 @@ public final class VAAPIEncoder: VideoEncoder {
     private var reconstructed = 0
     private var reference: (slot: Int, pictureOrderCount: Int32, frameNum: Int)?
 
-    /// Opens the first render node the probe found usable.
-    public convenience init(config: EncoderConfig, probe: VAAPIProbe = .run()) throws {
+    /// Opens the first render node the probe found usable. `allowMain`: the
+    /// receiver was offered Main (else only Constrained Baseline is used).
+    public convenience init(config: EncoderConfig, probe: VAAPIProbe = .run(), allowMain: Bool = false) throws {
         guard let node = probe.usable else {
             throw CastError(.encoderUnavailable, probe.unavailableReason ?? probe.summary)
         }
-        try self.init(config: config, session: try LibVAEncodeSession(node: node.path, size: config.size))
+        try self.init(config: config, session: try LibVAEncodeSession(node: node.path, size: config.size, allowMain: allowMain))
     }
 
     init(config: EncoderConfig, session: any VAEncodeSession) throws {

@@ -54,6 +54,43 @@ func bits(_ s: String) -> [UInt8] {
         #expect(aligned.bytes == [0x42, 0x80])
     }
 
+    @Test func randomFieldsReadBackThroughAnIndependentReader() {
+        // 2000 random u(n)/ue/se fields written, then parsed by the test's own reader (9.1's decoding rule).
+        var rng: UInt64 = 0x2545_f491_4f6c_dd1d
+        func next() -> UInt64 { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng }
+        enum Field: Equatable { case u(Int, UInt32), ue(UInt32), se(Int32) }
+        var fields: [Field] = []
+        var w = RBSPWriter()
+        for _ in 0..<2000 {
+            let r = next()
+            let bits = Int(r % 33)
+            let v = UInt32(truncatingIfNeeded: next() >> UInt64(r % 32))
+            switch (r >> 8) % 3 {
+            case 0:
+                let value = bits == 32 ? v : v & ((1 << UInt32(bits)) - 1)
+                fields.append(.u(bits, value)); w.u(bits, value)
+            case 1: fields.append(.ue(v)); w.ue(v)
+            default:
+                let sv = Int32(truncatingIfNeeded: v) / 2  // within ±2^30: se's range
+                fields.append(.se(sv)); w.se(sv)
+            }
+        }
+        var pos = 0
+        func bit() -> UInt64 { defer { pos += 1 }; return UInt64(w.bytes[pos / 8] >> UInt8(7 - pos % 8) & 1) }
+        func read(_ n: Int) -> UInt64 { (0..<n).reduce(0) { acc, _ in acc << 1 | bit() } }
+        func readUE() -> UInt64 { var zeros = 0; while bit() == 0 { zeros += 1 }; return (1 << UInt64(zeros)) - 1 + read(zeros) }
+        for f in fields {
+            switch f {
+            case let .u(n, v): #expect(read(n) == UInt64(v))
+            case let .ue(v): #expect(readUE() == UInt64(v))
+            case let .se(v):
+                let k = readUE()
+                #expect((k % 2 == 1 ? Int64((k + 1) / 2) : -Int64(k / 2)) == Int64(v))
+            }
+        }
+        #expect(pos == w.bitCount)
+    }
+
     @Test func emulationPreventionEscapesEveryZeroZeroLowByte() {
         // 7.4.1: 00 00 0x (x ≤ 3) becomes 00 00 03 0x; 00 00 04 stays; the count restarts after the 03.
         #expect(H264NAL.escape([0, 0, 0, 0, 0, 1, 0, 0, 2, 0, 0, 3, 0, 0, 4]) ==

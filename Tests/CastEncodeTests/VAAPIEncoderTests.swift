@@ -287,3 +287,27 @@ final class FakeVASession: VAEncodeSession, @unchecked Sendable {  // one test t
         #expect(rc.rc_flags.bits.disable_frame_skip == 1)
     }
 }
+
+@Suite struct VASurfaceUploadTests {
+    @Test func pictureIsCopiedAtThePitchesAndItsEdgesFillTheMacroblockPadding() {
+        // 6×4 NV12 into a 16×16 coded surface with pitch 20 and the UV plane at offset 400.
+        let img = PlanarImage(format: .nv12, size: FrameSize(width: 6, height: 4))
+        for y in 0..<4 { for x in 0..<6 { img.plane(0)[y * img.strides[0] + x] = UInt8(10 * y + x) } }
+        for y in 0..<2 { for x in 0..<6 { img.plane(1)[y * img.strides[1] + x] = UInt8(100 + 10 * y + x) } }
+        var mem = [UInt8](repeating: 0xee, count: 400 + 20 * 8)
+        mem.withUnsafeMutableBytes { raw in
+            LibVAEncodeSession.writePadded(img, to: raw.baseAddress!, pitches: (20, 20), offsets: (0, 400),
+                                           coded: FrameSize(width: 16, height: 16))
+        }
+        #expect(Array(mem[0..<16]) == [0, 1, 2, 3, 4, 5] + [UInt8](repeating: 5, count: 10))
+        #expect(Array(mem[16..<20]) == [0xee, 0xee, 0xee, 0xee])  // beyond the coded width: untouched
+        #expect(Array(mem[60..<66]) == [30, 31, 32, 33, 34, 35])  // row 3
+        #expect(Array(mem[300..<316]) == Array(mem[60..<76]))       // row 15 repeats row 3
+        #expect(Array(mem[400..<416]) == [100, 101, 102, 103, 104, 105] + [UInt8]([104, 105]).repeated(5))
+        #expect(Array(mem[540..<556]) == Array(mem[420..<436]))     // UV row 7 repeats UV row 1
+    }
+}
+
+extension Array {
+    func repeated(_ n: Int) -> [Element] { (0..<n).flatMap { _ in self } }
+}
