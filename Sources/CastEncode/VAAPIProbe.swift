@@ -16,12 +16,15 @@ public struct VAAPIProbe: Equatable, Sendable {
         public var h264Encode: [String]
         /// Why the node is unusable, when it is.
         public var problem: String?
+
+        public var canEncodeConstrainedBaseline: Bool { h264Encode.contains { $0.hasPrefix("ConstrainedBaseline/") } }
     }
 
     public var nodes: [Node]
 
-    /// The first node with an H.264 encode entrypoint (EncSliceLP preferred on it).
-    public var usable: Node? { nodes.first { !$0.h264Encode.isEmpty } }
+    /// The first node that encodes H.264 Constrained Baseline (at EncSliceLP or
+    /// EncSlice; the session prefers LP). Constrained Baseline is required: it is what castd's SDP offer promises receivers (spec §7).
+    public var usable: Node? { nodes.first { $0.canEncodeConstrainedBaseline } }
     public var available: Bool { usable != nil }
 
     /// One sentence for logs and `castd doctor` (STYLE.md rule 5), saying what
@@ -40,7 +43,7 @@ public struct VAAPIProbe: Equatable, Sendable {
             return "VA-API: no DRM render node (/dev/dri/renderD*) on this machine, so no hardware encoder"
         }
         let why = nodes.map { "\($0.path): \($0.problem ?? "no H.264 encode entrypoint") (driver \($0.driver ?? "none"))" }
-        return "VA-API: no H.264 encode entrypoint — " + why.joined(separator: "; ")
+        return "VA-API: no usable H.264 encoder — " + why.joined(separator: "; ")
     }
 
     /// The render nodes in `directory` (default /dev/dri), sorted.
@@ -100,6 +103,12 @@ public struct VAAPIProbe: Equatable, Sendable {
                 found.append("\(pname)/\(ename)")
             }
         }
-        return Node(path: path, driver: driver, h264Encode: found, problem: found.isEmpty ? "no H.264 encode entrypoint" : nil)
+        var node = Node(path: path, driver: driver, h264Encode: found, problem: nil)
+        if found.isEmpty {
+            node.problem = "no H.264 encode entrypoint"
+        } else if !node.canEncodeConstrainedBaseline {
+            node.problem = "H.264 encode only as \(found.joined(separator: ", ")), no Constrained Baseline"
+        }
+        return node
     }
 }

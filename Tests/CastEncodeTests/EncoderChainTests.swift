@@ -139,6 +139,17 @@ final class LogLines: Sendable {
         #expect(probe.unavailableReason == "VA-API: no DRM render node (/dev/dri/renderD*) on this machine, so no hardware encoder")
     }
 
+    @Test func aNodeWithMainOnlyIsNotUsableBecauseReceiversWereOfferedConstrainedBaseline() {
+        var probe = VAAPIProbe(nodes: [VAAPIProbe.Node(path: "/dev/dri/renderD128", driver: "d", h264Encode: ["Main/EncSlice"],
+                                                       problem: "H.264 encode only as Main/EncSlice, no Constrained Baseline")])
+        #expect(!probe.available)
+        #expect(probe.summary == "VA-API: no usable H.264 encoder — /dev/dri/renderD128: H.264 encode only as Main/EncSlice, "
+                + "no Constrained Baseline (driver d); using x264")
+        probe.nodes.append(VAAPIProbe.Node(path: "/dev/dri/renderD129", driver: "e",
+                                           h264Encode: ["ConstrainedBaseline/EncSlice"], problem: nil))
+        #expect(probe.usable?.path == "/dev/dri/renderD129")
+    }
+
     @Test func thisMachineHasNoDriNode() {
         // The build machines have no GPU (DESIGN.md, platform facts). Where one exists this pins the path format.
         let nodes = VAAPIProbe.renderNodes()
@@ -157,6 +168,6 @@ final class LogLines: Sendable {
         #expect(probe.nodes.map(\.path) == [dir + "/renderD128"])
         #expect(!probe.available)
         #expect(probe.nodes[0].problem != nil)
-        #expect(probe.summary.hasPrefix("VA-API: no H.264 encode entrypoint — \(dir)/renderD128: "))
+        #expect(probe.summary.hasPrefix("VA-API: no usable H.264 encoder — \(dir)/renderD128: "))
     }
 }
