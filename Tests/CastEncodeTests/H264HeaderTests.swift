@@ -161,22 +161,26 @@ func bits(_ s: String) -> [UInt8] {
     /// decodes fully: an IDR of Intra16x16 DC macroblocks with no residual
     /// (mid-grey, CAVLC), or a P picture of skipped macroblocks.
     static func picture(_ header: H264SliceHeader, sps: H264SequenceParameterSet, pps: H264PictureParameterSet) -> [UInt8] {
+        precondition(!pps.cabac)
         var w = RBSPWriter()
         header.write(&w, sps: sps, pps: pps)
-        let mbs = sps.widthInMbs * sps.heightInMbs
-        if header.type == .i {
-            precondition(!pps.cabac)
-            for _ in 0..<mbs {
+        writeTrivialSliceData(&w, type: header.type, macroblocks: sps.widthInMbs * sps.heightInMbs)
+        return H264NAL.annexB(header.nalType, refIdc: 3, rbsp: w.bytes)
+    }
+
+    /// CAVLC slice data (7.3.4) then rbsp_slice_trailing_bits.
+    static func writeTrivialSliceData(_ w: inout RBSPWriter, type: H264SliceHeader.SliceType, macroblocks: Int) {
+        if type == .i {
+            for _ in 0..<macroblocks {
                 w.ue(3)  // mb_type I_16x16_2_0_0: DC prediction, no coded luma or chroma (Table 7-11)
                 w.ue(0)  // intra_chroma_pred_mode: DC
                 w.se(0)  // mb_qp_delta
                 w.u(1, 1)  // Intra16x16DCLevel coeff_token, nC 0: TotalCoeff 0 (Table 9-5)
             }
         } else {
-            w.ue(UInt32(mbs))  // mb_skip_run: every macroblock copies the reference
+            w.ue(UInt32(macroblocks))  // mb_skip_run: every macroblock copies the reference
         }
         w.trailingBits()
-        return H264NAL.annexB(header.nalType, refIdc: 3, rbsp: w.bytes)
     }
 
     @Test func spsAndPpsFor1080pBaselineReadBackFieldByField() throws {

@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 import Glibc
 import CastCore
 import CastMedia
@@ -310,4 +311,76 @@ final class FakeVASession: VAEncodeSession, @unchecked Sendable {  // one test t
 
 extension Array {
     func repeated(_ n: Int) -> [Element] { (0..<n).flatMap { _ in self } }
+}
+
+/// A fake driver that honours packed headers the way va.h describes them: it
+/// emits the packed SPS/PPS as given, and continues the packed slice header
+/// at its exact bit length with slice data of its own (trivial CAVLC data a
+/// test can write). So the whole stream VAAPIEncoder makes can be decoded.
+final class SliceWritingFakeSession: VAEncodeSession, @unchecked Sendable {  // one test thread uses it
+    let capabilities = VAEncodeCapabilities(profile: .constrainedBaseline, lowPower: true,
+                                            packedHeaders: [.sequence, .picture, .slice], driver: "fake", node: "/dev/dri/fake")
+    private var macroblocks = 0
+
+    func upload(_ image: PlanarImage) throws {}
+
+    func encode(_ picture: VAPictureRequest) throws -> [UInt8] {
+        if let sps = picture.sequence { macroblocks = sps.widthInMbs * sps.heightInMbs }
+        var out: [UInt8] = []
+        for h in picture.packedHeaders where h.kind != .slice { out += h.bytes }
+        let header = try #require(picture.packedHeaders.first { $0.kind == .slice })
+        // Start code and NAL header as they are; the payload unescaped and cut at bitLength.
+        let rbsp = Self.unescape(Array(header.bytes.dropFirst(5)))
+        var w = RBSPWriter()
+        for i in 0..<(header.bitLength - 40) { w.u(1, UInt32(rbsp[i / 8] >> UInt8(7 - i % 8) & 1)) }
+        H264HeaderTraceTests.writeTrivialSliceData(&w, type: picture.slice.type, macroblocks: macroblocks)
+        return out + Array(header.bytes.prefix(5)) + H264NAL.escape(w.bytes)
+    }
+
+    /// Removes emulation prevention bytes (the 03 of 00 00 03), written here independently of H264NAL.
+    static func unescape(_ b: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        var zeros = 0
+        for x in b {
+            if zeros >= 2 && x == 3 { zeros = 0; continue }
+            out.append(x)
+            zeros = x == 0 ? zeros + 1 : 0
+        }
+        return out
+    }
+}
+
+@Suite struct VAAPIEncoderStreamTests {
+    @Test func wholeStreamWithKeyframesOnDemandDecodesWithFfmpeg() throws {
+        // 320×180 (cropped from 192 rows), 12 pictures, IDRs at 0, 5 and 9.
+        let config = EncoderConfig(size: FrameSize(width: 320, height: 180), frameRate: 30, bitrate: 500_000)
+        let enc = try VAAPIEncoder(config: config, session: SliceWritingFakeSession())
+        let img = PlanarImage(format: .nv12, size: config.size)
+        var stream: [UInt8] = []
+        var keyframes: [Bool] = []
+        for n in 0..<12 {
+            if n == 5 || n == 9 { enc.requestKeyframe() }
+            let au = try #require(try enc.encode(img, pts: Instant(nanoseconds: Int64(n))))
+            keyframes.append(au.isKeyframe)
+            stream += au.bytes
+        }
+        #expect(keyframes.indices.filter { keyframes[$0] } == [0, 5, 9])
+        let dir = FileManager.default.temporaryDirectory
+        let input = dir.appendingPathComponent("castd-vaapi-\(getpid()).h264")
+        let output = dir.appendingPathComponent("castd-vaapi-\(getpid()).yuv")
+        defer { try? FileManager.default.removeItem(at: input); try? FileManager.default.removeItem(at: output) }
+        try Data(stream).write(to: input)
+        let log = try run("/usr/bin/ffmpeg", ["-v", "error", "-nostdin", "-xerror", "-err_detect", "explode", "-f", "h264",
+                                              "-i", input.path, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", output.path])
+        #expect(log.isEmpty, "ffmpeg: \(log)")
+        let yuv = [UInt8](try Data(contentsOf: output))
+        #expect(yuv.count == 12 * config.size.pixelCount * 3 / 2)
+        #expect(yuv.allSatisfy { $0 == 128 })
+        let trace = try TraceHeaders.run(annexB: stream)
+        let slices = trace.units.filter { $0.fields.contains { $0.name == "first_mb_in_slice" } }
+        #expect(slices.map { $0["frame_num"] } == [0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2])
+        #expect(slices.compactMap { $0["idr_pic_id"] } == [0, 1, 2])
+        #expect(trace.all("Sequence Parameter Set").count == 3)
+        #expect(trace.all("Picture Parameter Set").count == 3)
+    }
 }
