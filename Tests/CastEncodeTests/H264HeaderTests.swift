@@ -257,15 +257,8 @@ func bits(_ s: String) -> [UInt8] {
                 stream += Self.picture(h, sps: sps, pps: pps)
             }
         }
-        let dir = FileManager.default.temporaryDirectory
-        let input = dir.appendingPathComponent("castd-ours-\(getpid()).h264")
-        let output = dir.appendingPathComponent("castd-ours-\(getpid()).yuv")
-        defer { try? FileManager.default.removeItem(at: input); try? FileManager.default.removeItem(at: output) }
-        try Data(stream).write(to: input)
-        let log = try run("/usr/bin/ffmpeg", ["-v", "error", "-nostdin", "-xerror", "-err_detect", "explode", "-f", "h264",
-                                              "-i", input.path, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", output.path])
+        let (log, yuv) = try TraceHeaders.decode(annexB: stream)
         #expect(log.isEmpty, "ffmpeg: \(log)")
-        let yuv = [UInt8](try Data(contentsOf: output))
         #expect(yuv.count == 7 * size.pixelCount * 3 / 2)
         #expect(yuv.allSatisfy { $0 == 128 })  // DC prediction with no neighbours and no residual: mid-grey
         // The slice headers as libavcodec read them.

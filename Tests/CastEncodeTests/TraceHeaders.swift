@@ -42,4 +42,17 @@ struct TraceHeaders {
         }
         return TraceHeaders(units: units, log: out)
     }
+
+    /// Decodes an Annex-B stream with ffmpeg, stopping at the first error
+    /// (`-xerror -err_detect explode`): its error output and the yuv420p pictures.
+    static func decode(annexB bytes: [UInt8]) throws -> (log: String, yuv: [UInt8]) {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("castd-decode-\(getpid())-\(UUID().uuidString)")
+        let input = base.appendingPathExtension("h264"), output = base.appendingPathExtension("yuv")
+        defer { try? FileManager.default.removeItem(at: input); try? FileManager.default.removeItem(at: output) }
+        try Data(bytes).write(to: input)
+        let log = try CastEncodeTests.run("/usr/bin/ffmpeg", ["-v", "error", "-nostdin", "-xerror", "-err_detect", "explode",
+                                                              "-f", "h264", "-i", input.path, "-f", "rawvideo",
+                                                              "-pix_fmt", "yuv420p", "-y", output.path])
+        return (log, (try? [UInt8](Data(contentsOf: output))) ?? [])
+    }
 }

@@ -365,15 +365,8 @@ final class SliceWritingFakeSession: VAEncodeSession, @unchecked Sendable {  // 
             stream += au.bytes
         }
         #expect(keyframes.indices.filter { keyframes[$0] } == [0, 5, 9])
-        let dir = FileManager.default.temporaryDirectory
-        let input = dir.appendingPathComponent("castd-vaapi-\(getpid()).h264")
-        let output = dir.appendingPathComponent("castd-vaapi-\(getpid()).yuv")
-        defer { try? FileManager.default.removeItem(at: input); try? FileManager.default.removeItem(at: output) }
-        try Data(stream).write(to: input)
-        let log = try run("/usr/bin/ffmpeg", ["-v", "error", "-nostdin", "-xerror", "-err_detect", "explode", "-f", "h264",
-                                              "-i", input.path, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", output.path])
+        let (log, yuv) = try TraceHeaders.decode(annexB: stream)
         #expect(log.isEmpty, "ffmpeg: \(log)")
-        let yuv = [UInt8](try Data(contentsOf: output))
         #expect(yuv.count == 12 * config.size.pixelCount * 3 / 2)
         #expect(yuv.allSatisfy { $0 == 128 })
         let trace = try TraceHeaders.run(annexB: stream)
