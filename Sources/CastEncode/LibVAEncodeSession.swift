@@ -67,7 +67,13 @@ final class LibVAEncodeSession: VAEncodeSession {
 
         let codedWidth = UInt32(widthInMbs * 16), codedHeight = UInt32(heightInMbs * 16)
         var ids = [VASurfaceID](repeating: Self.invalidID, count: 3)
-        try check(vaCreateSurfaces(d, UInt32(VA_RT_FORMAT_YUV420), codedWidth, codedHeight, &ids, 3, nil, 0), "vaCreateSurfaces")
+        // NV12 said explicitly: the upload writes NV12, and vaDeriveImage hands back the surface's own layout.
+        var nv12 = VASurfaceAttrib()
+        nv12.type = VASurfaceAttribPixelFormat
+        nv12.flags = UInt32(VA_SURFACE_ATTRIB_SETTABLE)
+        nv12.value.type = VAGenericValueTypeInteger
+        nv12.value.value.i = Int32(bitPattern: Self.fourccNV12)
+        try check(vaCreateSurfaces(d, UInt32(VA_RT_FORMAT_YUV420), codedWidth, codedHeight, &ids, 3, &nv12, 1), "vaCreateSurfaces (NV12)")
         surfaces = ids
         try check(vaCreateContext(d, configID, Int32(codedWidth), Int32(codedHeight), Int32(VA_PROGRESSIVE),
                                   &ids, 3, &contextID), "vaCreateContext")
@@ -167,10 +173,12 @@ final class LibVAEncodeSession: VAEncodeSession {
         let input = surfaces[0]
         var derived = VAImage()
         if uploadImage == nil && vaDeriveImage(d, input, &derived) == VA_STATUS_SUCCESS {
-            // The surface's own memory: write straight into it.
+            // The surface's own memory: write straight into it, if it is laid out as NV12.
             defer { vaDestroyImage(d, derived.image_id) }
-            try copy(image, into: derived)
-            return
+            if derived.format.fourcc == Self.fourccNV12 {
+                try copy(image, into: derived)
+                return
+            }
         }
         if uploadImage == nil {
             var format = VAImageFormat()
