@@ -1,0 +1,230 @@
+"""A headless GNOME Mutter session to capture from, for tests and the demo.
+
+One rig is: a private session `dbus-daemon`, `pipewire` and `wireplumber`, and
+`mutter --headless --virtual-monitor WxH --wayland --no-x11`, all in a fresh
+XDG_RUNTIME_DIR, plus a Wayland client that draws castd's test picture
+fullscreen (tools/wayland_pattern.py). Mutter renders in software; nothing
+here needs a GPU. Started as root (CI), everything runs as a dedicated
+unprivileged user, `castd-rig`, created on first use; started as anyone else,
+it runs as that user.
+
+`screencast()` asks Mutter for a cast of the monitor over
+org.gnome.Mutter.ScreenCast and returns the PipeWire node id;
+`grab(node, count)` reads frames of that node back with GStreamer's
+`pipewiresrc`, independently of castd.
+
+From a shell: `python3 -m tools.mutter_rig [--size WxH] [--static]` (run in
+IntegrationTests/) starts a rig, prints the environment to reach it, and
+stops it on Ctrl-C.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+TOOLS = Path(__file__).resolve().parent
+RIG_USER = "castd-rig"
+REQUIRED = ["mutter", "pipewire", "wireplumber", "dbus-daemon", "gst-launch-1.0"]
+
+
+def missing_tools() -> list[str]:
+    """What this machine lacks to run a rig (empty when it can)."""
+    missing = [t for t in REQUIRED if shutil.which(t) is None]
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import gi, cairo; gi.require_version('Gtk', '3.0');"
+                            "from gi.repository import Gtk"], capture_output=True)
+    if probe.returncode != 0:
+        missing.append("python3-gi, python3-gi-cairo, gir1.2-gtk-3.0")
+    return missing
+
+
+def rig_account() -> pwd.struct_passwd:
+    if os.geteuid() != 0:
+        return pwd.getpwuid(os.geteuid())
+    try:
+        return pwd.getpwnam(RIG_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--create-home", "--shell", "/usr/sbin/nologin", RIG_USER],
+                       check=True)
+        return pwd.getpwnam(RIG_USER)
+
+
+class MutterRig:
+    def __init__(self, width: int = 1280, height: int = 720):
+        self.width, self.height = width, height
+        self.account = rig_account()
+        self.runtime_dir = ""
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+
+    # ------------------------------------------------------------ processes
+
+    def env(self) -> dict[str, str]:
+        """The environment of a client of this rig (run it as `self.account`, see `as_user`)."""
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": self.account.pw_dir,
+            "USER": self.account.pw_name,
+            "XDG_RUNTIME_DIR": self.runtime_dir,
+            "DBUS_SESSION_BUS_ADDRESS": f"unix:path={self.runtime_dir}/bus",
+            "WAYLAND_DISPLAY": "wayland-0",
+            "XDG_SESSION_TYPE": "wayland",
+            "GDK_BACKEND": "wayland",
+            "NO_AT_BRIDGE": "1",
+        }
+
+    def as_user(self, argv: list[str]) -> list[str]:
+        if os.geteuid() != 0:
+            return argv
+        return ["setpriv", f"--reuid={self.account.pw_uid}", f"--regid={self.account.pw_gid}",
+                "--init-groups", "--"] + argv
+
+    def spawn(self, name: str, argv: list[str], stdout=None) -> subprocess.Popen:
+        log = Path(self.runtime_dir) / f"{name}.log"
+        self.logs[name] = log
+        err = open(log, "wb")
+        p = subprocess.Popen(self.as_user(argv), env=self.env(), stdout=stdout or err, stderr=err,
+                             start_new_session=True)
+        self.procs[name] = p
+        return p
+
+    def wait_for(self, what: str, ready, seconds: float = 20.0):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if ready():
+                return
+            dead = [n for n, p in self.procs.items() if p.poll() is not None]
+            if dead:
+                raise RuntimeError(f"{', '.join(dead)} exited while waiting for {what}: {self.tail(dead[0])}")
+            time.sleep(0.05)
+        raise RuntimeError(f"timed out waiting for {what}")
+
+    def tail(self, name: str, lines: int = 8) -> str:
+        try:
+            return "\n".join(self.logs[name].read_text(errors="replace").splitlines()[-lines:])
+        except (KeyError, OSError):
+            return ""
+
+    def bus_has(self, name: str) -> bool:
+        r = subprocess.run(self.as_user(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                                         "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
+                                         f"string:{name}"]),
+                           env=self.env(), capture_output=True, text=True)
+        return r.returncode == 0 and "boolean true" in r.stdout
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, animate: bool = True) -> "MutterRig":
+        self.runtime_dir = tempfile.mkdtemp(prefix="castd-rig-")
+        os.chown(self.runtime_dir, self.account.pw_uid, self.account.pw_gid)
+        os.chmod(self.runtime_dir, 0o700)
+        # The rig's user may not be able to read the checkout (a clone under /root): copy its two clients.
+        for script in ("wayland_pattern.py", "mutter_screencast.py"):
+            shutil.copy(TOOLS / script, Path(self.runtime_dir) / script)
+            os.chmod(Path(self.runtime_dir) / script, 0o755)
+        try:
+            bus = Path(self.runtime_dir) / "bus"
+            self.spawn("dbus", ["dbus-daemon", "--session", f"--address=unix:path={bus}", "--nofork", "--nopidfile"])
+            self.wait_for("the session bus", bus.exists)
+            self.spawn("pipewire", ["pipewire"])
+            self.wait_for("pipewire", lambda: (Path(self.runtime_dir) / "pipewire-0").exists())
+            self.spawn("wireplumber", ["wireplumber"])
+            self.spawn("mutter", ["mutter", "--headless", "--virtual-monitor", f"{self.width}x{self.height}",
+                                  "--wayland", "--no-x11"])
+            self.wait_for("mutter's ScreenCast service", lambda: self.bus_has("org.gnome.Mutter.ScreenCast"), 30)
+            self.pattern = self.spawn("pattern", ["/usr/bin/python3", f"{self.runtime_dir}/wayland_pattern.py"]
+                                      + ([] if animate else ["--static"]), stdout=subprocess.PIPE)
+            line = self.pattern.stdout.readline()
+            if b"drawing on wayland" not in line:
+                raise RuntimeError(f"the pattern client did not start: {self.tail('pattern')}")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def screencast(self, cursor_mode: int = 1) -> int:
+        """A new Mutter screen cast of the monitor; its PipeWire node id."""
+        p = self.spawn(f"screencast{len(self.procs)}", ["/usr/bin/python3", f"{self.runtime_dir}/mutter_screencast.py",
+                                                         "--cursor-mode", str(cursor_mode)], stdout=subprocess.PIPE)
+        line = p.stdout.readline().decode()
+        if not line.startswith("node "):
+            raise RuntimeError(f"no screen-cast node: {self.tail(list(self.procs)[-1])}")
+        return int(line.split()[1])
+
+    def grab(self, node: int, count: int = 2, timeout: float = 20.0) -> list[np.ndarray]:
+        """`count` consecutive RGB frames of a PipeWire node, read by GStreamer (not castd)."""
+        out = Path(self.runtime_dir) / f"grab-{node}"
+        out.mkdir(exist_ok=True)
+        os.chown(out, self.account.pw_uid, self.account.pw_gid)
+        argv = ["gst-launch-1.0", "-q", "pipewiresrc", f"path={node}", f"num-buffers={count}", "!", "videoconvert",
+                "!", f"video/x-raw,format=RGB,width={self.width},height={self.height}", "!",
+                "multifilesink", f"location={out}/f%d.rgb"]
+        subprocess.run(self.as_user(argv), env=self.env(), check=True, timeout=timeout, capture_output=True)
+        frames = []
+        for i in range(count):
+            raw = np.fromfile(out / f"f{i}.rgb", dtype=np.uint8)
+            frames.append(raw.reshape(self.height, self.width, 3))
+        return frames
+
+    def stop(self):
+        for name in reversed(list(self.procs)):
+            p = self.procs[name]
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs.values():
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            if p.stdout:
+                p.stdout.close()
+        self.procs.clear()
+        if self.runtime_dir:
+            shutil.rmtree(self.runtime_dir, ignore_errors=True)
+            self.runtime_dir = ""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="Start a headless Mutter rig and keep it until Ctrl-C.")
+    ap.add_argument("--size", default="1280x720")
+    ap.add_argument("--static", action="store_true", help="draw the picture once (a damage-free screen)")
+    args = ap.parse_args()
+    missing = missing_tools()
+    if missing:
+        print(f"cannot start a rig; missing: {', '.join(missing)} (Scripts/bootstrap installs them)", file=sys.stderr)
+        return 1
+    w, h = (int(v) for v in args.size.split("x"))
+    rig = MutterRig(w, h).start(animate=not args.static)
+    print(f"# headless Mutter {w}x{h} running as {rig.account.pw_name}; its environment:")
+    for k, v in rig.env().items():
+        print(f"export {k}={v}")
+    sys.stdout.flush()
+    try:
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        rig.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    sys.exit(main())
