@@ -57,7 +57,7 @@ def test_castd_resolves_a_local_candidate_and_selects_it_as_a_host_candidate(sma
     assert res["exit"] == 0, res
     assert res["frames"] >= 30, res
     assert res["listening"] and res["listening"][0]["type"] == "mdnsListening", res
-    assert "lo" in res["listening"][0]["interfaces"], res
+    assert "lo/v4" in res["listening"][0]["interfaces"], res
     # The name resolved to the receiver's address (logged redacted) …
     assert [r["addresses"] for r in res["resolved"]] == [[res["expected_remote"]]], res
     assert res["unresolved"] == [], res

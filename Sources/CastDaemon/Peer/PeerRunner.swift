@@ -28,7 +28,7 @@ public final class PeerRunner: @unchecked Sendable {
     public let offerSDP: String
     public let events: AsyncStream<PeerSession.Event>
     public let localAddresses: [SocketAddress]
-    /// The interfaces mDNS listens and asks on (empty without mDNS).
+    /// The interfaces mDNS listens and asks on, as `name/v4` or `name/v6` (empty without mDNS).
     public let mdnsInterfaces: [String]
     /// Why mDNS is off, when it was wanted and port 5353 could not be used.
     public let mdnsProblem: String?
@@ -76,7 +76,7 @@ public final class PeerRunner: @unchecked Sendable {
             if !mdnsSockets.isEmpty { problem = nil }
         }
         mdnsProblem = problem
-        mdnsInterfaces = mdnsSockets.flatMap(\.interfaces)
+        mdnsInterfaces = mdnsSockets.flatMap { m in m.interfaces.map { "\($0)/\(m.local.ip.isIPv6 ? "v6" : "v4")" } }
         let mdnsEndpoints = mdnsSockets.map(\.local)
         sockets += mdnsSockets as [any DatagramSocket]
         let (stream, cont) = AsyncStream.makeStream(of: PeerSession.Event.self, bufferingPolicy: .unbounded)
