@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
-from aiortc.rtcp import RtcpPsfbPacket
+from aiortc.rtp import RTCP_PSFB_FIR, RtcpPsfbPacket
 
 import sys
 from pathlib import Path
@@ -60,7 +60,6 @@ def to_rgb(frame) -> np.ndarray:
     return np.clip(np.stack([r, g, b], axis=-1) + 0.5, 0, 255).astype(np.uint8)
 
 
-RTCP_PSFB_FIR = 4   # RFC 5104 §4.3.1
 
 
 def starts_idr(payload: bytes) -> bool:
