@@ -65,6 +65,7 @@ def test_castd_resolves_a_local_candidate_and_selects_it_as_a_host_candidate(sma
     assert res["stats"]["selectedRemoteType"] == "host", res
     assert res["stats"]["selectedPair"].split(" -> ")[1].startswith(res["expected_remote"] + ":"), res
     assert res["stats"]["mdnsResolved"] == 1, res
+    assert res["resolved"][0]["fromCache"] == (mode == "announce"), res
     if mode == "answer":
         assert res["queries_heard"] >= 1, res
     else:

@@ -50,7 +50,7 @@ import Testing
         let answer = try MDNSResolverTests.response(Self.name, "192.0.2.2")
         s.handleDatagram(answer, from: SocketAddress(IPAddress("192.0.2.2")!, 5353), to: Self.mdnsSocket, now: t0 + .milliseconds(30))
         let (_, later) = drain(s)
-        #expect(later.contains(.mdnsResolved(hostname: Self.name, addresses: [IPAddress("192.0.2.2")!])))
+        #expect(later.contains(.mdnsResolved(hostname: Self.name, addresses: [IPAddress("192.0.2.2")!], fromCache: false)))
         // ICE paces its checks (Ta): the first is due at once.
         #expect(s.nextDeadline() == t0 + .milliseconds(30))
         s.handleTimeout(now: t0 + .milliseconds(30))
@@ -67,7 +67,7 @@ import Testing
         s.handleDatagram(announcement, from: SocketAddress(IPAddress("192.0.2.2")!, 5353), to: Self.mdnsSocket, now: t0)
         try s.applyAnswer(try ChromeFixture.text("chrome-answer-mdns.sdp"), now: t0 + .milliseconds(200))
         let (sent, events) = drain(s)
-        #expect(events.contains(.mdnsResolved(hostname: Self.name, addresses: [IPAddress("192.0.2.2")!])))
+        #expect(events.contains(.mdnsResolved(hostname: Self.name, addresses: [IPAddress("192.0.2.2")!], fromCache: true)))
         s.handleTimeout(now: t0 + .milliseconds(200))
         #expect(drain(s).transmits.contains { isCheck($0, to: Self.resolved) })
         // Only the other (IPv6) name is still asked for on the wire.

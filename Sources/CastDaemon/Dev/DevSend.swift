@@ -102,8 +102,9 @@ public enum DevSend {
                     emit(["type": "keyframeRequested"])
                     flags.keyframeWanted = true
                 case .needsResolution(let h): emit(["type": "needsResolution", "hostname": h])
-                case .mdnsResolved(let h, let addresses):
-                    emit(["type": "mdnsResolved", "hostname": h, "addresses": addresses.map { AddressRedaction.redact($0.description) }])
+                case .mdnsResolved(let h, let addresses, let fromCache):
+                    emit(["type": "mdnsResolved", "hostname": h, "addresses": addresses.map { AddressRedaction.redact($0.description) },
+                          "fromCache": fromCache])
                 case .mdnsUnresolved(let h): emit(["type": "mdnsUnresolved", "hostname": h])
                 case .selectedPair(let l, let r, let t):
                     emit(["type": "selectedPair", "local": "\(l)", "remote": "\(r)", "remoteType": t.rawValue])

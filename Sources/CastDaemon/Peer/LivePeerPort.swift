@@ -88,9 +88,10 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                     keyframe()
                 case .needsResolution(let host):
                     log.write(LogLine(.debug, "mdns_resolving", [("host", AddressRedaction.redact(host))]))
-                case .mdnsResolved(let host, let addresses):
+                case .mdnsResolved(let host, let addresses, let fromCache):
                     log.write(LogLine(.info, "mdns_resolved", [("host", AddressRedaction.redact(host)),
-                                                               ("addresses", addresses.map { AddressRedaction.redact($0.description) }.joined(separator: ","))]))
+                                                               ("addresses", addresses.map { AddressRedaction.redact($0.description) }.joined(separator: ",")),
+                                                               ("source", fromCache ? "cache" : "response")]))
                 case .mdnsUnresolved(let host):
                     log.write(LogLine(.info, "mdns_unresolved", [("host", AddressRedaction.redact(host))]))
                 case .selectedPair(let local, let remote, let type):
@@ -123,6 +124,10 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
 
     public func addRemoteCandidate(_ c: IceCandidatePayload) async {
         guard let r = runner(for: c.negotiationID) else { return }
+        if let parsed = try? ICECandidate(parsing: c.candidate) {
+            log.write(LogLine(.debug, "remote_candidate", [("negotiation", c.negotiationID), ("type", parsed.type.rawValue),
+                                                           ("address", "\(parsed.address)"), ("transport", parsed.transport)]))
+        }
         do { try await r.addRemoteCandidate(c.candidate) }
         catch { log.write(LogLine(.warning, "remote_candidate_ignored", [("error", "\(error)")])) }
     }

@@ -32,8 +32,10 @@ public struct MDNSResolver: Sendable {
     }
 
     public enum Event: Sendable, Equatable {
-        /// The addresses for a name asked with `resolve` (from the cache or an answer).
-        case resolved(name: String, addresses: [IPAddress])
+        /// The addresses for a name asked with `resolve`: from what was heard before it
+        /// was asked (`fromCache`: an announcement, or another host's answer), or from a
+        /// response heard while the query was out.
+        case resolved(name: String, addresses: [IPAddress], fromCache: Bool)
         /// No answer by the timeout (or the name cannot be queried).
         case unresolved(name: String)
     }
@@ -73,7 +75,7 @@ public struct MDNSResolver: Sendable {
     public mutating func resolve(_ name: String, now: Instant) {
         let key = MDNSMessage.canonical(name)
         if let hit = addresses(for: key, now: now), !hit.isEmpty {
-            events.append(.resolved(name: name, addresses: hit))
+            events.append(.resolved(name: name, addresses: hit, fromCache: true))
             return
         }
         guard lookups[key] == nil else { return }
@@ -103,7 +105,7 @@ public struct MDNSResolver: Sendable {
         for (key, l) in lookups.sorted(by: { $0.value.started < $1.value.started }) {
             if let hit = addresses(for: key, now: now), !hit.isEmpty {
                 lookups[key] = nil
-                events.append(.resolved(name: l.name, addresses: hit))
+                events.append(.resolved(name: l.name, addresses: hit, fromCache: false))
             }
         }
     }

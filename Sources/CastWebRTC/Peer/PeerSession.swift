@@ -46,11 +46,13 @@ public final class PeerSession {
         /// A remote candidate names a `<uuid>.local` host: the session resolves it itself
         /// when the shell gave it mDNS sockets (`useMDNS`), and gives it up otherwise.
         case needsResolution(hostname: String)
-        /// mDNS found the addresses of a remote candidate's name; they went to ICE as host candidates.
-        case mdnsResolved(hostname: String, addresses: [IPAddress])
+        /// mDNS found the addresses of a remote candidate's name; they went to ICE as host
+        /// candidates. `fromCache`: heard (announced) before it was asked, no query needed.
+        case mdnsResolved(hostname: String, addresses: [IPAddress], fromCache: Bool)
         /// mDNS found no address for the name (ICE may still connect through a peer-reflexive candidate).
         case mdnsUnresolved(hostname: String)
-        /// ICE selected a pair; `remoteType` is the remote candidate's type at that moment.
+        /// ICE selected a pair; `remoteType` is the remote candidate's type at that moment
+        /// (again when a signalled or resolved candidate replaces a peer-reflexive remote).
         case selectedPair(local: SocketAddress, remote: SocketAddress, remoteType: CandidateType)
         case bandwidthEstimate(bitsPerSecond: UInt64)
         /// Why the connection failed, in words (DTLS fingerprint mismatch, …).
@@ -275,9 +277,9 @@ public final class PeerSession {
             while let e = mdns.pollEvent() {
                 busy = true
                 switch e {
-                case .resolved(let name, let addresses):
+                case .resolved(let name, let addresses, let fromCache):
                     statistics.mdnsResolved += 1
-                    events.append(.mdnsResolved(hostname: name, addresses: addresses))
+                    events.append(.mdnsResolved(hostname: name, addresses: addresses, fromCache: fromCache))
                     ice.resolved(hostname: name, to: addresses, now: now)
                 case .unresolved(let name):
                     statistics.mdnsUnresolved += 1
@@ -290,8 +292,13 @@ public final class PeerSession {
                 handleICEEvent(e, now: now)
             }
         }
-        if let r = ice.selectedPair?.remote {
-            statistics.selectedRemoteType = ice.remoteCandidates.first { $0.socketAddress == r }?.type.rawValue
+        // A peer-reflexive remote that the signalled (or resolved) host candidate replaces
+        // after selection: the selected pair's remote is that host candidate from now on.
+        if let pair = ice.selectedPair, let type = ice.remoteCandidates.first(where: { $0.socketAddress == pair.remote })?.type {
+            if let before = statistics.selectedRemoteType, before != type.rawValue {
+                events.append(.selectedPair(local: pair.local, remote: pair.remote, remoteType: type))
+            }
+            statistics.selectedRemoteType = type.rawValue
         }
     }
 
