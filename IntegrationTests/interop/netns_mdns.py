@@ -3,9 +3,11 @@ so no multicast leaves the machine: loopback only, plus 10.99.0.1 on it as the r
 host address. castd dev-send offers; aiortc answers; the aiortc host candidate is signalled
 as Chrome would, `<uuid>.local`, and a multicast DNS responder on loopback owns that name
 (mode `answer`: answers queries; `announce`: announces it before the candidate is signalled
-and answers nothing, as Chromium does here; `silent`: neither). Prints one JSON line."""
+and answers nothing, as Chromium does here; `silent`: neither; `blocked`: no responder, and
+port 5353 is held exclusively by another socket, so castd cannot listen). Prints one JSON line."""
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 import uuid
@@ -34,7 +36,17 @@ def redact(address: str) -> str:
 async def main(clip: str, mode: str) -> dict:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     subprocess.run(["ip", "addr", "add", f"{RECEIVER_IP}/32", "dev", "lo"], check=True)
-    responder = await MDNSResponder("127.0.0.1", answer=(mode == "answer"), announce=(mode == "announce")).start()
+    blockers = []
+    if mode == "blocked":
+        # Without SO_REUSEADDR/SO_REUSEPORT these own the port: castd's bind fails.
+        for family in (socket.AF_INET, socket.AF_INET6):
+            b = socket.socket(family, socket.SOCK_DGRAM)
+            if family == socket.AF_INET6:
+                b.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            b.bind(("0.0.0.0" if family == socket.AF_INET else "::", 5353))
+            blockers.append(b)
+    responder = await MDNSResponder("127.0.0.1", answer=(mode == "answer"), announce=(mode == "announce")).start() \
+        if mode != "blocked" else None
     sender = await DevSender.start(Path(clip), "--fps", "30", "--seconds", "30")
     pc = RTCPeerConnection()
     frames = 0
@@ -65,7 +77,8 @@ async def main(clip: str, mode: str) -> dict:
         # Chrome's way: no address in the SDP, the host candidate behind a `.local` name.
         answer = "\r\n".join(l for l in lines if not l.startswith("a=candidate:") and l != "a=end-of-candidates")
         await sender.send(type="answer", sdp=answer)
-        responder.register(name, RECEIVER_IP)
+        if responder:
+            responder.register(name, RECEIVER_IP)
         await asyncio.sleep(0.2)   # the announcement is on the wire before the candidate is signalled
         await sender.send(type="candidate", candidate=host[0][2:].replace(f" {RECEIVER_IP} ", f" {name} "))
         await sender.send(type="endOfCandidates")
@@ -86,7 +99,10 @@ async def main(clip: str, mode: str) -> dict:
     finally:
         await pc.close()
         rc = await sender.stop()
-        responder.close()
+        if responder:
+            responder.close()
+        for b in blockers:
+            b.close()
     log = sender.log
     return {
         "exit": rc, "frames": frames, "mode": mode, "expected_remote": redact(RECEIVER_IP),
@@ -95,8 +111,8 @@ async def main(clip: str, mode: str) -> dict:
         "unresolved": [m for m in log if m["type"] == "mdnsUnresolved"],
         "selected": [m for m in log if m["type"] == "selectedPair"],
         "stats": sender.stats(),
-        "queries_heard": responder.queries_heard.get(name, 0),
-        "responses_sent": responder.responses_sent,
+        "queries_heard": responder.queries_heard.get(name, 0) if responder else 0,
+        "responses_sent": responder.responses_sent if responder else 0,
         "tail": log[-12:] if frames < 30 else [],
     }
 

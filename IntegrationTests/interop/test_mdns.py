@@ -7,7 +7,9 @@ namespace this test creates (so no multicast leaves the machine). See netns_mdns
   (what Chromium does in this container), and castd takes it from its cache;
 - `silent`: nothing is heard; castd gives the name up after 5 s and ICE connects through
   the peer-reflexive candidate the receiver's checks reveal (the control: without mDNS the
-  selected remote is not a host candidate).
+  selected remote is not a host candidate);
+- `blocked`: another socket holds port 5353 exclusively; castd says so once and casts anyway
+  (peer-reflexive).
 """
 import json
 import os
@@ -85,3 +87,15 @@ def test_without_an_answer_the_name_is_given_up_and_ice_uses_the_peer_reflexive_
     assert len(res["unresolved"]) == 1, res
     assert res["stats"]["selectedRemoteType"] == "prflx", res
     assert res["stats"]["selectedPair"].split(" -> ")[1].startswith(res["expected_remote"] + ":"), res
+
+
+@pytest.mark.timeout(120)
+def test_when_port_5353_is_taken_castd_says_so_and_connects_without_mdns(small_clip):
+    res = run_in_namespace(small_clip, "blocked")
+    print("MDNS " + json.dumps(res))
+    assert res["exit"] == 0, res
+    assert res["frames"] >= 30, res
+    assert [m["type"] for m in res["listening"]] == ["mdnsUnavailable"], res
+    assert "5353" in res["listening"][0]["message"] and "Address already in use" in res["listening"][0]["message"], res
+    assert res["resolved"] == [] and len(res["unresolved"]) == 1, res   # given up at once
+    assert res["stats"]["selectedRemoteType"] == "prflx", res

@@ -53,7 +53,7 @@ public final class MulticastDNSSocket: DatagramSocket, @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
         }
         guard ok, r == 0 else {
-            let e = CastError.posix("bind \(any) for mDNS")
+            let e = CastError.posix("mDNS: cannot use UDP port 5353 (\(ipv6 ? "IPv6" : "IPv4"))")
             close(fd)
             throw e
         }

@@ -71,7 +71,7 @@ public final class PeerRunner: @unchecked Sendable {
         if options.mdns {
             for ipv6 in [false, true] where usable.contains(where: { $0.ip.isIPv6 == ipv6 }) {
                 do { mdnsSockets.append(try MulticastDNSSocket(ipv6: ipv6, addresses: usable)) }
-                catch { if !ipv6 || mdnsSockets.isEmpty { problem = "\(error)" } }
+                catch { problem = problem ?? "\(error)" }
             }
             if !mdnsSockets.isEmpty { problem = nil }
         }
