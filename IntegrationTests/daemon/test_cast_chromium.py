@@ -49,6 +49,8 @@ async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(stack, 
         daemon.signal()
         await viewer.page.wait_for("window.castdViewer.message.includes('disconnected')", timeout=5)
         rc, _ = await daemon.wait(timeout=5)
+    ice = [l for l in daemon.stderr_lines if "event=mdns_" in l or "event=selected_pair" in l or "event=remote_candidate" in l]
+    print("ICE\n" + "\n".join(ice))
     assert "H264" in (later.get("codec") or "")
     assert (later["frameWidth"], later["frameHeight"]) == size
     assert later["framesDecoded"] >= first["framesDecoded"] + 30        # frames keep climbing
@@ -56,6 +58,13 @@ async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(stack, 
         # Through the browser's decoder, scaler and canvas: within a few percent.
         assert max(abs(got[k] - w) for k, w in zip("rgb", want)) <= 16, (got, want)
     assert rc == 0
+    # ICE: Chromium's host candidates come as <uuid>.local names (mdns-on) that castd resolves
+    # (Chromium announces them on 224.0.0.251), or as addresses (mdns-off); either way the
+    # selected pair's remote ends up a host candidate with the receiver's real address.
+    remote_candidates = [l for l in ice if "event=remote_candidate" in l and "type=host" in l]
+    assert remote_candidates and all(("address=mdns#" in l) == hide_mdns for l in remote_candidates), ice
+    assert any("event=mdns_resolved" in l for l in ice) == hide_mdns, ice
+    assert [l for l in ice if "event=selected_pair" in l][-1].endswith("remote_type=host"), ice
 
 
 @pytest.mark.timeout(150)

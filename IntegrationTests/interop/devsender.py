@@ -7,6 +7,8 @@ import pathlib
 
 import sys
 
+from aiortc.sdp import candidate_from_sdp
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from tools.castd_build import binary  # noqa: E402
 
@@ -73,3 +75,11 @@ class DevSender:
     def stats(self) -> dict:
         s = [m for m in self.log if m["type"] == "stats"]
         return s[-1] if s else {}
+
+    async def forward_candidates(self, pc) -> None:
+        """Hands every candidate castd trickles to an aiortc peer connection (runs until cancelled)."""
+        while True:
+            m = await self.next("candidate", timeout=30)
+            c = candidate_from_sdp(m["candidate"].split(":", 1)[1])
+            c.sdpMid, c.sdpMLineIndex = "0", 0
+            await pc.addIceCandidate(c)

@@ -10,7 +10,6 @@ import subprocess
 import numpy as np
 import pytest
 from aiortc import RTCPeerConnection, RTCSessionDescription
-from aiortc.sdp import candidate_from_sdp
 
 from devsender import DevSender
 
@@ -68,13 +67,7 @@ async def answer_with_aiortc(sender: DevSender, frames_wanted: int):
     await pc.setLocalDescription(await pc.createAnswer())
     await sender.send(type="answer", sdp=pc.localDescription.sdp)
 
-    async def forward_candidates():
-        while True:
-            m = await sender.next("candidate", timeout=30)
-            c = candidate_from_sdp(m["candidate"].split(":", 1)[1])
-            c.sdpMid, c.sdpMLineIndex = "0", 0
-            await pc.addIceCandidate(c)
-    fwd = asyncio.create_task(forward_candidates())
+    fwd = asyncio.create_task(sender.forward_candidates(pc))
     try:
         await asyncio.wait_for(got_enough.wait(), 30)
     finally:

@@ -232,7 +232,7 @@ class Chromium:
     def args(self) -> list[str]:
         a = [
             CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
-            "--autoplay-policy=no-user-gesture-required", "--use-fake-ui-for-media-stream",
+            "--autoplay-policy=no-user-gesture-required",
             "--remote-debugging-port=0", f"--user-data-dir={self.profile}",
             f"--window-size={self.window_size[0]},{self.window_size[1]}",
             "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
@@ -245,6 +245,9 @@ class Chromium:
         if not self.hide_mdns:
             # Host candidates with real addresses instead of <uuid>.local names.
             a.append("--disable-features=WebRtcHideLocalIpsWithMdns")
+            a.append("--use-fake-ui-for-media-stream")
+        # (With that flag Chromium treats camera/microphone as granted, and a page with
+        # that permission gets real host addresses whatever the mDNS feature says.)
         return a + self.extra_args + ["about:blank"]
 
     async def start(self) -> "Chromium":

@@ -10,16 +10,25 @@ and keeps every decoded video frame's arrival time, size and frame counter.
     await rx.start()
     await rx.wait_frames(30)
     rgb = rx.last_frame            # numpy (h, w, 3) uint8
+
+It can also ask the sender for a keyframe the way a receiver does (RTCP PLI, or
+FIR, RFC 4585/5104) and records when the first packet of each IDR arrives:
+
+    sent = await rx.send_pli()     # time.monotonic() when it left
+    idr = await rx.wait_idr_after(sent)
 """
 from __future__ import annotations
 
 import asyncio
+import re
+import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
+from aiortc.rtp import RTCP_PSFB_FIR, RtcpPsfbPacket
 
 import sys
 from pathlib import Path
@@ -51,6 +60,37 @@ def to_rgb(frame) -> np.ndarray:
     return np.clip(np.stack([r, g, b], axis=-1) + 0.5, 0, 255).astype(np.uint8)
 
 
+
+
+def starts_idr(payload: bytes) -> bool:
+    """True when an H.264 RTP payload (RFC 6184) carries an IDR slice (NAL type 5) or
+    the start of one: a single NAL unit, inside a STAP-A, or an FU-A with the S bit."""
+    if not payload:
+        return False
+    t = payload[0] & 0x1F
+    if t == 5:
+        return True
+    if t == 24:                                   # STAP-A: (size, NAL)*
+        i = 1
+        while i + 3 <= len(payload):
+            size = int.from_bytes(payload[i:i + 2], "big")
+            if payload[i + 2] & 0x1F == 5:
+                return True
+            i += 2 + size
+        return False
+    if t == 28 and len(payload) >= 2:             # FU-A: indicator, header (S E R type)
+        return payload[1] & 0x80 != 0 and payload[1] & 0x1F == 5
+    return False
+
+
+@dataclass
+class KeyframeLog:
+    """RTCP keyframe requests this receiver sent and the IDRs that arrived, in time.monotonic()."""
+    requests: list = field(default_factory=list)     # (time, "pli" | "fir" | "aiortc-pli")
+    idrs: list = field(default_factory=list)         # (time of the access unit's first packet, RTP timestamp)
+    first_packet: dict = field(default_factory=dict)  # RTP timestamp -> arrival of its first packet
+
+
 @dataclass
 class FrameInfo:
     arrived: float      # time.monotonic() when decoded
@@ -80,6 +120,12 @@ class ReceiverAnswerer:
         self.connection_states: list[str] = []
         self.disconnect_reason: str | None = None
         self.frame_event = asyncio.Event()
+        self.keyframes = KeyframeLog()
+        self.idr_event = asyncio.Event()
+        self.receiver = None          # the video RTCRtpReceiver of the current peer connection
+        self.media_ssrc: int | None = None
+        self._h264_pts: set[int] = set()
+        self._fir_seq = 0
         self._rows: asyncio.Queue = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
 
@@ -140,6 +186,7 @@ class ReceiverAnswerer:
         answer = await pc.createAnswer()
         await pc.setLocalDescription(answer)
         sdp, cands = split_candidates(pc.localDescription.sdp)
+        self._watch_keyframes(pc, sdp)
         for line in sdp.splitlines():
             if line.startswith("a=rtpmap:"):
                 self.codecs.append(line.split(" ", 1)[1])
@@ -162,6 +209,73 @@ class ReceiverAnswerer:
                 self.frame_event.set()
         except MediaStreamError:
             return
+
+    def _watch_keyframes(self, pc: RTCPeerConnection, answer_sdp: str) -> None:
+        """Taps the video receiver: every RTP packet of the negotiated H.264 payload
+        types is looked at for an IDR, and aiortc's own PLIs are logged too."""
+        self._h264_pts = {int(pt) for pt in re.findall(r"a=rtpmap:(\d+) H264/90000", answer_sdp)}
+        receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
+        if receiver is None:
+            return
+        self.receiver = receiver
+        handle = receiver._handle_rtp_packet
+        send_pli = receiver._send_rtcp_pli
+        log = self.keyframes
+
+        async def tap(packet, arrival_time_ms):
+            if packet.payload_type in self._h264_pts:
+                now = time.monotonic()
+                self.media_ssrc = packet.ssrc
+                first = log.first_packet.setdefault(packet.timestamp, now)
+                if len(log.first_packet) > 256:
+                    for ts in list(log.first_packet)[:128]:
+                        del log.first_packet[ts]
+                if starts_idr(packet.payload) and not any(ts == packet.timestamp for _, ts in log.idrs[-4:]):
+                    log.idrs.append((first, packet.timestamp))
+                    self.idr_event.set()
+            await handle(packet, arrival_time_ms=arrival_time_ms)
+
+        async def own_pli(media_ssrc):
+            log.requests.append((time.monotonic(), "aiortc-pli"))
+            await send_pli(media_ssrc)
+
+        receiver._handle_rtp_packet = tap
+        receiver._send_rtcp_pli = own_pli
+        self._send_pli = send_pli
+
+    def _rtcp_ssrc(self) -> int | None:
+        return getattr(self.receiver, "_RTCRtpReceiver__rtcp_ssrc", None)
+
+    async def send_pli(self) -> float:
+        """Sends one RTCP PLI (RFC 4585 §6.3.1) for the sender's video SSRC; returns when it left."""
+        assert self.receiver is not None and self.media_ssrc is not None, "no video yet"
+        t = time.monotonic()
+        self.keyframes.requests.append((t, "pli"))
+        await self._send_pli(self.media_ssrc)
+        return t
+
+    async def send_fir(self) -> float:
+        """Sends one RTCP FIR (RFC 5104 §4.3.1) with a new sequence number; returns when it left."""
+        assert self.receiver is not None and self.media_ssrc is not None, "no video yet"
+        self._fir_seq = (self._fir_seq + 1) % 256
+        fci = struct.pack("!IB3x", self.media_ssrc, self._fir_seq)
+        packet = RtcpPsfbPacket(fmt=RTCP_PSFB_FIR, ssrc=self._rtcp_ssrc() or 0, media_ssrc=0, fci=fci)
+        t = time.monotonic()
+        self.keyframes.requests.append((t, "fir"))
+        await self.receiver._send_rtcp(packet)
+        return t
+
+    def idrs_after(self, t: float) -> list[float]:
+        return [at for at, _ in self.keyframes.idrs if at >= t]
+
+    async def wait_idr_after(self, t: float, timeout: float = 5.0) -> float:
+        """The arrival time of the first packet of the first IDR that started at or after t."""
+        async def until():
+            while not self.idrs_after(t):
+                self.idr_event.clear()
+                await self.idr_event.wait()
+            return self.idrs_after(t)[0]
+        return await asyncio.wait_for(until(), timeout)
 
     async def wait_frames(self, n: int, timeout: float = 20.0) -> None:
         async def until():

@@ -262,6 +262,42 @@ struct Link {
         #expect(l.agent.remoteCandidates.map(\.type) == [.host])
     }
 
+    /// Seen against aiortc with castd on loopback and 10.99.0.1: the receiver's first check
+    /// reached castd's loopback socket (no pair can join a loopback and a non-loopback
+    /// address), its second the 10.99.0.1 one; the second must still form and check the pair.
+    @Test func aKnownPeerReflexiveSourceIsPairedWithTheSocketItsNextCheckReaches() throws {
+        let lo = SocketAddress("127.0.0.1:5004")!
+        var l = Self.link(hosts: [lo, Self.v4], remote: [])
+        let prflx = SocketAddress("192.0.2.2:40000")!
+        l.peer.addresses.append(prflx)
+        l.peer.sendCheck(from: prflx, to: lo)
+        l.run(until: .zero)
+        #expect(l.agent.remoteCandidates.map(\.type) == [.prflx])
+        #expect(l.agent.pairs.isEmpty)
+        l.peer.sendCheck(from: prflx, to: Self.v4)
+        l.run(until: .zero + .seconds(2), stop: { $0.agent.state == .connected })
+        #expect(l.agent.pairs.count == 1)
+        #expect(l.agent.selectedPair?.local == Self.v4)
+        #expect(l.agent.selectedPair?.remote == prflx)
+    }
+
+    /// The same, when the name behind it resolves (mDNS) after the unpairable check: the host
+    /// candidate that replaces the prflx one is paired with every socket it can be.
+    @Test func aResolvedHostCandidateReplacingAnUnpairedPrflxOneIsChecked() throws {
+        let lo = SocketAddress("127.0.0.1:5004")!
+        var l = Self.link(hosts: [lo, Self.v4], remote: [])
+        let hidden = try ICECandidate(parsing: "candidate:1 1 udp 2113937151 87c85f0a-3708-455f-894d-a0a402bf58a9.local 53694 typ host ufrag peer")
+        l.agent.addRemoteCandidate(hidden, now: .zero)
+        l.peer.sendCheck(from: Self.peer4, to: lo)
+        l.run(until: .zero)
+        #expect(l.agent.pairs.isEmpty)
+        l.agent.resolved(hostname: "87c85f0a-3708-455f-894d-a0a402bf58a9.local", to: [Self.peer4.ip], now: l.now)
+        #expect(l.agent.remoteCandidates.map(\.type) == [.host])
+        #expect(l.agent.pairs.count == 1)
+        l.run(until: .zero + .seconds(2), stop: { $0.agent.state == .connected })
+        #expect(l.agent.selectedPair?.remote == Self.peer4)
+    }
+
     @Test func consentIsRefreshedAndLostAfterThirtySeconds() throws {
         var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
         l.run(until: .zero + .seconds(1), stop: { $0.agent.state == .connected })

@@ -94,36 +94,151 @@ import Testing
         #expect(code(more) == .truncated)
     }
 
-    @Test func lookupQueriesRetransmitsOnceAndTimesOut() throws {
-        var l = try MDNSLookup(name: Self.name, id: 0x1234)
-        #expect(l.nextDeadline() == nil)
-        l.start(now: .zero)
-        let first = l.pollQuery()
-        #expect(first == (try MDNS.query(for: Self.name, id: 0x1234)))
-        let none = l.pollQuery()
-        #expect(none == nil)
-        #expect(l.nextDeadline() == .zero + .seconds(1))
-        l.handleTimeout(now: .zero + .milliseconds(999))
-        let early = l.pollQuery()
-        #expect(early == nil)
-        l.handleTimeout(now: .zero + .seconds(1))
-        let second = l.pollQuery()
-        #expect(second == first)
-        #expect(l.nextDeadline() == .zero + .seconds(3))
-        l.handleTimeout(now: .zero + .seconds(3))
-        #expect(l.result == [])
-        #expect(l.nextDeadline() == nil)
+    @Test func aQMQueryAsksForAMulticastAnswer() throws {
+        let q = try MDNS.query(for: Self.name, id: 0, unicastResponse: false)
+        let m = try MDNSMessage(parsing: q)
+        #expect(m.id == 0)
+        #expect(m.questions.map(\.qclass) == [1, 1])
+        #expect(Array(q[0..<2]) == [0, 0])
+    }
+}
+
+@Suite struct MDNSResolverTests {
+    static let name = MDNSTests.name
+    static let chromeName = "97eb6f44-ddc2-4978-8f86-cffc2ab5035e.local"
+    let t0 = Instant.zero + .seconds(100)
+
+    /// A response (announcement or answer) with one address record.
+    static func response(_ name: String, _ ip: String, ttl: UInt32 = 120, cacheFlush: Bool = true) throws -> [UInt8] {
+        let addr = IPAddress(ip)!
+        var w = ByteWriter()
+        w.u16(0); w.u16(0x8400); w.u16(0); w.u16(1); w.u16(0); w.u16(0)
+        try MDNS.writeName(name, to: &w)
+        w.u16(addr.isIPv6 ? MDNS.typeAAAA : MDNS.typeA); w.u16((cacheFlush ? MDNS.cacheFlushBit : 0) | MDNS.classIN)
+        w.u32(ttl); w.u16(UInt16(addr.bytes.count)); w.append(addr.bytes)
+        return w.bytes
     }
 
-    @Test func lookupEndsWithTheFirstUsefulAnswer() throws {
-        var l = try MDNSLookup(name: Self.name, id: 0x1234)
-        l.start(now: .zero)
-        let junk = l.handle(datagram: [1, 2, 3])
-        let other = l.handle(datagram: Self.chromeA)   // another name
-        let query = l.handle(datagram: try MDNS.query(for: Self.name, id: 1))   // a query, not an answer
-        let answer = l.handle(datagram: try Self.answer(id: 0x1234))
-        #expect([junk, other, query, answer] == [false, false, false, true])
-        #expect(l.result == [IPAddress("192.0.2.2")!, IPAddress("fd00::2")!])
-        #expect(l.isDone)
+    static func drain(_ r: inout MDNSResolver) -> (queries: [[UInt8]], events: [MDNSResolver.Event]) {
+        var q: [[UInt8]] = [], e: [MDNSResolver.Event] = []
+        while let d = r.pollQuery() { q.append(d) }
+        while let v = r.pollEvent() { e.append(v) }
+        return (q, e)
+    }
+
+    @Test func queriesAtOnceRetransmitsAfterOneAndThreeSecondsAndGivesUpAtFive() throws {
+        var r = MDNSResolver()
+        #expect(r.nextDeadline() == nil)
+        r.resolve(Self.name, now: t0)
+        let want = try MDNS.query(for: Self.name, id: 0, unicastResponse: false)
+        #expect(Self.drain(&r).queries == [want])
+        #expect(r.nextDeadline() == t0 + .seconds(1))
+        r.handleTimeout(now: t0 + .milliseconds(999))
+        #expect(Self.drain(&r).queries.isEmpty)
+        r.handleTimeout(now: t0 + .seconds(1))
+        #expect(Self.drain(&r).queries == [want])
+        #expect(r.nextDeadline() == t0 + .seconds(3))
+        r.handleTimeout(now: t0 + .seconds(3))
+        #expect(Self.drain(&r).queries == [want])
+        #expect(r.nextDeadline() == t0 + .seconds(5))
+        r.handleTimeout(now: t0 + .milliseconds(4999))
+        #expect(Self.drain(&r) == ([], []))
+        r.handleTimeout(now: t0 + .seconds(5))
+        #expect(Self.drain(&r) == ([], [.unresolved(name: Self.name)]))
+        #expect(r.nextDeadline() == nil)
+        #expect(r.pendingNames == 0)
+    }
+
+    @Test func anAnswerToAPendingQueryResolvesIt() throws {
+        var r = MDNSResolver()
+        r.resolve(Self.name, now: t0)
+        _ = Self.drain(&r)
+        r.handle(datagram: try MDNS.query(for: Self.name, id: 0, unicastResponse: false), now: t0)   // our own query, looped back
+        r.handle(datagram: try Self.response(Self.chromeName, "192.0.2.9"), now: t0)                // someone else's name
+        #expect(Self.drain(&r).events.isEmpty)
+        r.handle(datagram: try MDNSTests.answer(id: 0), now: t0 + .milliseconds(20))
+        #expect(Self.drain(&r).events == [.resolved(name: Self.name, addresses: [IPAddress("192.0.2.2")!, IPAddress("fd00::2")!], fromCache: false)])
+        #expect(r.nextDeadline() == nil)
+        // No retransmission after the answer.
+        r.handleTimeout(now: t0 + .seconds(1))
+        #expect(Self.drain(&r) == ([], []))
+    }
+
+    @Test func anAnnouncementHeardBeforeTheCandidateResolvesItWithoutAQuery() throws {
+        var r = MDNSResolver()
+        // Chromium's real announcement, heard 2 s before the candidate is signalled.
+        r.handle(datagram: MDNSTests.chromeA, now: t0)
+        r.resolve(Self.chromeName.uppercased(), now: t0 + .seconds(2))
+        #expect(Self.drain(&r) == ([], [.resolved(name: Self.chromeName.uppercased(), addresses: [IPAddress("192.0.2.2")!], fromCache: true)]))
+        #expect(r.nextDeadline() == nil)
+    }
+
+    @Test func cachedAddressesExpireWithTheirTTL() throws {
+        var r = MDNSResolver()
+        r.handle(datagram: MDNSTests.chromeA, now: t0)                          // TTL 120 s
+        #expect(r.cached(Self.chromeName, now: t0 + .seconds(119)) == [IPAddress("192.0.2.2")!])
+        #expect(r.cached(Self.chromeName, now: t0 + .seconds(120)) == [])
+        // After the TTL the name is asked again on the wire.
+        r.resolve(Self.chromeName, now: t0 + .seconds(121))
+        #expect(Self.drain(&r).queries.count == 1)
+        #expect(r.cached("never-heard.local", now: t0) == nil)
+    }
+
+    @Test func aGoodbyeRemovesTheAddressAndACacheFlushReplacesOldRecords() throws {
+        var r = MDNSResolver()
+        r.handle(datagram: try Self.response(Self.name, "192.0.2.7", cacheFlush: false), now: t0)
+        r.handle(datagram: try Self.response(Self.name, "192.0.2.8", cacheFlush: false), now: t0)
+        #expect(r.cached(Self.name, now: t0) == [IPAddress("192.0.2.7")!, IPAddress("192.0.2.8")!])
+        r.handle(datagram: try Self.response(Self.name, "192.0.2.7", ttl: 0), now: t0 + .seconds(1))
+        #expect(r.cached(Self.name, now: t0 + .seconds(1)) == [IPAddress("192.0.2.8")!])
+        // A cache-flush record 2 s later replaces the A records heard before it …
+        r.handle(datagram: try Self.response(Self.name, "192.0.2.9"), now: t0 + .seconds(3))
+        #expect(r.cached(Self.name, now: t0 + .seconds(3)) == [IPAddress("192.0.2.9")!])
+        // … but not records of another type, nor ones of its own burst (within a second).
+        r.handle(datagram: try Self.response(Self.name, "fd00::9"), now: t0 + .seconds(3))
+        r.handle(datagram: try Self.response(Self.name, "192.0.2.10"), now: t0 + .milliseconds(3500))
+        #expect(r.cached(Self.name, now: t0 + .seconds(4)) == [IPAddress("192.0.2.9")!, IPAddress("fd00::9")!, IPAddress("192.0.2.10")!])
+    }
+
+    @Test func theCacheAndThePendingNamesAreBounded() throws {
+        var c = MDNSResolver.Configuration()
+        c.maxCached = 4
+        c.maxPending = 2
+        var r = MDNSResolver(configuration: c)
+        for i in 0..<10 {
+            r.handle(datagram: try Self.response("n\(i).local", "192.0.2.\(i + 1)", ttl: UInt32(100 + i)), now: t0)
+        }
+        // The four that live longest stay.
+        #expect((0..<6).allSatisfy { r.cached("n\($0).local", now: t0) == nil })
+        #expect((6..<10).allSatisfy { r.cached("n\($0).local", now: t0) != nil })
+        r.resolve("a.local", now: t0)
+        r.resolve("b.local", now: t0)
+        r.resolve("a.local", now: t0)      // already pending: no second query
+        r.resolve("c.local", now: t0)      // over the bound: given up at once
+        #expect(Self.drain(&r) == ([try MDNS.query(for: "a.local", id: 0, unicastResponse: false),
+                                    try MDNS.query(for: "b.local", id: 0, unicastResponse: false)],
+                                   [.unresolved(name: "c.local")]))
+        #expect(r.pendingNames == 2)
+    }
+
+    @Test func aTTLLongerThanAnHourIsCapped() throws {
+        var r = MDNSResolver()
+        r.handle(datagram: try Self.response(Self.name, "192.0.2.7", ttl: UInt32.max), now: t0)
+        #expect(r.cached(Self.name, now: t0 + .seconds(3599)) == [IPAddress("192.0.2.7")!])
+        #expect(r.cached(Self.name, now: t0 + .seconds(3600)) == [])
+    }
+
+    @Test func malformedDatagramsAreCountedAndChangeNothing() throws {
+        var r = MDNSResolver()
+        r.resolve(Self.name, now: t0)
+        _ = Self.drain(&r)
+        r.handle(datagram: [1, 2, 3], now: t0)
+        r.handle(datagram: Array(MDNSTests.chromeA.dropLast()), now: t0)
+        #expect(r.malformed == 2)
+        #expect(Self.drain(&r).events.isEmpty)
+        #expect(r.pendingNames == 1)
+        // A name that cannot be put in a query is given up at once.
+        r.resolve("a..local", now: t0)
+        #expect(Self.drain(&r) == ([], [.unresolved(name: "a..local")]))
     }
 }

@@ -115,7 +115,7 @@ final class ReadinessNotifier: @unchecked Sendable {
                         ("frames_sent", v.framesSent), ("keyframes_sent", v.keyframesSent), ("kbytes_sent", v.bytesSent / 1024),
                         ("nacks", v.nacksReceived), ("retransmits", v.retransmissionsSent),
                         ("plis", v.pictureLossReceived), ("rtt_ms", v.roundTripTime.map { Int($0.seconds * 1000) } ?? -1),
-                        ("dropped_before_connect", s.accessUnitsDropped)]))
+                        ("dropped_before_connect", s.accessUnitsDropped), ("remote_type", s.selectedRemoteType ?? "-")]))
                 }
             }
             try? await Task.sleep(for: .seconds(1))

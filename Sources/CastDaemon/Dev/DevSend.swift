@@ -84,6 +84,8 @@ public enum DevSend {
             return 1
         }
         emit(["type": "offer", "sdp": runner.offerSDP])
+        if let p = runner.mdnsProblem { emit(["type": "mdnsUnavailable", "message": p]) }
+        else { emit(["type": "mdnsListening", "interfaces": runner.mdnsInterfaces]) }
         let flags = Flags()
 
         let events = Task {
@@ -100,6 +102,12 @@ public enum DevSend {
                     emit(["type": "keyframeRequested"])
                     flags.keyframeWanted = true
                 case .needsResolution(let h): emit(["type": "needsResolution", "hostname": h])
+                case .mdnsResolved(let h, let addresses, let fromCache):
+                    emit(["type": "mdnsResolved", "hostname": h, "addresses": addresses.map { AddressRedaction.redact($0.description) },
+                          "fromCache": fromCache])
+                case .mdnsUnresolved(let h): emit(["type": "mdnsUnresolved", "hostname": h])
+                case .selectedPair(let l, let r, let t):
+                    emit(["type": "selectedPair", "local": "\(l)", "remote": "\(r)", "remoteType": t.rawValue])
                 case .bandwidthEstimate(let bps): emit(["type": "bandwidth", "bps": bps])
                 case .failure(let m):
                     emit(["type": "failure", "message": m])
@@ -183,6 +191,11 @@ public enum DevSend {
             o["senderReportsSent"] = v.senderReportsSent
             if let rtt = v.roundTripTime { o["rttMs"] = rtt.seconds * 1000 }
         }
+        if let p = s.selectedPair { o["selectedPair"] = p }
+        if let t = s.selectedRemoteType { o["selectedRemoteType"] = t }
+        o["mdnsResolved"] = s.mdnsResolved
+        o["mdnsUnresolved"] = s.mdnsUnresolved
+        o["mdnsDatagramsIn"] = s.mdnsDatagramsIn
         return o
     }
 }

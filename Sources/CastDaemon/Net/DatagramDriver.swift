@@ -16,7 +16,7 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     public typealias Work = (inout Core, Instant) -> Void
 
     private var core: Core
-    private var sockets: [UDPSocket]
+    private var sockets: [any DatagramSocket]
     private let clock: MonotonicClock
     /// A self-pipe: `perform` writes a byte to wake the poll.
     private let wakeRead: Int32
@@ -32,7 +32,7 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     /// timeouts), so the owner can move the core's events out.
     private let afterTurn: ((inout Core) -> Void)?
 
-    public init(core: Core, sockets: [UDPSocket], clock: MonotonicClock,
+    public init(core: Core, sockets: [any DatagramSocket], clock: MonotonicClock,
                 afterTurn: ((inout Core) -> Void)? = nil) throws {
         self.core = core
         self.afterTurn = afterTurn

@@ -5,9 +5,18 @@ import CastWebRTC
 import Glibc
 #endif
 
+/// What a `DatagramDriver` polls and sends on: a non-blocking datagram socket
+/// identified by the address it is bound to.
+public protocol DatagramSocket: AnyObject, Sendable {
+    var fd: Int32 { get }
+    var local: SocketAddress { get }
+    @discardableResult func send(_ bytes: [UInt8], to address: SocketAddress) -> Bool
+    func receive(into buffer: inout [UInt8]) -> (count: Int, from: SocketAddress)?
+}
+
 /// A non-blocking UDP socket bound to one local address. Owns its descriptor
 /// and closes it exactly once.
-public final class UDPSocket: @unchecked Sendable {
+public final class UDPSocket: DatagramSocket, @unchecked Sendable {
     // Used only by the peer driver's thread after creation.
     public let fd: Int32
     public let local: SocketAddress
@@ -44,6 +53,15 @@ public final class UDPSocket: @unchecked Sendable {
     /// Sends one datagram; false when the kernel refused it (the caller counts it, ICE retries).
     @discardableResult
     public func send(_ bytes: [UInt8], to address: SocketAddress) -> Bool {
+        Self.sendDatagram(fd: fd, bytes, to: address)
+    }
+
+    /// Receives one datagram if one is waiting.
+    public func receive(into buffer: inout [UInt8]) -> (count: Int, from: SocketAddress)? {
+        Self.receiveDatagram(fd: fd, into: &buffer)
+    }
+
+    static func sendDatagram(fd: Int32, _ bytes: [UInt8], to address: SocketAddress) -> Bool {
         var storage = sockaddr_storage()
         let len = Self.fill(&storage, address)
         let n = bytes.withUnsafeBytes { buf in
@@ -56,8 +74,7 @@ public final class UDPSocket: @unchecked Sendable {
         return n == bytes.count
     }
 
-    /// Receives one datagram if one is waiting.
-    public func receive(into buffer: inout [UInt8]) -> (count: Int, from: SocketAddress)? {
+    static func receiveDatagram(fd: Int32, into buffer: inout [UInt8]) -> (count: Int, from: SocketAddress)? {
         var storage = sockaddr_storage()
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let n = buffer.withUnsafeMutableBytes { buf in

@@ -15,6 +15,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     private let lock = NSLock()
     private var current: (nid: String, runner: PeerRunner)? = nil   // guarded by `lock`
     private let onKeyframeRequest: @Sendable () -> Void
+    private var mdnsProblemLogged = false   // guarded by `lock`
 
     public init(options: PeerRunner.Options, certificate: Certificate, clock: MonotonicClock, log: LogSink,
                 onKeyframeRequest: @escaping @Sendable () -> Void) {
@@ -59,7 +60,18 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
             out.finish()
             return stream
         }
-        lock.withLock { current = (nid, runner) }
+        let first = lock.withLock { () -> Bool in
+            current = (nid, runner)
+            defer { mdnsProblemLogged = true }
+            return !mdnsProblemLogged
+        }
+        if first {
+            if let p = runner.mdnsProblem {
+                log.write(LogLine(.warning, "mdns_unavailable", [("error", p), ("effect", "receiver .local candidates are not resolved; ICE uses peer-reflexive ones")]))
+            } else {
+                log.write(LogLine(.debug, "mdns_listening", [("interfaces", runner.mdnsInterfaces.joined(separator: ","))]))
+            }
+        }
         out.yield(.offerReady(negotiationId: nid, sdp: runner.offerSDP))
         let log = self.log, keyframe = onKeyframeRequest
         Task {
@@ -75,7 +87,16 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                 case .keyframeRequested:
                     keyframe()
                 case .needsResolution(let host):
-                    log.write(LogLine(.debug, "mdns_unresolved", [("host", AddressRedaction.redact(host))]))
+                    log.write(LogLine(.debug, "mdns_resolving", [("host", AddressRedaction.redact(host))]))
+                case .mdnsResolved(let host, let addresses, let fromCache):
+                    log.write(LogLine(.info, "mdns_resolved", [("host", AddressRedaction.redact(host)),
+                                                               ("addresses", addresses.map { AddressRedaction.redact($0.description) }.joined(separator: ",")),
+                                                               ("source", fromCache ? "cache" : "response")]))
+                case .mdnsUnresolved(let host):
+                    log.write(LogLine(.info, "mdns_unresolved", [("host", AddressRedaction.redact(host))]))
+                case .selectedPair(let local, let remote, let type):
+                    log.write(LogLine(.info, "selected_pair", [("negotiation", nid), ("local", "\(local)"), ("remote", "\(remote)"),
+                                                               ("remote_type", type.rawValue)]))
                 case .bandwidthEstimate(let bps):
                     log.write(LogLine(.debug, "bandwidth_estimate", [("bps", bps)]))
                 case .failure(let m):
@@ -103,6 +124,10 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
 
     public func addRemoteCandidate(_ c: IceCandidatePayload) async {
         guard let r = runner(for: c.negotiationID) else { return }
+        if let parsed = try? ICECandidate(parsing: c.candidate) {
+            log.write(LogLine(.debug, "remote_candidate", [("negotiation", c.negotiationID), ("type", parsed.type.rawValue),
+                                                           ("address", "\(parsed.address)"), ("transport", parsed.transport)]))
+        }
         do { try await r.addRemoteCandidate(c.candidate) }
         catch { log.write(LogLine(.warning, "remote_candidate_ignored", [("error", "\(error)")])) }
     }

@@ -20,12 +20,18 @@ public final class PeerRunner: @unchecked Sendable {
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
         /// Tests only: see `PeerSession.Configuration.dropMediaFraction`.
         public var dropMediaFraction: Double = 0
+        /// Resolve the receiver's `<uuid>.local` candidates over port 5353.
+        public var mdns = true
         public init() {}
     }
 
     public let offerSDP: String
     public let events: AsyncStream<PeerSession.Event>
     public let localAddresses: [SocketAddress]
+    /// The interfaces mDNS listens and asks on, as `name/v4` or `name/v6` (empty without mDNS).
+    public let mdnsInterfaces: [String]
+    /// Why mDNS is off, when it was wanted and port 5353 could not be used.
+    public let mdnsProblem: String?
     private let continuation: AsyncStream<PeerSession.Event>.Continuation
     private let driver: DatagramDriver<PeerSession>
     private var closed = false   // touched by the owner only
@@ -48,14 +54,31 @@ public final class PeerRunner: @unchecked Sendable {
         let session = try PeerSession(configuration: config, certificate: certificate, random: &rng)
         offerSDP = session.offerSDP
 
-        var sockets: [UDPSocket] = []
-        for a in NetworkInterfaces.usable(includeLoopback: options.includeLoopback) {
+        var sockets: [any DatagramSocket] = []
+        let usable = NetworkInterfaces.usable(includeLoopback: options.includeLoopback)
+        for a in usable {
             if let s = try? UDPSocket(bindTo: SocketAddress(a.ip, 0)) { sockets.append(s) }
         }
         guard !sockets.isEmpty else {
             throw CastError(.io, "no usable network interface to send from (every interface is down or link-local)")
         }
         localAddresses = sockets.map(\.local)
+        // mDNS on the same interfaces as the candidates (RFC 6762 §5); IPv6 where
+        // an interface can join ff02::fb. Without it ICE still connects through
+        // peer-reflexive candidates, so a busy or forbidden port 5353 is not fatal.
+        var mdnsSockets: [MulticastDNSSocket] = []
+        var problem: String? = nil
+        if options.mdns {
+            for ipv6 in [false, true] where usable.contains(where: { $0.ip.isIPv6 == ipv6 }) {
+                do { mdnsSockets.append(try MulticastDNSSocket(ipv6: ipv6, addresses: usable)) }
+                catch { problem = problem ?? "\(error)" }
+            }
+            if !mdnsSockets.isEmpty { problem = nil }
+        }
+        mdnsProblem = problem
+        mdnsInterfaces = mdnsSockets.flatMap { m in m.interfaces.map { "\($0)/\(m.local.ip.isIPv6 ? "v6" : "v4")" } }
+        let mdnsEndpoints = mdnsSockets.map(\.local)
+        sockets += mdnsSockets as [any DatagramSocket]
         let (stream, cont) = AsyncStream.makeStream(of: PeerSession.Event.self, bufferingPolicy: .unbounded)
         events = stream
         continuation = cont
@@ -65,6 +88,7 @@ public final class PeerRunner: @unchecked Sendable {
         driver.start()
         let addresses = localAddresses
         driver.perform { core, now in
+            core.useMDNS(on: mdnsEndpoints)
             for a in addresses { core.addLocalAddress(a, now: now) }
             core.endOfLocalAddresses(now: now)
         }

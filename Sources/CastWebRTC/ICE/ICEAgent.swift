@@ -162,6 +162,9 @@ public struct ICEAgent: Sendable {
             remoteCandidates[i] = c
             for j in pairs.indices where pairs[j].remote == addr { pairs[j].remotePriority = c.priority }
             sortPairs()
+            // The prflx candidate was paired only with the socket its check arrived on.
+            for l in localCandidates where l.candidate.type == .host { addPair(l, c) }
+            startCheckingIfReady(now: now)
             return
         }
         remoteCandidates.append(c)
@@ -527,7 +530,11 @@ public struct ICEAgent: Sendable {
             let c = ICECandidate(foundation: Self.foundation(.prflx, from.ip, server: nil), priority: prio,
                                  address: .ip(from.ip), port: from.port, type: .prflx)
             remoteCandidates.append(c)
-            if let l = localCandidates.first(where: { $0.base == to }) { addPair(l, c) }
+        }
+        // Also when the source is already known: a check from it to another of our sockets
+        // (a loopback one, say, which cannot pair with it) left this pair unformed.
+        if let l = localCandidates.first(where: { $0.base == to }), let c = remoteCandidates.first(where: { $0.socketAddress == from }) {
+            addPair(l, c)
         }
         guard let i = index(PairKey(local: to, remote: from)) else { return }
         let key = PairKey(local: to, remote: from)

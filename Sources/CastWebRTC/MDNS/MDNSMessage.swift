@@ -1,10 +1,8 @@
 import CastCore
 
 /// Multicast DNS (RFC 6762) just far enough to resolve the `<uuid>.local` host
-/// candidates Chrome hides its addresses behind: a one-shot query and a response
-/// parser. The shell sends the query from an ephemeral port to 224.0.0.251:5353
-/// or [ff02::fb]:5353; a responder answers a one-shot query by unicast to that
-/// port (RFC 6762 §5.1, §6.7), echoing the query id.
+/// candidates Chrome hides its addresses behind: queries and a response parser.
+/// `MDNSResolver` uses them from port 5353 (see there why).
 ///
 /// DNS header (RFC 1035 §4.1.1):
 ///
@@ -30,9 +28,11 @@ public enum MDNS {
     /// RFC 6762 §10.2: the top bit of a record's class is the cache-flush bit.
     public static let cacheFlushBit: UInt16 = 0x8000
 
-    /// A query with two QU questions for `name`, A then AAAA; the second name is a
-    /// compression pointer to the first (RFC 1035 §4.1.4).
-    public static func query(for name: String, id: UInt16) throws -> [UInt8] {
+    /// A query with two questions for `name`, A then AAAA; the second name is a
+    /// compression pointer to the first (RFC 1035 §4.1.4). QU questions (the default)
+    /// ask for a unicast answer; a querier on the shared port 5353 asks QM (§5.4).
+    public static func query(for name: String, id: UInt16, unicastResponse: Bool = true) throws -> [UInt8] {
+        let qclass = (unicastResponse ? unicastResponseBit : 0) | classIN
         var w = ByteWriter(capacity: 64)
         w.u16(id)
         w.u16(0)      // standard query, no flags (RFC 6762 §18)
@@ -40,9 +40,9 @@ public enum MDNS {
         w.u16(0); w.u16(0); w.u16(0)
         let nameOffset = w.count
         try writeName(name, to: &w)
-        w.u16(typeA); w.u16(unicastResponseBit | classIN)
+        w.u16(typeA); w.u16(qclass)
         w.u16(0xC000 | UInt16(nameOffset))
-        w.u16(typeAAAA); w.u16(unicastResponseBit | classIN)
+        w.u16(typeAAAA); w.u16(qclass)
         return w.bytes
     }
 

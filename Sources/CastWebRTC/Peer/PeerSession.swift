@@ -25,6 +25,8 @@ public final class PeerSession {
         public var dropMediaFraction: Double = 0
         /// Adjusts ICE timers (tests and fault scenarios compress them).
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
+        /// Retransmission and cache limits of the mDNS resolver.
+        public var mdns = MDNSResolver.Configuration()
 
         public init(wallclockOffset: Duration) { self.wallclockOffset = wallclockOffset }
     }
@@ -41,8 +43,17 @@ public final class PeerSession {
         case stateChanged(State)
         /// The receiver asked for a keyframe (PLI/FIR, at most one per 500 ms).
         case keyframeRequested
-        /// Resolve this `<uuid>.local` name by mDNS and call `resolved(hostname:to:now:)`.
+        /// A remote candidate names a `<uuid>.local` host: the session resolves it itself
+        /// when the shell gave it mDNS sockets (`useMDNS`), and gives it up otherwise.
         case needsResolution(hostname: String)
+        /// mDNS found the addresses of a remote candidate's name; they went to ICE as host
+        /// candidates. `fromCache`: heard (announced) before it was asked, no query needed.
+        case mdnsResolved(hostname: String, addresses: [IPAddress], fromCache: Bool)
+        /// mDNS found no address for the name (ICE may still connect through a peer-reflexive candidate).
+        case mdnsUnresolved(hostname: String)
+        /// ICE selected a pair; `remoteType` is the remote candidate's type at that moment
+        /// (again when a signalled or resolved candidate replaces a peer-reflexive remote).
+        case selectedPair(local: SocketAddress, remote: SocketAddress, remoteType: CandidateType)
         case bandwidthEstimate(bitsPerSecond: UInt64)
         /// Why the connection failed, in words (DTLS fingerprint mismatch, …).
         case failure(String)
@@ -59,6 +70,12 @@ public final class PeerSession {
         public var accessUnitsDropped = 0
         public var injectedDrops = 0
         public var selectedPair: String? = nil
+        /// The type of the selected pair's remote candidate as ICE knows it now (a
+        /// peer-reflexive remote is replaced by the host candidate mDNS resolves later).
+        public var selectedRemoteType: String? = nil
+        public var mdnsDatagramsIn = 0
+        public var mdnsResolved = 0
+        public var mdnsUnresolved = 0
     }
 
     public let offer: Offer
@@ -69,6 +86,8 @@ public final class PeerSession {
     private let configuration: Configuration
     private let certificate: Certificate
     private var ice: ICEAgent
+    private var mdns: MDNSResolver
+    private var mdnsEndpoints: [SocketAddress] = []
     private var dtls: DTLSTransport? = nil
     private var outbound: SRTPSession? = nil
     private var inbound: SRTPSession? = nil
@@ -93,6 +112,7 @@ public final class PeerSession {
         iceConfig.seed = UInt64.random(in: 0...UInt64.max, using: &random)
         configuration.iceOverrides?(&iceConfig)
         ice = ICEAgent(config: iceConfig)
+        mdns = MDNSResolver(configuration: configuration.mdns)
 
         senderSeed = UInt64.random(in: 0...UInt64.max, using: &random)
         // RFC 7022: a random CNAME per session; the SDP's a=ssrc cname and the SDES item agree.
@@ -131,6 +151,14 @@ public final class PeerSession {
     }
 
     // MARK: - Candidates and the answer
+
+    /// The shell's multicast DNS sockets (bound to port 5353, joined to 224.0.0.251 or
+    /// ff02::fb): datagrams that arrive on them feed the resolver, and its queries go
+    /// out from them to their group. Without them `.local` candidates are given up
+    /// at once (ICE still connects through peer-reflexive candidates).
+    public func useMDNS(on endpoints: [SocketAddress]) {
+        mdnsEndpoints = endpoints
+    }
 
     /// A local address with a bound UDP socket: becomes a host candidate (and srflx via STUN).
     public func addLocalAddress(_ base: SocketAddress, now: Instant) {
@@ -228,25 +256,75 @@ public final class PeerSession {
 
     /// Moves everything the parts produced to the outputs.
     private func pump(now: Instant) {
-        while let e = ice.pollEvent() {
-            switch e {
-            case .stateChanged(let s):
-                iceState = s
-                if s == .connected, let d = dtls, !d.isConnected, !dtlsStarted {
-                    dtlsStarted = true
-                    d.start(now: now)
-                }
-                updateState()
-            case .localCandidate(let c): events.append(.localCandidate(c.attributeValue))
-            case .gatheringComplete: events.append(.gatheringComplete)
-            case .needsResolution(let h): events.append(.needsResolution(hostname: h))
-            case .selectedPair(let l, let r): statistics.selectedPair = "\(l) -> \(r)"
-            case .roleChanged: break
-            }
-        }
+        pumpICEAndMDNS(now: now)
         while let t = ice.pollTransmit() {
             transmits.append(Transmit(bytes: t.datagram, from: t.from, to: t.to))
         }
+        while let q = mdns.pollQuery() {
+            for e in mdnsEndpoints {
+                transmits.append(Transmit(bytes: q, from: e, to: SocketAddress(e.ip.isIPv6 ? MDNS.ipv6Group : MDNS.ipv4Group, MDNS.port)))
+            }
+        }
+        pumpDTLSAndMedia(now: now)
+    }
+
+    /// ICE asks for names, the resolver answers (at once from its cache, or later);
+    /// each answer may make ICE ask again, so both are drained until quiet.
+    private func pumpICEAndMDNS(now: Instant) {
+        var busy = true
+        while busy {
+            busy = false
+            while let e = mdns.pollEvent() {
+                busy = true
+                switch e {
+                case .resolved(let name, let addresses, let fromCache):
+                    statistics.mdnsResolved += 1
+                    events.append(.mdnsResolved(hostname: name, addresses: addresses, fromCache: fromCache))
+                    ice.resolved(hostname: name, to: addresses, now: now)
+                case .unresolved(let name):
+                    statistics.mdnsUnresolved += 1
+                    events.append(.mdnsUnresolved(hostname: name))
+                    ice.resolved(hostname: name, to: [], now: now)
+                }
+            }
+            while let e = ice.pollEvent() {
+                busy = true
+                handleICEEvent(e, now: now)
+            }
+        }
+        // A peer-reflexive remote that the signalled (or resolved) host candidate replaces
+        // after selection: the selected pair's remote is that host candidate from now on.
+        if let pair = ice.selectedPair, let type = ice.remoteCandidates.first(where: { $0.socketAddress == pair.remote })?.type {
+            if let before = statistics.selectedRemoteType, before != type.rawValue {
+                events.append(.selectedPair(local: pair.local, remote: pair.remote, remoteType: type))
+            }
+            statistics.selectedRemoteType = type.rawValue
+        }
+    }
+
+    private func handleICEEvent(_ e: ICEEvent, now: Instant) {
+        switch e {
+        case .stateChanged(let s):
+            iceState = s
+            if s == .connected, let d = dtls, !d.isConnected, !dtlsStarted {
+                dtlsStarted = true
+                d.start(now: now)
+            }
+            updateState()
+        case .localCandidate(let c): events.append(.localCandidate(c.attributeValue))
+        case .gatheringComplete: events.append(.gatheringComplete)
+        case .needsResolution(let h):
+            events.append(.needsResolution(hostname: h))
+            if mdnsEndpoints.isEmpty { mdns.giveUp(h) } else { mdns.resolve(h, now: now) }
+        case .selectedPair(let l, let r):
+            statistics.selectedPair = "\(l) -> \(r)"
+            let type = ice.remoteCandidates.first { $0.socketAddress == r }?.type ?? .prflx
+            events.append(.selectedPair(local: l, remote: r, remoteType: type))
+        case .roleChanged: break
+        }
+    }
+
+    private func pumpDTLSAndMedia(now: Instant) {
         if let d = dtls {
             while let e = d.pollEvent() {
                 switch e {
@@ -321,6 +399,12 @@ public final class PeerSession {
 
 extension PeerSession: DatagramCore {
     public func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
+        if mdnsEndpoints.contains(to) {
+            statistics.mdnsDatagramsIn += 1
+            mdns.handle(datagram: bytes, now: now)
+            pump(now: now)
+            return
+        }
         statistics.datagramsIn += 1
         switch PacketKind(classifying: bytes) {
         case .stun:
@@ -341,6 +425,7 @@ extension PeerSession: DatagramCore {
 
     public func handleTimeout(now: Instant) {
         ice.handleTimeout(now: now)
+        mdns.handleTimeout(now: now)
         dtls?.handleTimeout(now: now)
         pump(now: now)
     }
@@ -352,7 +437,7 @@ extension PeerSession: DatagramCore {
     }
 
     public func nextDeadline() -> Instant? {
-        [ice.nextDeadline(), dtls?.nextDeadline(), state == .connected ? video.nextDeadline : nil]
+        [ice.nextDeadline(), mdns.nextDeadline(), dtls?.nextDeadline(), state == .connected ? video.nextDeadline : nil]
             .compactMap { $0 }.min()
     }
 }

@@ -1,0 +1,112 @@
+import CastCore
+import CastWebRTC
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The IO half of mDNS (RFC 6762): one UDP socket on port 5353, shared with any
+/// other responder on the host (SO_REUSEADDR + SO_REUSEPORT; Chromium and avahi
+/// bind it too), joined to the mDNS group of its family on each interface given.
+/// Sending to the group sends one copy out of every joined interface, so a query
+/// reaches responders on loopback and on the LAN alike; multicast loop is on, so
+/// announcements of processes on this host (Chromium's) are heard.
+public final class MulticastDNSSocket: DatagramSocket, @unchecked Sendable {
+    public let fd: Int32
+    public let local: SocketAddress
+    /// Where each copy of a group datagram leaves: an IPv4 interface address, or an IPv6 interface index.
+    private let outgoing: [Outgoing]
+    /// Names of the interfaces that joined the group.
+    public let interfaces: [String]
+
+    enum Outgoing {
+        case v4(in_addr)
+        case v6(UInt32)
+    }
+
+    /// Binds `[::]:5353` or `0.0.0.0:5353` and joins the group on every interface of
+    /// `addresses` of that family. Throws when the port cannot be bound or no
+    /// interface could join (castd then runs without mDNS).
+    public init(ipv6: Bool, addresses: [NetworkInterfaces.Address]) throws {
+        let family = ipv6 ? AF_INET6 : AF_INET
+        let fd = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw CastError.posix("socket") }
+        var ok = true
+        func opt(_ level: Int32, _ name: Int32, _ value: Int32) {
+            var v = value
+            if setsockopt(fd, level, name, &v, socklen_t(MemoryLayout<Int32>.size)) != 0 { ok = false }
+        }
+        opt(SOL_SOCKET, SO_REUSEADDR, 1)
+        opt(SOL_SOCKET, SO_REUSEPORT, 1)
+        if ipv6 {
+            opt(Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1)
+            opt(Int32(IPPROTO_IPV6), IPV6_MULTICAST_HOPS, 255)   // RFC 6762 §11
+            opt(Int32(IPPROTO_IPV6), IPV6_MULTICAST_LOOP, 1)
+        } else {
+            opt(Int32(IPPROTO_IP), IP_MULTICAST_TTL, 255)
+            opt(Int32(IPPROTO_IP), IP_MULTICAST_LOOP, 1)
+        }
+        let any = SocketAddress(ipv6 ? IPAddress("::")! : IPAddress("0.0.0.0")!, MDNS.port)
+        var storage = sockaddr_storage()
+        let len = UDPSocket.fill(&storage, any)
+        let r = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+        }
+        guard ok, r == 0 else {
+            let e = CastError.posix("mDNS: cannot use UDP port 5353 (\(ipv6 ? "IPv6" : "IPv4"))")
+            close(fd)
+            throw e
+        }
+        var outgoing: [Outgoing] = []
+        var joined: [String] = []
+        for a in addresses where a.ip.isIPv6 == ipv6 && !joined.contains(a.interface) {
+            if ipv6 {
+                let index = if_nametoindex(a.interface)
+                guard index != 0 else { continue }
+                var m = ipv6_mreq()
+                withUnsafeMutableBytes(of: &m.ipv6mr_multiaddr) { $0.copyBytes(from: MDNS.ipv6Group.bytes) }
+                m.ipv6mr_interface = index
+                guard setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_ADD_MEMBERSHIP, &m, socklen_t(MemoryLayout<ipv6_mreq>.size)) == 0 else { continue }
+                outgoing.append(.v6(index))
+            } else {
+                var m = ip_mreq()
+                withUnsafeMutableBytes(of: &m.imr_multiaddr) { $0.copyBytes(from: MDNS.ipv4Group.bytes) }
+                withUnsafeMutableBytes(of: &m.imr_interface) { $0.copyBytes(from: a.ip.bytes) }
+                guard setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &m, socklen_t(MemoryLayout<ip_mreq>.size)) == 0 else { continue }
+                outgoing.append(.v4(m.imr_interface))
+            }
+            joined.append(a.interface)
+        }
+        guard !outgoing.isEmpty else {
+            close(fd)
+            throw CastError(.io, "no interface could join the mDNS group \(ipv6 ? "ff02::fb" : "224.0.0.251")")
+        }
+        self.fd = fd
+        self.local = any
+        self.outgoing = outgoing
+        self.interfaces = joined
+    }
+
+    deinit { close(fd) }
+
+    /// Sends one copy out of every joined interface; true when at least one left.
+    @discardableResult
+    public func send(_ bytes: [UInt8], to address: SocketAddress) -> Bool {
+        var sent = false
+        for o in outgoing {
+            switch o {
+            case .v4(var addr):
+                guard setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &addr, socklen_t(MemoryLayout<in_addr>.size)) == 0 else { continue }
+            case .v6(let index):
+                var i = Int32(bitPattern: index)
+                guard setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_MULTICAST_IF, &i, socklen_t(MemoryLayout<Int32>.size)) == 0 else { continue }
+            }
+            if UDPSocket.sendDatagram(fd: fd, bytes, to: address) { sent = true }
+        }
+        return sent
+    }
+
+    public func receive(into buffer: inout [UInt8]) -> (count: Int, from: SocketAddress)? {
+        UDPSocket.receiveDatagram(fd: fd, into: &buffer)
+    }
+}
