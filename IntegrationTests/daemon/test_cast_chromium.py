@@ -1,5 +1,11 @@
 """castd casting an Xvfb screen to the real receiver: the stack's /dashboard and /viewer/:id
-in headless Chromium (Debian's), with Chrome's mDNS host candidates on (the default) and off."""
+in headless Chromium (Debian's), with Chrome's mDNS host candidates on (Chrome's default) and off.
+
+With mDNS on, Chromium announces its names by multicast and castd queries them; in every
+case castd joins the mDNS group on its interfaces (an IGMP report). So each test here runs
+again in a child pytest inside network namespaces of its own (tools/confine.py: the stack,
+Xvfb, Chromium and castd there, a veth pair as the only non-loopback interface), and an
+nftables guard in the machine's namespace shows that none of it left the machine."""
 import asyncio
 import contextlib
 
@@ -7,12 +13,13 @@ import pytest
 
 from castd_proc import Daemon, castd_env, run_castd
 from tools.chromium import Chromium
+from tools.confine import confined, rerun_confined
 from tools.receiver_pages import Dashboard, Viewer
 from xscreen import BARS, XScreen
 
 
 @contextlib.asynccontextmanager
-async def chromium_cast(stack, tmp_path, *, hide_mdns=True, size=(1280, 720)):
+async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720)):
     """An Xvfb screen, Chromium on the dashboard, `castd pair` approved there, the viewer
     open and `castd --session` casting to it. Yields (viewer, daemon); stops everything."""
     screen = await XScreen(*size).start()
@@ -35,9 +42,18 @@ async def chromium_cast(stack, tmp_path, *, hide_mdns=True, size=(1280, 720)):
         screen.stop()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("hide_mdns", [True, False], ids=["mdns-on", "mdns-off"])
-async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(stack, tmp_path, hide_mdns):
+async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(request, tmp_path, hide_mdns):
+    if not confined():
+        counts = rerun_confined(request, tmp_path, timeout=220)
+        # The positive control: in there, castd joined the group (IGMP), and mDNS went out
+        # exactly when Chromium hid its addresses.
+        inside = counts["inside"]
+        assert inside["igmp"] > 0, counts
+        assert (inside["mdns_v4"] + inside["mdns_v6"] > 0) == hide_mdns, counts
+        return
+    stack = request.getfixturevalue("stack")
     size = (1280, 720)
     async with chromium_cast(stack, tmp_path, hide_mdns=hide_mdns, size=size) as (viewer, daemon):
         first = await viewer.wait_frames(10, timeout=40)
@@ -67,8 +83,12 @@ async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(stack, 
     assert [l for l in ice if "event=selected_pair" in l][-1].endswith("remote_type=host"), ice
 
 
-@pytest.mark.timeout(150)
-async def test_a_viewer_refresh_gets_a_fresh_offer_and_the_cast_resumes(stack, tmp_path):
+@pytest.mark.timeout(240)
+async def test_a_viewer_refresh_gets_a_fresh_offer_and_the_cast_resumes(request, tmp_path):
+    if not confined():
+        rerun_confined(request, tmp_path, timeout=220)
+        return
+    stack = request.getfixturevalue("stack")
     async with chromium_cast(stack, tmp_path) as (viewer, daemon):
         await viewer.wait_frames(10, timeout=40)
         first_nid = await viewer.page.evaluate("window.castdViewer.negotiationId")

@@ -30,6 +30,8 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
+from tools.confine import confined
+
 CHROMIUM = os.environ.get("CASTD_CHROMIUM", "chromium")
 
 
@@ -215,10 +217,19 @@ class Page:
 
 
 class Chromium:
-    """A headless Chromium process; use as `async with Chromium() as b:`."""
+    """A headless Chromium process; use as `async with Chromium() as b:`.
 
-    def __init__(self, *, hide_mdns: bool = True, extra_args: list[str] | None = None,
+    By default WebRTC host candidates carry the machine's addresses and Chromium sends no
+    multicast at all. `hide_mdns=True` is Chrome's default instead: host candidates behind
+    `<uuid>.local` names that Chromium announces by multicast DNS (224.0.0.251, ff02::fb) on
+    every non-loopback interface, which would leave the machine; so it is refused outside a
+    network namespace of the test's own (tools/confine.py)."""
+
+    def __init__(self, *, hide_mdns: bool = False, extra_args: list[str] | None = None,
                  window_size: tuple[int, int] = (1280, 800), startup_timeout: float = 20.0):
+        if hide_mdns and not confined():
+            raise RuntimeError("Chromium with mDNS host candidates multicasts onto the real network: "
+                               "run it in a network namespace (tools/confine.py), or use hide_mdns=False")
         self.hide_mdns = hide_mdns
         self.extra_args = list(extra_args or [])
         self.window_size = window_size
@@ -241,13 +252,21 @@ class Chromium:
             # Without this, chrome_crashpad_handler daemons start in their own
             # sessions, escape the process group and outlive the browser.
             "--disable-breakpad",
+            # Names resolve to nothing but localhost: without this Chromium looks up
+            # accounts.google.com, clients2.google.com and update.googleapis.com through the
+            # machine's DNS server even with the flags above (seen in a network namespace).
+            # Tests use 127.0.0.1 URLs, which stay literal.
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
         ]
         if not self.hide_mdns:
-            # Host candidates with real addresses instead of <uuid>.local names.
+            # The flag that matters is the second: it grants camera/microphone, and a page with
+            # that permission gets host candidates with real addresses and no mDNS. (Measured in a
+            # network namespace with Debian's Chromium 13x on a page gathering candidates: the
+            # feature switch alone gives no host candidate and no mDNS; the permission alone, or
+            # both, give the veth's address and not one multicast packet; neither flag gives
+            # mDNS announcements on 224.0.0.251.)
             a.append("--disable-features=WebRtcHideLocalIpsWithMdns")
             a.append("--use-fake-ui-for-media-stream")
-        # (With that flag Chromium treats camera/microphone as granted, and a page with
-        # that permission gets real host addresses whatever the mDNS feature says.)
         return a + self.extra_args + ["about:blank"]
 
     async def start(self) -> "Chromium":
