@@ -51,7 +51,9 @@ async def main(args) -> int:
             screen = await XScreen(w, h).start()
             extra["DISPLAY"] = screen.display
             say(f"virtual screen {screen.display} at {w}x{h} with castd's test picture")
-        browser = await Chromium().start()
+        # Host candidates with real addresses: hiding them behind mDNS names would make
+        # Chromium multicast onto the real network (tools/chromium.py refuses it here).
+        browser = await Chromium(hide_mdns=False).start()
         dash = await Dashboard.open(browser, stack.dashboard)
         say(f"the receiver shows PIN {dash.pin[:3]} {dash.pin[3:]} (session {dash.session_id})")
         await dash.page.screenshot(out_dir / "dashboard.png")

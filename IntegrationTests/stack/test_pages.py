@@ -44,13 +44,14 @@ def config(stack) -> StackConfig:
 
 @pytest.fixture
 async def browser():
-    # Real host addresses in Chrome's candidates: aiortc would otherwise need
-    # multicast mDNS on eth0 to resolve <uuid>.local names.
+    # Real host addresses in Chrome's candidates (the tool's default): aiortc would
+    # otherwise need multicast mDNS on eth0 to resolve <uuid>.local names.
     b = Chromium(hide_mdns=False)
     await b.start()
     yield b
     await b.close()
     assert not b.group_alive(), "chromium left processes behind"
+    b.assert_stayed_on_the_machine()
 
 
 async def open_dashboard(browser, stack, stay=True):

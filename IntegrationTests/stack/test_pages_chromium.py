@@ -65,3 +65,12 @@ async def test_chromium_evaluates_clicks_screenshots_and_leaves_nothing_behind(t
         await runner.cleanup()
     assert not browser.group_alive()
     assert not os.path.exists(profile)
+    # As root the browser ran in a watched cgroup: not one packet left through a non-loopback
+    # interface (no DNS look-ups of Google's hosts, no multicast).
+    assert browser.off_machine == (0 if os.geteuid() == 0 else None)
+
+
+def test_hiding_addresses_behind_mdns_is_refused_outside_a_confined_run():
+    # Chromium would announce its <uuid>.local names on the real network.
+    with pytest.raises(RuntimeError, match="network namespace"):
+        Chromium(hide_mdns=True)

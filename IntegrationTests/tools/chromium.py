@@ -30,7 +30,7 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
-from tools.confine import confined
+from tools.confine import Guard, confined
 
 CHROMIUM = os.environ.get("CASTD_CHROMIUM", "chromium")
 
@@ -223,7 +223,12 @@ class Chromium:
     multicast at all. `hide_mdns=True` is Chrome's default instead: host candidates behind
     `<uuid>.local` names that Chromium announces by multicast DNS (224.0.0.251, ff02::fb) on
     every non-loopback interface, which would leave the machine; so it is refused outside a
-    network namespace of the test's own (tools/confine.py)."""
+    network namespace of the test's own (tools/confine.py).
+
+    Outside such a namespace, and as root, the browser's processes run in a cgroup that an
+    nftables counter watches (tools/confine.Guard): after `close`, `off_machine` holds how many
+    packets they sent through a non-loopback interface, and `assert_stayed_on_the_machine()`
+    fails when that is not zero."""
 
     def __init__(self, *, hide_mdns: bool = False, extra_args: list[str] | None = None,
                  window_size: tuple[int, int] = (1280, 800), startup_timeout: float = 20.0):
@@ -239,6 +244,8 @@ class Chromium:
         self.conn: _Connection | None = None
         self._ws = None
         self.log_path: Path | None = None
+        self.guard: Guard | None = None
+        self.off_machine: int | None = None
 
     def args(self) -> list[str]:
         a = [
@@ -272,9 +279,11 @@ class Chromium:
     async def start(self) -> "Chromium":
         self.profile = tempfile.mkdtemp(prefix="castd-chromium-")
         self.log_path = Path(self.profile).with_suffix(".log")
+        if not confined() and os.geteuid() == 0:
+            self.guard = Guard()
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=self.guard.join if self.guard else None)
         log.close()
         port_file = Path(self.profile) / "DevToolsActivePort"
         deadline = time.monotonic() + self.startup_timeout
@@ -346,11 +355,20 @@ class Chromium:
             deadline = time.monotonic() + 5
             while _group_members(self.proc.pid) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
+        if self.guard:
+            self.off_machine = self.guard.counters()["run_any"]
+            self.guard.close()
+            self.guard = None
         if self.profile:
             shutil.rmtree(self.profile, ignore_errors=True)
             if self.log_path:
                 self.log_path.unlink(missing_ok=True)
         self.conn = None
+
+    def assert_stayed_on_the_machine(self) -> None:
+        """After close: no packet of the browser left through a non-loopback interface
+        (nothing to check when it ran unguarded: not root, or inside a confined run)."""
+        assert not self.off_machine, f"chromium sent {self.off_machine} packets off the machine"
 
     def group_alive(self) -> bool:
         """True while a live (non-zombie) process of the browser's process group exists."""

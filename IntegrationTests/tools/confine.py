@@ -66,40 +66,36 @@ def _sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, check=check)
 
 
-class Confinement:
-    def __init__(self):
+class Guard:
+    """A cgroup for the processes watched, and an nftables table (in this network namespace,
+    and in any other `add_namespace` names) counting what leaves through a non-loopback
+    interface; see `counters`. Needs root and cgroup2."""
+
+    def __init__(self, tag: str | None = None):
         if os.geteuid() != 0:
-            raise PermissionError("a confined run creates network namespaces, a cgroup and nftables tables: needs root")
-        tag = secrets.token_hex(3)
-        self.ns, self.peer_ns = f"castd-mc-{tag}", f"castd-mcp-{tag}"
+            raise PermissionError("the off-machine guard makes a cgroup and an nftables table: needs root")
+        tag = tag or secrets.token_hex(3)
         self.table = f"castd_guard_{tag}"
-        self.veth, self.peer_veth = f"mc{tag}a", f"mc{tag}b"
         mount = _cgroup2_mount()
-        self.cgroup = mount / f"castd-confined-{tag}"
+        self.cgroup = mount / f"castd-guard-{tag}"
         # nft names a cgroup by its path below /sys/fs/cgroup and its depth in the v2 hierarchy.
         try:
             self.cgroup_name = str(self.cgroup.relative_to(CGROUP_ROOT))
         except ValueError:
             raise RuntimeError(f"cgroup2 is mounted at {mount}, outside {CGROUP_ROOT}: nft cannot name it")
-        self._made: list[str] = []
-
-    # ---------------------------------------------------------------- set-up
-
-    def __enter__(self) -> "Confinement":
+        self.namespaces: list[str | None] = []
+        self.cgroup.mkdir(mode=0o755)
         try:
-            self._setup()
+            self.add_namespace(None)
         except BaseException:
             self.close()
             raise
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _load_table(self, netns: str | None) -> None:
+    def add_namespace(self, netns: str | None) -> None:
+        """The same table in a named network namespace (None: this one)."""
         not_lo = 'oifname != "lo"'
-        # The socket match works on output only (locally sent packets, which is what the run's are);
-        # postrouting also sees packets routed through this namespace.
+        # The socket match works on output only (locally sent packets, which is what the
+        # watched processes send); postrouting also sees what is routed through.
         script = f"""table inet {self.table} {{
   chain out {{
     type filter hook output priority 0; policy accept;
@@ -119,15 +115,81 @@ class Confinement:
         r = subprocess.run(prefix + ["nft", "-f", "-"], input=script, text=True, capture_output=True)
         if r.returncode != 0:
             raise RuntimeError(f"nft refused the guard table: {r.stderr.strip()}")
+        self.namespaces.append(netns)
+
+    def join(self) -> None:
+        """Puts the calling process in the cgroup (a preexec_fn: children inherit it)."""
+        (self.cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
+    def counters(self, netns: str | None = None) -> dict[str, int]:
+        """Packets through a non-loopback interface of that namespace: run_any (sent from a
+        socket of the cgroup's processes), and whoever sent them: mdns_v4, mdns_v6 (to the mDNS
+        groups), igmp, mld (group membership reports, which the kernel sends when a socket joins)."""
+        prefix = ["nsenter", f"--net=/run/netns/{netns}"] if netns else []
+        r = _sh(*prefix, "nft", "-j", "list", "table", "inet", self.table)
+        counts = {}
+        for item in json.loads(r.stdout)["nftables"]:
+            rule = item.get("rule")
+            if rule:
+                counts[rule.get("comment", "?")] = next(
+                    (e["counter"]["packets"] for e in rule["expr"] if "counter" in e), 0)
+        return counts
+
+    def processes(self) -> list[int]:
+        try:
+            return [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def close(self) -> None:
+        """Ends processes left in the cgroup (started by the watched run, by pid), removes it
+        and the tables (a namespace already deleted took its table along)."""
+        for pid in self.processes():
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        for netns in self.namespaces:
+            prefix = ["nsenter", f"--net=/run/netns/{netns}"] if netns else []
+            _sh(*prefix, "nft", "delete", "table", "inet", self.table, check=False)
+        self.namespaces.clear()
+        for _ in range(50):
+            try:
+                self.cgroup.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+class Confinement:
+    def __init__(self):
+        if os.geteuid() != 0:
+            raise PermissionError("a confined run creates network namespaces, a cgroup and nftables tables: needs root")
+        tag = secrets.token_hex(3)
+        self.tag = tag
+        self.ns, self.peer_ns = f"castd-mc-{tag}", f"castd-mcp-{tag}"
+        self.veth, self.peer_veth = f"mc{tag}a", f"mc{tag}b"
+        self.guard: Guard | None = None
+        self._namespaces: list[str] = []
+
+    def __enter__(self) -> "Confinement":
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def _setup(self) -> None:
-        self.cgroup.mkdir(mode=0o755)
-        self._made.append("cgroup")
-        self._load_table(None)
-        self._made.append("root-table")
+        self.guard = Guard(self.tag)
         for ns in (self.ns, self.peer_ns):
             _sh("ip", "netns", "add", ns)
-            self._made.append(f"netns:{ns}")
+            self._namespaces.append(ns)
         _sh("ip", "link", "add", self.veth, "netns", self.ns, "type", "veth",
             "peer", "name", self.peer_veth, "netns", self.peer_ns)
         for ns, dev, addr in ((self.ns, self.veth, INSIDE_ADDRESS), (self.peer_ns, self.peer_veth, PEER_ADDRESS)):
@@ -137,64 +199,29 @@ class Confinement:
         # Chromium hiding its addresses signals no host candidate at all without a default
         # route (measured); B forwards nothing, so the route leads nowhere.
         _sh("ip", "-n", self.ns, "route", "add", "default", "via", PEER_ADDRESS)
-        self._load_table(self.ns)
-
-    # ---------------------------------------------------------------- running
-
-    def _join_cgroup(self) -> None:
-        (self.cgroup / "cgroup.procs").write_text(str(os.getpid()))
+        self.guard.add_namespace(self.ns)
 
     def run(self, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
         """argv in namespace A and the run's cgroup (subprocess.run keyword arguments pass through)."""
+        assert self.guard
         env = dict(kwargs.pop("env", None) or os.environ)
         env[CONFINED_ENV] = f"net:[{os.stat(f'/run/netns/{self.ns}').st_ino}]"
-        return subprocess.run(["ip", "netns", "exec", self.ns, *argv], preexec_fn=self._join_cgroup, env=env, **kwargs)
+        return subprocess.run(["ip", "netns", "exec", self.ns, *argv], preexec_fn=self.guard.join, env=env, **kwargs)
 
     def counters(self) -> dict[str, dict[str, int]]:
-        """{"root": {comment: packets}, "inside": {...}}: run_any (any packet of the run's cgroup),
-        mdns_v4, mdns_v6 (to the mDNS groups), igmp, mld (group membership reports), each through
-        a non-loopback interface."""
-        out = {}
-        for where, prefix in (("root", []), ("inside", ["ip", "netns", "exec", self.ns])):
-            r = _sh(*prefix, "nft", "-j", "list", "table", "inet", self.table)
-            counts = {}
-            for item in json.loads(r.stdout)["nftables"]:
-                rule = item.get("rule")
-                if not rule:
-                    continue
-                packets = next((e["counter"]["packets"] for e in rule["expr"] if "counter" in e), 0)
-                counts[rule.get("comment", "?")] = packets
-            out[where] = counts
-        return out
+        """{"root": Guard.counters() in the machine's namespace, "inside": the same in A}."""
+        assert self.guard
+        return {"root": self.guard.counters(), "inside": self.guard.counters(self.ns)}
 
     def leftover_processes(self) -> list[int]:
-        try:
-            return [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
-        except OSError:
-            return []
-
-    # ---------------------------------------------------------------- tear-down
+        return self.guard.processes() if self.guard else []
 
     def close(self) -> None:
-        # Processes this run started and left behind (by pid, from the run's own cgroup).
-        for pid in self.leftover_processes():
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
-        for item in reversed(self._made):
-            if item == "root-table":
-                _sh("nft", "delete", "table", "inet", self.table, check=False)
-            elif item.startswith("netns:"):
-                _sh("ip", "netns", "del", item.split(":", 1)[1], check=False)
-            elif item == "cgroup":
-                for _ in range(50):
-                    try:
-                        self.cgroup.rmdir()
-                        break
-                    except OSError:
-                        time.sleep(0.1)
-        self._made.clear()
+        if self.guard:
+            self.guard.close()
+        for ns in reversed(self._namespaces):
+            _sh("ip", "netns", "del", ns, check=False)
+        self._namespaces.clear()
 
 
 def rerun_confined(request, tmp_path: Path, timeout: float) -> dict[str, dict[str, int]]:
