@@ -88,7 +88,8 @@ async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(request
 @pytest.mark.timeout(240)
 async def test_a_viewer_refresh_gets_a_fresh_offer_and_the_cast_resumes(request, tmp_path):
     if not confined():
-        rerun_confined(request, tmp_path, timeout=220)
+        counts = rerun_confined(request, tmp_path, timeout=220)
+        assert counts["inside"]["igmp"] > 0, counts     # castd joined the mDNS group in there
         return
     stack = request.getfixturevalue("stack")
     async with chromium_cast(stack, tmp_path) as (viewer, daemon):

@@ -15,8 +15,11 @@ machine's own network namespace that is the real network. `Confinement` gives su
   socket match works there only), and, whoever sent them, packets to the mDNS groups
   224.0.0.251 / ff02::fb and IGMP / MLD membership reports (postrouting; the kernel sends those
   when a socket joins a group, from no socket of the run);
-- the positive control, the same table in namespace A on its veth: it shows the run did send
-  mDNS and did join groups (so zero in the root namespace means confined, not silent).
+- the positive control, the same table in namespace A on its veth: it shows what the run did
+  send (mDNS, group joins), so zero in the root namespace means confined, not silent.
+
+`Guard` alone (a cgroup and that table in the current namespace) is what tools/chromium.py
+puts every browser in when it runs in the machine's namespace.
 
     with Confinement() as c:
         r = c.run([sys.executable, "script.py"], timeout=100)
@@ -38,8 +41,6 @@ from pathlib import Path
 INSIDE_ADDRESS = "10.99.7.1"
 PEER_ADDRESS = "10.99.7.2"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
 CONFINED_ENV = "CASTD_CONFINED_NETNS"
 
 
@@ -242,6 +243,6 @@ def rerun_confined(request, tmp_path: Path, timeout: float) -> dict[str, dict[st
     assert left == [], f"processes of the confined run outlived it: {left}"
     root, inside = counts["root"], counts["inside"]
     assert root["run_any"] == 0, f"the confined run sent {root['run_any']} packets off the machine: {counts}"
-    assert root["mdns_v4"] == root["mdns_v6"] == 0, \
-        f"mDNS left the machine during the test (the run's own sockets sent {root['run_any']} of them): {counts}"
+    # Whoever sent it (the run's own packets are run_any): nothing on this machine may.
+    assert root["mdns_v4"] == root["mdns_v6"] == 0, f"mDNS left the machine during the test: {counts}"
     return counts
