@@ -4,7 +4,11 @@ namespace this test creates (so no multicast leaves the machine). See netns_mdns
 
 - `answer`: castd's query on 224.0.0.251:5353 is answered;
 - `announce`: the responder only announces the name, before the candidate is signalled
-  (what Chromium does in this container), and castd takes it from its cache;
+  (what Chromium does in this container), and castd takes it from its cache. castd joins
+  the mDNS group itself only when the first `.local` candidate arrives, but its socket on
+  port 5353 is already bound and Linux delivers a group's datagrams to every socket bound
+  to the port once any socket of the host joined (IP_MULTICAST_ALL, on by default) — here
+  the responder's, with Chromium on the same host Chromium's own;
 - `silent`: nothing is heard; castd gives the name up after 5 s and ICE connects through
   the peer-reflexive candidate the receiver's checks reveal (the control: without mDNS the
   selected remote is not a host candidate);

@@ -7,26 +7,34 @@ import Glibc
 
 /// The IO half of mDNS (RFC 6762): one UDP socket on port 5353, shared with any
 /// other responder on the host (SO_REUSEADDR + SO_REUSEPORT; Chromium and avahi
-/// bind it too), joined to the mDNS group of its family on each interface given.
-/// Sending to the group sends one copy out of every joined interface, so a query
+/// bind it too). It joins the mDNS group of its family on each interface given
+/// only when `joinGroups()` is called: the peer calls it when the receiver first
+/// names a `.local` candidate, so a receiver that shows real addresses (aiortc,
+/// a Chrome with mDNS hiding off) never makes this host send IGMP/MLD reports.
+/// Sending to the group sends one copy out of every interface, so a query
 /// reaches responders on loopback and on the LAN alike; multicast loop is on, so
-/// announcements of processes on this host (Chromium's) are heard.
+/// announcements of processes on this host (Chromium's) are heard — even before
+/// `joinGroups()` when another socket of the host joined the group on that
+/// interface, as Linux delivers group datagrams to every socket bound to the
+/// port (IP_MULTICAST_ALL, on by default).
 public final class MulticastDNSSocket: DatagramSocket, @unchecked Sendable {
     public let fd: Int32
     public let local: SocketAddress
     /// Where each copy of a group datagram leaves: an IPv4 interface address, or an IPv6 interface index.
     private let outgoing: [Outgoing]
-    /// Names of the interfaces that joined the group.
+    /// Names of the interfaces the group is joined on (by `joinGroups()`) and queries leave through.
     public let interfaces: [String]
+    /// What `joinGroups()` did, once it ran.
+    private var joined: [String]? = nil
 
     enum Outgoing {
         case v4(in_addr)
         case v6(UInt32)
     }
 
-    /// Binds `[::]:5353` or `0.0.0.0:5353` and joins the group on every interface of
-    /// `addresses` of that family. Throws when the port cannot be bound or no
-    /// interface could join (castd then runs without mDNS).
+    /// Binds `[::]:5353` or `0.0.0.0:5353` and picks the interfaces of `addresses`
+    /// of that family to join later. Throws when the port cannot be bound or no
+    /// interface qualifies (castd then runs without mDNS).
     public init(ipv6: Bool, addresses: [NetworkInterfaces.Address]) throws {
         let family = ipv6 ? AF_INET6 : AF_INET
         let fd = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -58,38 +66,61 @@ public final class MulticastDNSSocket: DatagramSocket, @unchecked Sendable {
             throw e
         }
         var outgoing: [Outgoing] = []
-        var joined: [String] = []
-        for a in addresses where a.ip.isIPv6 == ipv6 && !joined.contains(a.interface) {
+        var names: [String] = []
+        for a in addresses where a.ip.isIPv6 == ipv6 && !names.contains(a.interface) {
             if ipv6 {
                 let index = if_nametoindex(a.interface)
                 guard index != 0 else { continue }
-                var m = ipv6_mreq()
-                withUnsafeMutableBytes(of: &m.ipv6mr_multiaddr) { $0.copyBytes(from: MDNS.ipv6Group.bytes) }
-                m.ipv6mr_interface = index
-                guard setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_ADD_MEMBERSHIP, &m, socklen_t(MemoryLayout<ipv6_mreq>.size)) == 0 else { continue }
                 outgoing.append(.v6(index))
             } else {
-                var m = ip_mreq()
-                withUnsafeMutableBytes(of: &m.imr_multiaddr) { $0.copyBytes(from: MDNS.ipv4Group.bytes) }
-                withUnsafeMutableBytes(of: &m.imr_interface) { $0.copyBytes(from: a.ip.bytes) }
-                guard setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &m, socklen_t(MemoryLayout<ip_mreq>.size)) == 0 else { continue }
-                outgoing.append(.v4(m.imr_interface))
+                var addr = in_addr()
+                withUnsafeMutableBytes(of: &addr) { $0.copyBytes(from: a.ip.bytes) }
+                outgoing.append(.v4(addr))
             }
-            joined.append(a.interface)
+            names.append(a.interface)
         }
         guard !outgoing.isEmpty else {
             close(fd)
-            throw CastError(.io, "no interface could join the mDNS group \(ipv6 ? "ff02::fb" : "224.0.0.251")")
+            throw CastError(.io, "no interface for the mDNS group \(ipv6 ? "ff02::fb" : "224.0.0.251")")
         }
         self.fd = fd
         self.local = any
         self.outgoing = outgoing
-        self.interfaces = joined
+        self.interfaces = names
+    }
+
+    /// Joins the group on every interface picked at init (idempotent; call it on the
+    /// socket's owner thread). Returns the names of the interfaces that joined; an
+    /// interface that refuses is skipped (queries still leave through it).
+    @discardableResult
+    public func joinGroups() -> [String] {
+        if let joined { return joined }
+        var ok: [String] = []
+        for (o, name) in zip(outgoing, interfaces) {
+            switch o {
+            case .v6(let index):
+                var m = ipv6_mreq()
+                withUnsafeMutableBytes(of: &m.ipv6mr_multiaddr) { $0.copyBytes(from: MDNS.ipv6Group.bytes) }
+                m.ipv6mr_interface = index
+                if setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_ADD_MEMBERSHIP, &m, socklen_t(MemoryLayout<ipv6_mreq>.size)) == 0 {
+                    ok.append(name)
+                }
+            case .v4(let addr):
+                var m = ip_mreq()
+                withUnsafeMutableBytes(of: &m.imr_multiaddr) { $0.copyBytes(from: MDNS.ipv4Group.bytes) }
+                m.imr_interface = addr
+                if setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &m, socklen_t(MemoryLayout<ip_mreq>.size)) == 0 {
+                    ok.append(name)
+                }
+            }
+        }
+        joined = ok
+        return ok
     }
 
     deinit { close(fd) }
 
-    /// Sends one copy out of every joined interface; true when at least one left.
+    /// Sends one copy out of every interface; true when at least one left.
     @discardableResult
     public func send(_ bytes: [UInt8], to address: SocketAddress) -> Bool {
         var sent = false

@@ -35,6 +35,9 @@ public final class PeerRunner: @unchecked Sendable {
     private let continuation: AsyncStream<PeerSession.Event>.Continuation
     private let driver: DatagramDriver<PeerSession>
     private var closed = false   // touched by the owner only
+    /// Joined to the mDNS group on the driver's thread when the receiver first names a `.local` candidate.
+    private let mdnsSockets: [MulticastDNSSocket]
+    private let mdnsJoined = MDNSJoinFlag()
 
     /// Unix time at the monotonic clock's zero, for RTCP sender reports.
     static func wallclockOffset(clock: MonotonicClock) -> Duration {
@@ -78,6 +81,7 @@ public final class PeerRunner: @unchecked Sendable {
         mdnsProblem = problem
         mdnsInterfaces = mdnsSockets.flatMap { m in m.interfaces.map { "\($0)/\(m.local.ip.isIPv6 ? "v6" : "v4")" } }
         let mdnsEndpoints = mdnsSockets.map(\.local)
+        self.mdnsSockets = mdnsSockets
         sockets += mdnsSockets as [any DatagramSocket]
         let (stream, cont) = AsyncStream.makeStream(of: PeerSession.Event.self, bufferingPolicy: .unbounded)
         events = stream
@@ -106,11 +110,25 @@ public final class PeerRunner: @unchecked Sendable {
     }
 
     public func applyAnswer(_ sdp: String) async throws {
-        try await perform { core, now in try core.applyAnswer(sdp, now: now) }
+        let join = joinsMDNS(sdp)
+        try await perform { [mdnsSockets] core, now in
+            if join { for m in mdnsSockets { m.joinGroups() } }
+            try core.applyAnswer(sdp, now: now)
+        }
     }
 
     public func addRemoteCandidate(_ line: String) async throws {
-        try await perform { core, now in try core.addRemoteCandidate(line, now: now) }
+        let join = joinsMDNS(line)
+        try await perform { [mdnsSockets] core, now in
+            if join { for m in mdnsSockets { m.joinGroups() } }
+            try core.addRemoteCandidate(line, now: now)
+        }
+    }
+
+    /// Whether `text` (an answer or a candidate line) names a `.local` host and the
+    /// group is not joined yet: only then does this host start listening for mDNS.
+    private func joinsMDNS(_ text: String) -> Bool {
+        !mdnsSockets.isEmpty && text.contains(".local") && mdnsJoined.set()
     }
 
     public func remoteEndOfCandidates() {
@@ -133,5 +151,18 @@ public final class PeerRunner: @unchecked Sendable {
         driver.perform { core, now in core.close(now: now) }
         driver.stop()
         continuation.finish()
+    }
+}
+
+/// Set once, from any task.
+final class MDNSJoinFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    /// True for the first caller only.
+    func set() -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        if done { return false }
+        done = true
+        return true
     }
 }
