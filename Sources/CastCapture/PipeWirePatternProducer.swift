@@ -218,7 +218,7 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
     public func stop() {
         guard running.exchange(false, ordering: .relaxed) else { return }
         tickerDone.wait()
-        connection.withLock {
+        connection.shutDown {
             if let stream { destroyStream(stream, hook: hook) }
             stream = nil
         }

@@ -58,7 +58,13 @@ public final class PipeWireSource: FrameSource {
     public init(options: Options = Options(), clock: any MonotonicClock = SystemMonotonicClock()) throws {
         self.options = options
         let stream = try PipeWireInputStream(options: options, clock: clock)
-        let negotiated = try stream.waitForFormat(timeout: options.negotiationTimeout)
+        let negotiated: (format: PixelFormat, size: FrameSize)
+        do { negotiated = try stream.waitForFormat(timeout: options.negotiationTimeout) } catch {
+            // Closed here, on the owner's thread: a callback running on the PipeWire
+            // thread holds a reference, and the last release must not happen there.
+            stream.close()
+            throw error
+        }
         let slots = (0..<max(1, options.slotCount)).map { _ in
             MemorySlot(capacity: negotiated.size.width * 4 * negotiated.size.height)
         }
@@ -233,7 +239,7 @@ final class PipeWireInputStream: @unchecked Sendable {
 
     func close() {
         guard let connection else { return }
-        connection.withLock {
+        connection.shutDown {
             if let stream { destroyStream(stream, hook: hook) }
             stream = nil
             if let registry {
@@ -242,7 +248,7 @@ final class PipeWireInputStream: @unchecked Sendable {
             }
             registry = nil
         }
-        self.connection = nil   // stops the loop: no callback runs after this
+        self.connection = nil
         hook.deallocate()
         events.deallocate()
         registryHook.deallocate()

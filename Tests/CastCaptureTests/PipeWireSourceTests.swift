@@ -163,7 +163,7 @@ struct PipeWireSourceTests {
             _ = try PipeWireSource(options: .init(remote: session.remote, node: 4242, negotiationTimeout: .milliseconds(1500)))
         } throws: { e in
             // "no node available" from the session manager, or no format in time when it is slow to start.
-            (e as? CastError)?.message.contains("node 4242") ?? false
+            return (e as? CastError)?.message.contains("node 4242") ?? false
         }
     }
 }
