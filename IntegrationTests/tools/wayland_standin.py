@@ -19,18 +19,7 @@ import numpy as np
 from tools.castd_build import binary
 
 HERE = pathlib.Path(__file__).resolve().parent
-BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path={dir}/bus</listen>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"""
+BUS_CONF = HERE / "private-session-bus.conf"
 
 
 def installed() -> bool:
@@ -68,7 +57,7 @@ class StandInScreenCast:
         return (await asyncio.get_running_loop().run_in_executor(None, p.stdout.readline)).decode().strip()
 
     async def start(self) -> "StandInScreenCast":
-        (self.dir / "bus.conf").write_text(BUS_CONF.format(dir=self.dir))
+        (self.dir / "bus.conf").write_text(BUS_CONF.read_text().replace("@DIR@", str(self.dir)))
         bus = self._spawn(["dbus-daemon", f"--config-file={self.dir}/bus.conf", "--nofork", "--nopidfile",
                            "--print-address=1"], "dbus", stdout=subprocess.PIPE)
         self.bus = await self._line(bus)

@@ -81,17 +81,19 @@ public final class PipeWireSource: FrameSource {
     public func interrupt() { stream.interrupt() }
 
     /// The newest frame the stream delivered since the last call, waiting up to
-    /// `frameWait` for one. PipeWire sends frames when the screen changes, so
-    /// `onlyIfChanged` is always honoured; without it, an unchanged screen still
-    /// gives `.timeout`.
-    // TODO(issue 9): a refresh frame (the last one again) when the compositor sends nothing for a second.
+    /// `frameWait` for one. PipeWire sends frames only when the screen changes
+    /// (Mutter sends nothing while it is static); without `onlyIfChanged`, an
+    /// unchanged screen gives its last frame again, with empty damage, so the
+    /// receiver still gets a refresh frame (`.timeout` when the encoder holds that slot).
     public func capture(onlyIfChanged: Bool) -> CaptureOutcome {
         if let outcome = stream.takeOutcome() { return outcome }
         let deadline = DispatchTime.now() + .nanoseconds(Int(options.frameWait.nanoseconds))
         while stream.signal.wait(timeout: deadline) == .success {
             if let outcome = stream.takeOutcome() { return outcome }
         }
-        return stream.takeOutcome() ?? .timeout
+        if let outcome = stream.takeOutcome() { return outcome }
+        if !onlyIfChanged, let frame = stream.republishLast() { return .frame(frame) }
+        return .timeout
     }
 }
 
@@ -113,6 +115,8 @@ struct PipeWireShared {
     var interrupted = false
     /// The newest frame published since `capture` last returned one.
     var latest: Frame? = nil
+    /// The last frame published and its ring slot (for refresh frames).
+    var lastPublished: (index: Int, frame: Frame)? = nil
     var unusable: UInt64 = 0
 }
 
@@ -216,6 +220,22 @@ final class PipeWireInputStream: @unchecked Sendable {
 
     func attach(ring: FrameRing<MemorySlot>) {
         connection.withLock { self.ring = ring }
+    }
+
+    /// The last frame again, from the slot it is still in (no copy), when that
+    /// slot is free and nothing newer arrived; nil otherwise.
+    func republishLast() -> Frame? {
+        guard let ring else { return nil }
+        let now = clock.now()
+        return shared.withLock { s -> Frame? in
+            guard s.latest == nil, s.reinit == nil, let last = s.lastPublished, let lease = ring.reclaim(last.index) else { return nil }
+            var f = last.frame
+            f.captureTime = now
+            f.damage = []
+            ring.publish(lease, frame: f)
+            s.lastPublished = (lease.index, f)
+            return f
+        }
     }
 
     func interrupt() {
@@ -408,8 +428,12 @@ final class PipeWireInputStream: @unchecked Sendable {
                                            pixels: dst, stride: rowBytes)
         let frame = Frame(format: negotiated.format, size: size, stride: rowBytes, captureTime: clock.now(),
                           damage: frameDamage)
-        ring.publish(lease, frame: frame)
-        shared.withLock { $0.latest = frame }
+        // Published under `shared`, like refreshes: the ring's order is the screen's order.
+        shared.withLock { s in
+            ring.publish(lease, frame: frame)
+            s.latest = frame
+            s.lastPublished = (lease.index, frame)
+        }
         signal.signal()
     }
 

@@ -25,19 +25,10 @@ final class PipeWireSession {
         // xdg-desktop-portal would otherwise be started by the first call to it).
         // Its address on stdout is the readiness signal.
         let config = runtimeDir + "/bus.conf"
-        try Data("""
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <listen>unix:path=\(runtimeDir)/bus</listen>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-              </policy>
-            </busconfig>
-            """.utf8).write(to: URL(fileURLWithPath: config))
+        let confTemplate = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../IntegrationTests/tools/private-session-bus.conf").standardized
+        try Data(String(contentsOf: confTemplate, encoding: .utf8).replacingOccurrences(of: "@DIR@", with: runtimeDir).utf8)
+            .write(to: URL(fileURLWithPath: config))
         let bus = Process()
         bus.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
         bus.arguments = ["--config-file=\(config)", "--nofork", "--nopidfile", "--print-address=1"]
