@@ -54,6 +54,8 @@ public final class PipeWireSource: FrameSource {
     public var unusableBuffers: UInt64 { stream.shared.withLock { $0.unusable } }
 
     private let stream: PipeWireInputStream
+    /// Durations of the PipeWire process callback for published frames (benchmarks).
+    var processNanos: [Int64] { stream.shared.withLock { $0.processNanos } }
 
     public init(options: Options = Options(), clock: any MonotonicClock = SystemMonotonicClock()) throws {
         self.options = options
@@ -118,6 +120,8 @@ struct PipeWireShared {
     /// The last frame published and its ring slot (for refresh frames).
     var lastPublished: (index: Int, frame: Frame)? = nil
     var unusable: UInt64 = 0
+    /// How long the process callback took for each published frame (the copy; the last 4096), for the benchmark.
+    var processNanos: [Int64] = []
 }
 
 /// The `pw_stream` half of `PipeWireSource`: owns the connection and the
@@ -360,6 +364,7 @@ final class PipeWireInputStream: @unchecked Sendable {
 
     private func process() {
         guard let stream else { return }
+        let started = SystemMonotonicClock().now()
         var newest: UnsafeMutablePointer<pw_buffer>? = nil
         while let b = pw_stream_dequeue_buffer(stream) {
             if let old = newest { pw_stream_queue_buffer(stream, old) }
@@ -429,10 +434,13 @@ final class PipeWireInputStream: @unchecked Sendable {
         let frame = Frame(format: negotiated.format, size: size, stride: rowBytes, captureTime: clock.now(),
                           damage: frameDamage)
         // Published under `shared`, like refreshes: the ring's order is the screen's order.
+        let took = (SystemMonotonicClock().now() - started).totalNanoseconds
         shared.withLock { s in
             ring.publish(lease, frame: frame)
             s.latest = frame
             s.lastPublished = (lease.index, frame)
+            if s.processNanos.count >= 4096 { s.processNanos.removeFirst(1024) }
+            s.processNanos.append(took)
         }
         signal.signal()
     }
