@@ -78,11 +78,15 @@ public enum ScreenCastPortal {
         public var tokenStore: RestoreTokenStore?
         /// How long to wait for each Response (Start may wait for a person at a dialog).
         public var responseTimeout: Duration
+        /// Whether frames should show the cursor (`--no-cursor` asks for a hidden one when the portal offers that).
+        public var cursor: Bool
 
-        public init(busAddress: String? = nil, tokenStore: RestoreTokenStore? = nil, responseTimeout: Duration = .seconds(60)) {
+        public init(busAddress: String? = nil, tokenStore: RestoreTokenStore? = nil, responseTimeout: Duration = .seconds(60),
+                    cursor: Bool = true) {
             self.busAddress = busAddress
             self.tokenStore = tokenStore
             self.responseTimeout = responseTimeout
+            self.cursor = cursor
         }
     }
 
@@ -126,7 +130,9 @@ public enum ScreenCastPortal {
         }
         var saved: String? = nil
         if let store = options.tokenStore { saved = try? store.load() }
-        var machine = ScreenCastPortalMachine(sender: String(cString: unique), availableCursorModes: modes,
+        let hidden = PortalCursorMode.hidden.rawValue
+        let wanted = options.cursor || modes & hidden == 0 ? modes : hidden
+        var machine = ScreenCastPortalMachine(sender: String(cString: unique), availableCursorModes: wanted,
                                               restoreToken: saved, tokenPrefix: "castd_\(getpid())")
         let waiter = ResponseWaiter()
         var action: ScreenCastPortalMachine.Action? = machine.begin()

@@ -124,6 +124,17 @@ struct ScreenCastPortalTests {
         #expect(portal.calls().first { $0.call == "SelectSources" }?.options["cursor_mode"] as? Int == 2)
     }
 
+    @Test func noCursorAsksForAHiddenOne() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64))
+        defer { portal.stop() }
+        let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, cursor: false))
+        defer { cast.close() }
+        #expect(cast.grant.cursorMode == .hidden)
+        #expect(portal.calls().first { $0.call == "SelectSources" }?.options["cursor_mode"] as? Int == 1)
+    }
+
     @Test func cancelInTheDialogIsASentenceAndNoTokenIsSaved() throws {
         let session = try PipeWireSession()
         defer { session.stop() }
