@@ -206,7 +206,7 @@ public enum ScreenCastPortal {
             }
         case .closeSession(let session):
             _ = SDBus.call(bus, path: session, interface: "org.freedesktop.portal.Session", member: "Close", timeout: .seconds(2)) { _ in }
-            return nil
+            return machine.handle(.sessionClosed)
         }
         if let error { return machine.handle(.callFailed(error)) }
         if let returnedPath { machine.requestHandleReturned(returnedPath); try? waiter.subscribe(bus, path: returnedPath) }
