@@ -40,7 +40,8 @@ public enum CLI {
       69  the requested part is not available in this build
 
     Options of --session:
-      --capture auto|x11|portal|mutter   capture backend (auto: XShm; Wayland is not built yet)
+      --capture auto|x11|portal|mutter   capture backend (auto: the ScreenCast portal in a Wayland
+                                         session, else XShm; mutter is not built yet)
       --encoder auto|vaapi|x264          H.264 encoder (auto: VA-API, falling back to x264)
       --display :N   --output NAME   --no-cursor
     Common options: --api-url URL --supabase-url URL --supabase-key KEY --log-level LEVEL --json

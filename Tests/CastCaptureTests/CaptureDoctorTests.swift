@@ -8,7 +8,7 @@ import CastMedia
         #expect(screen == nil)
         #expect(list.allSatisfy { !$0.available })
         #expect(list.first { $0.name == "xshm" }?.detail == "DISPLAY is not set")
-        #expect(list.first { $0.name == "pipewire" }?.detail.hasPrefix("the xdg-desktop-portal ScreenCast source is not implemented") == true)
+        #expect(list.first { $0.name == "portal" }?.available == false)
         #expect(DoctorReport.displayServer(environment: [:]) == .none)
     }
 
@@ -27,5 +27,15 @@ import CastMedia
         #expect(list.first?.available == true)
         #expect(list.first?.detail == "XShm on \(x.display), 800x600 depth 24, cursor from XFixes, changes from XDamage")
         #expect(DoctorReport.displayServer(environment: ["DISPLAY": x.display, "WAYLAND_DISPLAY": "wayland-0"]) == .wayland(display: "wayland-0"))
+    }
+}
+
+struct CaptureSelectionTests {
+    @Test func autoTakesThePortalInAWaylandSessionOnly() {
+        #expect(CaptureSelection.autoPrefersPortal(environment: ["XDG_SESSION_TYPE": "wayland", "DISPLAY": ":0"]))
+        #expect(CaptureSelection.autoPrefersPortal(environment: ["WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":0"]))
+        #expect(!CaptureSelection.autoPrefersPortal(environment: ["XDG_SESSION_TYPE": "x11", "WAYLAND_DISPLAY": "wayland-0"]))
+        #expect(!CaptureSelection.autoPrefersPortal(environment: ["DISPLAY": ":0"]))
+        #expect(!CaptureSelection.autoPrefersPortal(environment: [:]))
     }
 }

@@ -8,7 +8,8 @@ import Synchronization
 
 /// Screen → H.264 for a cast (issue 5 through issue 6): a capture thread that
 /// paces to the frame rate and writes frames into the source's ring (its XShm
-/// segments, no copy), and an encode thread that always takes the newest
+/// segments, no copy; or PipeWire buffers copied in through the ScreenCast
+/// portal), and an encode thread that always takes the newest
 /// ready frame, scales it under the caps (≤ 1080p30, spec §12), encodes it
 /// (VA-API first, then x264) and hands the access unit to the peer. The ring
 /// drops frames when the encoder is behind; nothing ever queues, so latency
@@ -23,7 +24,12 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         public var encoder: String = "-"
     }
 
+    /// Where frames come from (`--capture`, resolved: auto is decided before).
+    public enum Backend: String, Sendable { case x11, portal }
+
     private let options: SessionOptions
+    private let backend: Backend
+    private let portalOptions: ScreenCastPortal.Options
     private let log: LogSink
     private let clock = SystemMonotonicClock()
     private let running = Atomic<Bool>(false)
@@ -33,9 +39,12 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private var stats = Statistics()                                 // guarded by `lock`
     private var finished: DispatchSemaphore? = nil                   // owner only
 
-    public init(options: SessionOptions, log: LogSink) {
+    public init(options: SessionOptions, log: LogSink, backend: Backend = .x11,
+                portal: ScreenCastPortal.Options = ScreenCastPortal.Options()) {
         self.options = options
         self.log = log
+        self.backend = backend
+        portalOptions = portal
     }
 
     public func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void) { lock.withLock { self.sink = sink } }
@@ -74,63 +83,111 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
 
     // MARK: - Capture thread
 
-    private func captureLoop(caps: CaptureCaps) {
-        while running.load(ordering: .relaxed) {
-            let source: XShmSource
-            do {
-                source = try XShmSource(options: .init(display: options.display, output: options.output,
-                                                      cursor: options.cursor), clock: clock)
-            } catch {
-                log.write(LogLine(.error, "capture_open_failed", [("error", "\(error)"), ("retry_s", 2)]))
-                sleepWhileRunning(.seconds(2))
-                continue
-            }
-            log.write(LogLine(.info, "capture_started", [("backend", "xshm"), ("size", "\(source.size)"),
-                                                        ("fps", caps.maxFrameRate)]))
-            let published = DispatchSemaphore(value: 0)
-            let encoderDone = DispatchSemaphore(value: 0)
-            let generation = Flag(true)
-            let ring = source.ring, captured = source.size
-            let encoder = Thread { [self] in
-                encodeLoop(ring: ring, captured: captured, caps: caps, published: published, alive: generation)
-                encoderDone.signal()
-            }
-            encoder.name = "castd-encode"
-            encoder.start()
+    /// How a capture generation ended.
+    enum GenerationEnd { case reinit, stopped, failed }
 
-            var pacer = FramePacer(frameRate: caps.maxFrameRate, start: clock.now())
-            capturing: while running.load(ordering: .relaxed) {
-                let wait = pacer.nextTick - clock.now()
-                if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
-                let now = clock.now()
-                let outcome = source.capture(onlyIfChanged: !pacer.refreshDue(now: now))
-                switch outcome {
-                case .frame:
-                    _ = pacer.decide(now: now, changed: true)
-                    lock.withLock { stats.captured += 1 }
-                    published.signal()
-                case .timeout:
-                    _ = pacer.decide(now: now, changed: false)
-                case .reinit(let size):
-                    log.write(LogLine(.notice, "capture_reinit", [("size", "\(size)")]))
-                    break capturing
-                case .interrupted:
-                    break capturing
-                case .error(let e):
-                    log.write(LogLine(.error, "capture_failed", [("error", e.message)]))
-                    sleepWhileRunning(.milliseconds(500))
-                    break capturing
+    private func captureLoop(caps: CaptureCaps) {
+        // The portal session outlives capture generations (a size change
+        // reopens the stream, not the session); it ends with the cast or on failure.
+        var portal: ScreenCastPortalSession? = nil
+        defer { portal?.close() }
+        while running.load(ordering: .relaxed) {
+            switch backend {
+            case .x11:
+                let source: XShmSource
+                do {
+                    source = try XShmSource(options: .init(display: options.display, output: options.output,
+                                                          cursor: options.cursor), clock: clock)
+                } catch {
+                    openFailed(error)
+                    continue
+                }
+                _ = runGeneration(source, backend: "xshm", caps: caps)
+            case .portal:
+                do {
+                    if portal == nil {
+                        let cast = try ScreenCastPortal.start(options: portalOptions)
+                        log.write(LogLine(.info, "portal_started", [
+                            ("streams", cast.grant.streams.count), ("node", cast.grant.streams[0].node),
+                            ("cursor", "\(cast.grant.cursorMode)"),
+                            ("restore_token", cast.grant.refusedRestoreToken ? "refused, asked again"
+                                : cast.grant.offeredRestoreToken ? "offered" : "none saved"),
+                            ("token_saved", cast.grant.restoreToken != nil && portalOptions.tokenStore != nil)]))
+                        portal = cast
+                    }
+                    let cast = portal!
+                    let source = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.streams[0].node,
+                                                                   cursor: options.cursor), clock: clock)
+                    if runGeneration(source, backend: "portal", caps: caps) == .failed {
+                        portal?.close()   // the cast ended; the next generation asks the portal again
+                        portal = nil
+                    }
+                } catch {
+                    portal?.close()
+                    portal = nil
+                    openFailed(error)
                 }
             }
-            generation.set(false)
-            published.signal()
-            encoderDone.wait()   // the encoder reads the source's segments: it stops first
-            let ringStats = source.ring.stats
-            lock.withLock {
-                stats.ringDropped += ringStats.dropped
-                stats.ringSkipped += ringStats.skipped
+        }
+    }
+
+    private func openFailed(_ error: any Error) {
+        let text = (error as? CastError)?.message ?? "\(error)"
+        log.write(LogLine(.error, "capture_open_failed", [("error", text), ("retry_s", 2)]))
+        sleepWhileRunning(.seconds(2))
+    }
+
+    /// Captures from one source until it must be reopened (size change), fails, or the cast stops.
+    private func runGeneration<S: FrameSource>(_ source: S, backend: String, caps: CaptureCaps) -> GenerationEnd {
+        log.write(LogLine(.info, "capture_started", [("backend", backend), ("size", "\(source.size)"),
+                                                    ("fps", caps.maxFrameRate)]))
+        let published = DispatchSemaphore(value: 0)
+        let encoderDone = DispatchSemaphore(value: 0)
+        let generation = Flag(true)
+        let ring = source.ring, captured = source.size
+        let encoder = Thread { [self] in
+            encodeLoop(ring: ring, captured: captured, caps: caps, published: published, alive: generation)
+            encoderDone.signal()
+        }
+        encoder.name = "castd-encode"
+        encoder.start()
+
+        var end = GenerationEnd.stopped
+        var pacer = FramePacer(frameRate: caps.maxFrameRate, start: clock.now())
+        capturing: while running.load(ordering: .relaxed) {
+            let wait = pacer.nextTick - clock.now()
+            if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
+            let now = clock.now()
+            let outcome = source.capture(onlyIfChanged: !pacer.refreshDue(now: now))
+            switch outcome {
+            case .frame:
+                _ = pacer.decide(now: now, changed: true)
+                lock.withLock { stats.captured += 1 }
+                published.signal()
+            case .timeout:
+                _ = pacer.decide(now: now, changed: false)
+            case .reinit(let size):
+                log.write(LogLine(.notice, "capture_reinit", [("size", "\(size)")]))
+                end = .reinit
+                break capturing
+            case .interrupted:
+                break capturing
+            case .error(let e):
+                log.write(LogLine(.error, "capture_failed", [("error", e.message)]))
+                sleepWhileRunning(.milliseconds(500))
+                end = .failed
+                break capturing
             }
         }
+        generation.set(false)
+        published.signal()
+        encoderDone.wait()   // the encoder reads the source's slots: it stops first
+        let ringStats = source.ring.stats
+        lock.withLock {
+            stats.ringDropped += ringStats.dropped
+            stats.ringSkipped += ringStats.skipped
+        }
+        return end
     }
 
     private func sleepWhileRunning(_ d: Duration) {
