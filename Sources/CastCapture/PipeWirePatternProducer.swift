@@ -1,0 +1,233 @@
+import CastCore
+import CastMedia
+import CPipeWire
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A PipeWire Video/Source node that sends castd's PipeWire test picture,
+/// driven by its own clock like a compositor's screen stream: the producer of
+/// the capture tests, the stand-in portal and `castd-pattern --pipewire`.
+/// Every frame carries damage metadata (`damage`, or the whole frame) and,
+/// with `cursor`, cursor metadata (a 16×16 square moving one pixel a frame).
+/// The frame counter is written into pixel (0, 0)…(3, 0) of each frame.
+public final class PipeWirePatternProducer: @unchecked Sendable {
+    // @unchecked: pw objects and `size` are used under the loop lock only.
+    public struct Options: Sendable {
+        public var size: FrameSize
+        public var format: PixelFormat
+        public var fps: Int
+        public var nodeName: String
+        public var cursor: Bool
+        /// The damage each frame reports (nil: the whole frame).
+        public var damage: FrameRect?
+
+        public init(size: FrameSize, format: PixelFormat = .bgrx, fps: Int = 30, nodeName: String = "castd-pattern",
+                    cursor: Bool = false, damage: FrameRect? = nil) {
+            self.size = size
+            self.format = format
+            self.fps = fps
+            self.nodeName = nodeName
+            self.cursor = cursor
+            self.damage = damage
+        }
+    }
+
+    /// The picture's colour at (x, y), as (r, g, b): every pixel tells where it is.
+    public static func colour(x: Int, y: Int) -> (UInt8, UInt8, UInt8) {
+        (UInt8(x & 0xff), UInt8(y & 0xff), UInt8(((x >> 8) * 16 + (y >> 8)) & 0xff))
+    }
+
+    /// The frame counter written into the first four pixels of `row`.
+    public static func counter(in row: UnsafeRawPointer) -> UInt32 {
+        (0..<4).reduce(UInt32(0)) { $0 | UInt32(row.load(fromByteOffset: 4 * $1, as: UInt8.self)) << (8 * UInt32($1)) }
+    }
+
+    public static let cursorSize = 16
+    /// The cursor's colour: opaque magenta (premultiplied ARGB).
+    public static let cursorARGB: UInt32 = 0xffff00ff
+
+    public let options: Options
+    private var connection: PipeWireConnection! = nil
+    private var stream: OpaquePointer? = nil
+    private let hook: UnsafeMutablePointer<spa_hook>
+    private let events: UnsafeMutablePointer<pw_stream_events>
+    private var size: FrameSize
+    private var picture: [UInt8] = []
+    private let state = Mutex<(node: UInt32?, sent: UInt64, failure: String?)>((nil, 0, nil))
+    private let changed = DispatchSemaphore(value: 0)
+    private let running = Atomic<Bool>(true)
+    private var ticker: Thread? = nil
+    private let tickerDone = DispatchSemaphore(value: 0)
+
+    public init(remote: PipeWireRemote = .daemon, options: Options) throws {
+        self.options = options
+        size = options.size
+        hook = .cell(spa_hook())
+        events = .cell(pw_stream_events())
+        picture = Self.render(size, options.format)
+        connection = try PipeWireConnection(remote: remote) { [weak self] message in
+            self?.state.withLock { $0.failure = message }
+            self?.changed.signal()
+        }
+        try connection.withLock { try connect() }
+        let t = Thread { [self] in tick() }
+        t.name = "castd-pattern-pw"
+        ticker = t
+        t.start()
+    }
+
+    private static func render(_ size: FrameSize, _ format: PixelFormat) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: size.width * size.height * 4)
+        for y in 0..<size.height {
+            for x in 0..<size.width {
+                let (r, g, b) = colour(x: x, y: y)
+                let i = (y * size.width + x) * 4
+                if format == .bgrx { out[i] = b; out[i + 2] = r } else { out[i] = r; out[i + 2] = b }
+                out[i + 1] = g
+                out[i + 3] = 255
+            }
+        }
+        return out
+    }
+
+    private func formatPod(_ list: inout PodList) {
+        let spa = options.format == .bgrx ? SPA_VIDEO_FORMAT_BGRx.rawValue : SPA_VIDEO_FORMAT_RGBx.rawValue
+        let w = UInt32(size.width), h = UInt32(size.height), fps = UInt32(options.fps)
+        list.add { buf, n in
+            withUnsafePointer(to: spa) { castd_pw_video_format(buf, n, SPA_PARAM_EnumFormat.rawValue, $0, 1, w, h, w, h, w, h, fps, fps, fps) }
+        }
+    }
+
+    private func connect() throws {
+        let props = pw_properties_new_string(
+            "media.class=Video/Source media.type=Video media.category=Source media.role=Screen node.name=\(options.nodeName)")
+        guard let s = pw_stream_new(connection.core, options.nodeName, props) else {
+            throw CastError(.capture, "PipeWire: cannot create the pattern stream")
+        }
+        stream = s
+        events.pointee.version = UInt32(PW_VERSION_STREAM_EVENTS)
+        events.pointee.state_changed = { data, _, new, _ in
+            let me = Unmanaged<PipeWirePatternProducer>.fromOpaque(data!).takeUnretainedValue()
+            if new == PW_STREAM_STATE_PAUSED || new == PW_STREAM_STATE_STREAMING, let s = me.stream {
+                let id = pw_stream_get_node_id(s)
+                me.state.withLock { $0.node = id }
+            }
+            me.changed.signal()
+        }
+        events.pointee.param_changed = { data, id, param in
+            let me = Unmanaged<PipeWirePatternProducer>.fromOpaque(data!).takeUnretainedValue()
+            guard id == SPA_PARAM_Format.rawValue, param != nil, let s = me.stream else { return }
+            let stride = UInt32(me.size.width * 4), bytes = stride * UInt32(me.size.height)
+            var params = PodList()
+            defer { params.free() }
+            params.add { castd_pw_buffers_param($0, $1, UInt32(1 << SPA_DATA_MemFd.rawValue) | UInt32(1 << SPA_DATA_MemPtr.rawValue), bytes, stride) }
+            params.add { castd_pw_meta_param($0, $1, SPA_META_Header.rawValue, castd_pw_meta_header_size(),
+                                             castd_pw_meta_header_size(), castd_pw_meta_header_size()) }
+            let region = castd_pw_meta_region_size()
+            params.add { castd_pw_meta_param($0, $1, SPA_META_VideoDamage.rawValue, region * 16, region, region * 16) }
+            let cs = UInt32(PipeWirePatternProducer.cursorSize)
+            params.add { castd_pw_meta_param($0, $1, SPA_META_Cursor.rawValue, castd_pw_cursor_meta_size(cs, cs),
+                                             castd_pw_cursor_meta_size(1, 1), castd_pw_cursor_meta_size(256, 256)) }
+            _ = params.withPods { pw_stream_update_params(s, $0, $1) }
+        }
+        events.pointee.process = { data in
+            Unmanaged<PipeWirePatternProducer>.fromOpaque(data!).takeUnretainedValue().fill()
+        }
+        pw_stream_add_listener(s, hook, events, Unmanaged.passUnretained(self).toOpaque())
+        var params = PodList()
+        defer { params.free() }
+        formatPod(&params)
+        let flags = pw_stream_flags(PW_STREAM_FLAG_DRIVER.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
+        let r = params.withPods { pw_stream_connect(s, SPA_DIRECTION_OUTPUT, UInt32.max, flags, $0, $1) }
+        guard r >= 0 else { throw CastError(.capture, "PipeWire: cannot connect the pattern stream (\(r))") }
+    }
+
+    /// The node id consumers connect to, once the daemon gave one.
+    public func nodeId(timeout: Duration = .seconds(5)) throws -> UInt32 {
+        let deadline = DispatchTime.now() + .nanoseconds(Int(timeout.nanoseconds))
+        while true {
+            let s = state.withLock { $0 }
+            if let f = s.failure { throw CastError(.capture, f) }
+            if let n = s.node, n != UInt32.max { return n }
+            if changed.wait(timeout: deadline) == .timedOut {
+                throw CastError(.capture, "PipeWire: the pattern node got no id within \(timeout)")
+            }
+        }
+    }
+
+    /// Frames sent so far (the next frame carries this number).
+    public var framesSent: UInt64 { state.withLock { $0.sent } }
+
+    /// Changes the picture's size: a new format for the consumers (a screen resize).
+    public func resize(to newSize: FrameSize) {
+        let pic = Self.render(newSize, options.format)
+        connection.withLock {
+            size = newSize
+            picture = pic
+            guard let stream else { return }
+            var params = PodList()
+            defer { params.free() }
+            formatPod(&params)
+            _ = params.withPods { pw_stream_update_params(stream, $0, $1) }
+        }
+    }
+
+    private func tick() {
+        let interval = 1.0 / Double(max(1, options.fps))
+        while running.load(ordering: .relaxed) {
+            connection.withLock { if let stream { _ = pw_stream_trigger_process(stream) } }
+            Thread.sleep(forTimeInterval: interval)
+        }
+        tickerDone.signal()
+    }
+
+    /// PipeWire thread: one frame into the next free buffer.
+    private func fill() {
+        guard let stream, let b = pw_stream_dequeue_buffer(stream) else { return }
+        defer { pw_stream_queue_buffer(stream, b) }
+        let buf = b.pointee.buffer!
+        let d = buf.pointee.datas[0]
+        let stride = size.width * 4, bytes = stride * size.height
+        guard let data = d.data, Int(d.maxsize) >= bytes else {
+            d.chunk.pointee.size = 0
+            return
+        }
+        let n = state.withLock { s -> UInt64 in
+            s.sent += 1
+            return s.sent - 1
+        }
+        picture.withUnsafeBytes { data.copyMemory(from: $0.baseAddress!, byteCount: bytes) }
+        for i in 0..<4 { data.storeBytes(of: UInt8(truncatingIfNeeded: n >> (8 * UInt64(i))), toByteOffset: 4 * i, as: UInt8.self) }
+        d.chunk.pointee.offset = 0
+        d.chunk.pointee.size = UInt32(bytes)
+        d.chunk.pointee.stride = Int32(stride)
+        d.chunk.pointee.flags = 0
+        let r = options.damage ?? FrameRect(x: 0, y: 0, width: size.width, height: size.height)
+        let rect: [Int32] = [Int32(r.x), Int32(r.y), Int32(r.width), Int32(r.height)]
+        _ = rect.withUnsafeBufferPointer { castd_pw_set_damage(buf, $0.baseAddress, 1) }
+        if options.cursor {
+            let c = Self.cursorSize
+            let px = [UInt32](repeating: Self.cursorARGB, count: c * c)
+            let pos = Int32(truncatingIfNeeded: 10 + Int(n % 100))
+            _ = px.withUnsafeBufferPointer { castd_pw_set_cursor(buf, 1, pos, pos, 0, 0, $0.baseAddress, UInt32(c), UInt32(c)) }
+        }
+    }
+
+    /// Stops sending and leaves the graph (also done by `deinit`).
+    public func stop() {
+        guard running.exchange(false, ordering: .relaxed) else { return }
+        tickerDone.wait()
+        connection.withLock {
+            if let stream { destroyStream(stream, hook: hook) }
+            stream = nil
+        }
+        connection = nil
+    }
+
+    deinit {
+        stop()
+        hook.deallocate()
+        events.deallocate()
+    }
+}

@@ -1,0 +1,202 @@
+import CastCore
+
+/// One stream the portal's Start handed out: a PipeWire node and what it shows.
+public struct PortalStream: Equatable, Sendable {
+    public var node: UInt32
+    /// The `size` property (logical pixels), when the portal gave one.
+    public var width: Int?
+    public var height: Int?
+    /// 1 monitor, 2 window, 4 virtual (the `source_type` property).
+    public var sourceType: UInt32?
+
+    public init(node: UInt32, width: Int? = nil, height: Int? = nil, sourceType: UInt32? = nil) {
+        self.node = node
+        self.width = width
+        self.height = height
+        self.sourceType = sourceType
+    }
+}
+
+/// The ScreenCast portal's cursor modes (the `AvailableCursorModes` bits).
+public enum PortalCursorMode: UInt32, Sendable {
+    case hidden = 1
+    case embedded = 2
+    case metadata = 4
+
+    /// Metadata when the portal offers it (castd draws the cursor), else embedded, else hidden.
+    public static func choose(available: UInt32) -> PortalCursorMode {
+        if available & metadata.rawValue != 0 { return .metadata }
+        if available & embedded.rawValue != 0 { return .embedded }
+        return .hidden
+    }
+}
+
+/// What the portal session produced.
+public struct PortalGrant: Equatable, Sendable {
+    public var sessionHandle: String
+    public var streams: [PortalStream]
+    /// The single-use token for the next start (nil when the portal gave none).
+    public var restoreToken: String?
+    public var cursorMode: PortalCursorMode
+    /// Whether a saved token was offered to SelectSources.
+    public var offeredRestoreToken: Bool
+}
+
+/// A call the shell must make. Those with a `requestPath` answer through the
+/// `Response` signal of that Request object: the shell subscribes to it
+/// before calling (the reply could otherwise come first and be lost).
+public enum PortalCall: Equatable, Sendable {
+    case createSession(handleToken: String, sessionHandleToken: String)
+    case selectSources(session: String, handleToken: String, types: UInt32, cursorMode: UInt32,
+                       persistMode: UInt32, restoreToken: String?)
+    case start(session: String, handleToken: String)
+    case openPipeWireRemote(session: String)
+    /// org.freedesktop.portal.Session.Close (after a failure once a session exists).
+    case closeSession(session: String)
+}
+
+/// The request/response sequencing of org.freedesktop.portal.ScreenCast:
+/// CreateSession → SelectSources (monitor, cursor mode, persist_mode 2, the
+/// saved restore token) → Start → OpenPipeWireRemote. Pure: the shell makes
+/// the D-Bus calls and feeds back what came of them.
+public struct ScreenCastPortalMachine: Sendable {
+    public enum Event: Equatable, Sendable {
+        /// A Request's Response signal: `code` 0 success, 1 cancelled by the user, 2 other;
+        /// the results of interest already parsed out.
+        case response(path: String, code: UInt32, sessionHandle: String?, streams: [PortalStream], restoreToken: String?)
+        /// OpenPipeWireRemote's reply (the shell keeps the fd).
+        case remoteOpened
+        /// A D-Bus error reply to the current call (its message, already a sentence or a D-Bus error name and text).
+        case callFailed(String)
+        /// No Response within the shell's wait (a portal waiting for a human nobody is there to be).
+        case timedOut
+    }
+
+    public enum Action: Equatable, Sendable {
+        /// Make this call; when `expect` is set, subscribe to that Request path's Response first.
+        case call(PortalCall, expect: String?)
+        /// Close the session (best effort), then report `failure`.
+        case closeAndFail(PortalCall, failure: String)
+        case finished(PortalGrant)
+        case failed(String)
+    }
+
+    enum Step: Equatable, Sendable {
+        case idle, creatingSession, selectingSources, starting, openingRemote, done, failed
+    }
+
+    /// The unique bus name, e.g. ":1.42" (Request paths are made of it).
+    public let sender: String
+    public let cursorMode: PortalCursorMode
+    public let restoreToken: String?
+    private(set) var step: Step = .idle
+    private var tokenCounter = 0
+    private let tokenPrefix: String
+    private var expected: String? = nil
+    private var session: String? = nil
+    private var grant: (streams: [PortalStream], token: String?)? = nil
+
+    /// `tokenPrefix` makes handle tokens unique per castd process (e.g. "castd_<pid>").
+    public init(sender: String, availableCursorModes: UInt32, restoreToken: String?, tokenPrefix: String) {
+        self.sender = sender
+        cursorMode = PortalCursorMode.choose(available: availableCursorModes)
+        self.restoreToken = restoreToken.flatMap { $0.isEmpty ? nil : $0 }
+        self.tokenPrefix = tokenPrefix.map { $0.isLetter || $0.isNumber ? $0 : "_" }.reduce(into: "") { $0.append($1) }
+    }
+
+    /// The sender part of portal object paths: ":1.42" → "1_42".
+    public var senderPathComponent: String {
+        String(sender.drop { $0 == ":" }.map { $0 == "." ? "_" : $0 })
+    }
+
+    public func requestPath(token: String) -> String {
+        "/org/freedesktop/portal/desktop/request/\(senderPathComponent)/\(token)"
+    }
+
+    private mutating func nextToken() -> String {
+        tokenCounter += 1
+        return "\(tokenPrefix)_\(tokenCounter)"
+    }
+
+    public mutating func begin() -> Action {
+        precondition(step == .idle, "begin() once")
+        step = .creatingSession
+        let t = nextToken()
+        expected = requestPath(token: t)
+        return .call(.createSession(handleToken: t, sessionHandleToken: nextToken()), expect: expected)
+    }
+
+    /// The portal returned a different Request path than the one predicted
+    /// (portals before 0.9): expect the Response there instead.
+    public mutating func requestHandleReturned(_ path: String) {
+        if step == .creatingSession || step == .selectingSources || step == .starting { expected = path }
+    }
+
+    public mutating func handle(_ event: Event) -> Action? {
+        switch (step, event) {
+        case (.done, _), (.failed, _), (.idle, _):
+            return nil
+        case (_, .callFailed(let message)):
+            return fail("the ScreenCast portal refused \(stepName): \(message)")
+        case (_, .timedOut):
+            return fail("the ScreenCast portal did not answer \(stepName) in time; it may be waiting for someone to accept a screen-sharing dialog, and castd has nobody to click it (run it once in a desktop session to store a restore token)")
+        case (.openingRemote, .remoteOpened):
+            step = .done
+            let g = grant!
+            return .finished(PortalGrant(sessionHandle: session!, streams: g.streams, restoreToken: g.token,
+                                         cursorMode: cursorMode, offeredRestoreToken: restoreToken != nil))
+        case (_, .remoteOpened):
+            return nil
+        case (_, .response(let path, let code, let handle, let streams, let token)):
+            guard path == expected else { return nil }   // another request's signal
+            guard code == 0 else {
+                return fail(code == 1
+                    ? "screen sharing was cancelled in the portal's dialog (\(stepName))"
+                    : "the ScreenCast portal ended \(stepName) with an error (response \(code))"
+                        + (step == .starting && restoreToken != nil ? "; the saved restore token may be stale" : ""))
+            }
+            switch step {
+            case .creatingSession:
+                guard let handle, !handle.isEmpty else { return fail("the ScreenCast portal created a session without a handle") }
+                session = handle
+                step = .selectingSources
+                let t = nextToken()
+                expected = requestPath(token: t)
+                return .call(.selectSources(session: handle, handleToken: t, types: 1, cursorMode: cursorMode.rawValue,
+                                            persistMode: 2, restoreToken: restoreToken), expect: expected)
+            case .selectingSources:
+                step = .starting
+                let t = nextToken()
+                expected = requestPath(token: t)
+                return .call(.start(session: session!, handleToken: t), expect: expected)
+            case .starting:
+                guard !streams.isEmpty else { return fail("the ScreenCast portal started a cast with no stream") }
+                grant = (streams, token)
+                step = .openingRemote
+                expected = nil
+                return .call(.openPipeWireRemote(session: session!), expect: nil)
+            default:
+                return nil
+            }
+        }
+    }
+
+    private var stepName: String {
+        switch step {
+        case .idle: return "nothing"
+        case .creatingSession: return "CreateSession"
+        case .selectingSources: return "SelectSources"
+        case .starting: return "Start"
+        case .openingRemote: return "OpenPipeWireRemote"
+        case .done: return "nothing (done)"
+        case .failed: return "nothing (failed)"
+        }
+    }
+
+    private mutating func fail(_ message: String) -> Action {
+        let sentence = "ScreenCast portal: " + message + "."
+        step = .failed
+        if let session { return .closeAndFail(.closeSession(session: session), failure: sentence) }
+        return .failed(sentence)
+    }
+}

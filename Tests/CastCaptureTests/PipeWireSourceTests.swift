@@ -1,0 +1,223 @@
+import Testing
+import Foundation
+import CastCore
+import CastMedia
+@testable import CastCapture
+
+/// Captures until a frame arrives (each try waits `frameWait`, 50 ms), at most `tries` times.
+func nextFrame(_ src: PipeWireSource, tries: Int = 200) -> CaptureOutcome {
+    for _ in 0..<tries {
+        let o = src.capture(onlyIfChanged: true)
+        if case .timeout = o { continue }
+        return o
+    }
+    return .timeout
+}
+
+@Suite(.serialized, .enabled(if: PipeWireSession.installed,
+                             "pipewire, wireplumber or dbus-daemon is missing (Scripts/bootstrap installs them); the PipeWire capture tests need a real daemon"))
+struct PipeWireSourceTests {
+    @Test func deliversFramesOfTheRightSizePixelForPixel() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let damage = FrameRect(x: 8, y: 16, width: 32, height: 24)
+        let producer = try PipeWirePatternProducer(remote: session.remote,
+                                                   options: .init(size: FrameSize(width: 320, height: 240), damage: damage))
+        defer { producer.stop() }
+        let node = try producer.nodeId()
+        let clock = ManualClock(Instant(nanoseconds: 7))
+        let src = try PipeWireSource(options: .init(remote: session.remote, node: node, cursor: false), clock: clock)
+        #expect(src.size == FrameSize(width: 320, height: 240))
+        #expect(src.format == .bgrx)
+        guard case .frame(let first) = nextFrame(src) else { Issue.record("no frame"); return }
+        #expect(first.captureTime == Instant(nanoseconds: 7))
+        #expect(first.size == src.size)
+        #expect(first.stride == 320 * 4)
+        let read = try #require(src.ring.takeNewest())
+        var mismatches = 0
+        for y in stride(from: 1, to: 240, by: 3) {
+            for x in stride(from: 0, to: 320, by: 3) {
+                if rgb(read.slot, read.frame, x: x, y: y) != PipeWirePatternProducer.colour(x: x, y: y) { mismatches += 1 }
+            }
+        }
+        #expect(mismatches == 0)
+        // The first frame of a source has unknown damage; later ones carry the producer's.
+        #expect(read.frame.damage == nil || read.sequence > 1)
+        src.ring.finishRead(read)
+        guard case .frame(let later) = nextFrame(src) else { Issue.record("no second frame"); return }
+        #expect(later.damage == [damage])
+        #expect(src.unusableBuffers == 0)
+    }
+
+    @Test func readsRGBxAsRGBx() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote,
+                                                   options: .init(size: FrameSize(width: 64, height: 48), format: .rgbx))
+        defer { producer.stop() }
+        let src = try PipeWireSource(options: .init(remote: session.remote, node: try producer.nodeId(), cursor: false))
+        #expect(src.format == .rgbx)
+        guard case .frame = nextFrame(src) else { Issue.record("no frame"); return }
+        let read = try #require(src.ring.takeNewest())
+        defer { src.ring.finishRead(read) }
+        #expect(rgb(read.slot, read.frame, x: 50, y: 30) == PipeWirePatternProducer.colour(x: 50, y: 30))
+    }
+
+    @Test func aSizeChangeIsReinitAndANewSourceGetsTheNewSize() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote, options: .init(size: FrameSize(width: 320, height: 240)))
+        defer { producer.stop() }
+        let node = try producer.nodeId()
+        do {
+            let src = try PipeWireSource(options: .init(remote: session.remote, node: node, cursor: false))
+            guard case .frame = nextFrame(src) else { Issue.record("no frame"); return }
+            producer.resize(to: FrameSize(width: 400, height: 300))
+            var outcome = nextFrame(src)
+            while case .frame = outcome { outcome = nextFrame(src) }
+            guard case .reinit(let size) = outcome else { Issue.record("expected reinit, got \(outcome)"); return }
+            #expect(size == FrameSize(width: 400, height: 300))
+        }
+        let again = try PipeWireSource(options: .init(remote: session.remote, node: node, cursor: false))
+        #expect(again.size == FrameSize(width: 400, height: 300))
+        guard case .frame(let f) = nextFrame(again) else { Issue.record("no frame after reinit"); return }
+        #expect(f.size == FrameSize(width: 400, height: 300))
+    }
+
+    @Test func aStalledConsumerDropsInsteadOfQueueing() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote, options: .init(size: FrameSize(width: 160, height: 120), fps: 60))
+        defer { producer.stop() }
+        let src = try PipeWireSource(options: .init(remote: session.remote, node: try producer.nodeId(), cursor: false, slotCount: 2))
+        // Nobody reads the ring: both slots fill, then every new frame is dropped.
+        for _ in 0..<400 where src.ring.stats.dropped < 10 { _ = src.capture(onlyIfChanged: true) }
+        let stats = src.ring.stats
+        #expect(stats.published == 2)
+        #expect(stats.dropped >= 10)
+        // The reader comes back: it gets the newer of the two held frames, the other is skipped...
+        let stale = try #require(src.ring.takeNewest())
+        #expect(src.ring.stats.skipped == 1)
+        src.ring.finishRead(stale)
+        let sentAtResume = producer.framesSent
+        // ...and the next frame is a fresh one, not a backlog of what was dropped.
+        guard case .frame = nextFrame(src) else { Issue.record("no frame after resuming"); return }
+        let fresh = try #require(src.ring.takeNewest())
+        defer { src.ring.finishRead(fresh) }
+        let n = PipeWirePatternProducer.counter(in: fresh.slot.bytes)
+        #expect(UInt64(n) + 1 >= sentAtResume)
+        #expect(UInt64(n) > UInt64(PipeWirePatternProducer.counter(in: stale.slot.bytes)) + stats.dropped - 2)
+    }
+
+    @Test func cursorMetadataIsDrawnIntoFrames() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote,
+                                                   options: .init(size: FrameSize(width: 200, height: 150), cursor: true))
+        defer { producer.stop() }
+        let node = try producer.nodeId()
+        for drawn in [true, false] {
+            let src = try PipeWireSource(options: .init(remote: session.remote, node: node, cursor: drawn))
+            // Skip the first frame: a cursor bitmap may not have reached it.
+            guard case .frame = nextFrame(src), case .frame = nextFrame(src) else { Issue.record("no frames"); return }
+            let read = try #require(src.ring.takeNewest())
+            defer { src.ring.finishRead(read) }
+            let pos = 10 + Int(PipeWirePatternProducer.counter(in: read.slot.bytes) % 100)
+            let inside = rgb(read.slot, read.frame, x: pos + 8, y: pos + 8)
+            if drawn {
+                #expect(inside == (255, 0, 255))
+                #expect(read.frame.damage.map { $0.contains { $0.x == pos && $0.width == 16 } } ?? true)
+            } else {
+                #expect(inside == PipeWirePatternProducer.colour(x: pos + 8, y: pos + 8))
+            }
+        }
+    }
+
+    @Test func theProducerLeavingIsAnErrorInWords() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote, options: .init(size: FrameSize(width: 64, height: 48)))
+        let src = try PipeWireSource(options: .init(remote: session.remote, node: try producer.nodeId(), cursor: false))
+        guard case .frame = nextFrame(src) else { Issue.record("no frame"); return }
+        producer.stop()
+        var outcome = nextFrame(src)
+        while case .frame = outcome { outcome = nextFrame(src) }
+        guard case .error(let e) = outcome else { Issue.record("expected an error, got \(outcome)"); return }
+        #expect(e.message.contains("PipeWire"))
+    }
+
+    @Test func interruptEndsAWait() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote, options: .init(size: FrameSize(width: 64, height: 48)))
+        defer { producer.stop() }
+        let src = try PipeWireSource(options: .init(remote: session.remote, node: try producer.nodeId(), cursor: false))
+        src.interrupt()
+        guard case .interrupted = src.capture(onlyIfChanged: true) else { Issue.record("expected interrupted"); return }
+    }
+
+    @Test func aNodeThatDoesNotExistFailsInWords() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        #expect {
+            _ = try PipeWireSource(options: .init(remote: session.remote, node: 4242, negotiationTimeout: .milliseconds(1500)))
+        } throws: { e in
+            // "no node available" from the session manager, or no format in time when it is slow to start.
+            (e as? CastError)?.message.contains("node 4242") ?? false
+        }
+    }
+}
+
+/// No daemon needed.
+struct PipeWireSourceErrorTests {
+    @Test func noDaemonIsASentence() {
+        #expect {
+            _ = try PipeWireSource(options: .init(remote: .socket("/nonexistent/castd/pipewire-0")))
+        } throws: { e in
+            (e as? CastError)?.message.contains("cannot connect to the daemon's socket /nonexistent/castd/pipewire-0") ?? false
+        }
+    }
+}
+
+/// The metadata bookkeeping of the process callback, without PipeWire.
+struct PipeWireFrameAssemblerTests {
+    let size = FrameSize(width: 100, height: 80)
+
+    func finish(_ a: inout PipeWireFrameAssembler, _ damage: [FrameRect]?, cursor: PipeWireFrameAssembler.CursorUpdate? = nil) -> [FrameRect]? {
+        let slot = MemorySlot(capacity: size.width * size.height * 4)
+        return a.finish(cursor: cursor, damage: damage, size: size, format: .bgrx, pixels: slot.bytes, stride: size.width * 4)
+    }
+
+    @Test func firstFrameIsUnknownThenTheProducersDamageClipped() {
+        var a = PipeWireFrameAssembler()
+        #expect(finish(&a, [FrameRect(x: 1, y: 1, width: 2, height: 2)]) == nil)
+        #expect(finish(&a, [FrameRect(x: 90, y: 70, width: 20, height: 20)]) == [FrameRect(x: 90, y: 70, width: 10, height: 10)])
+        #expect(finish(&a, []) == [])
+    }
+
+    @Test func damageOfDroppedFramesReachesTheNextOneAndUnknownWins() {
+        var a = PipeWireFrameAssembler()
+        _ = finish(&a, nil)
+        a.noteDropped(cursor: nil, damage: [FrameRect(x: 0, y: 0, width: 4, height: 4)], size: size)
+        #expect(finish(&a, [FrameRect(x: 10, y: 10, width: 4, height: 4)])
+                == [FrameRect(x: 0, y: 0, width: 4, height: 4), FrameRect(x: 10, y: 10, width: 4, height: 4)])
+        a.noteDropped(cursor: nil, damage: nil, size: size)
+        #expect(finish(&a, [FrameRect(x: 10, y: 10, width: 4, height: 4)]) == nil)
+        #expect(finish(&a, []) == [])
+    }
+
+    @Test func aMovingCursorDamagesWhereItWasAndWhereItIs() {
+        var a = PipeWireFrameAssembler()
+        let pixels: [UInt8] = Array(repeating: 255, count: 2 * 2 * 4)
+        pixels.withUnsafeBufferPointer { p in
+            let bitmap = CursorBitmap(format: CursorBitmap.formatBGRA, width: 2, height: 2, stride: 8, bytes: p.baseAddress!)
+            _ = finish(&a, [], cursor: .init(x: 5, y: 5, hotX: 0, hotY: 0, bitmap: bitmap))
+        }
+        // A position-only update (no bitmap): the remembered shape moves.
+        let d = finish(&a, [], cursor: .init(x: 20, y: 30, hotX: 1, hotY: 1, bitmap: nil))
+        #expect(d == [FrameRect(x: 5, y: 5, width: 2, height: 2), FrameRect(x: 19, y: 29, width: 2, height: 2)])
+        #expect(a.cursor?.pixels.first == 0xffff_ffff)
+        // Unmoved: nothing extra.
+        #expect(finish(&a, [], cursor: .init(x: 20, y: 30, hotX: 1, hotY: 1, bitmap: nil)) == [])
+    }
+}

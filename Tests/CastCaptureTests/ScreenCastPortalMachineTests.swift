@@ -1,0 +1,115 @@
+import Testing
+@testable import CastCapture
+
+struct ScreenCastPortalMachineTests {
+    let base = "/org/freedesktop/portal/desktop/request/1_42/"
+
+    func response(_ m: inout ScreenCastPortalMachine, _ path: String, code: UInt32 = 0, session: String? = nil,
+                  streams: [PortalStream] = [], token: String? = nil) -> ScreenCastPortalMachine.Action? {
+        m.handle(.response(path: path, code: code, sessionHandle: session, streams: streams, restoreToken: token))
+    }
+
+    @Test func theHappyPathInOrderWithTheRequestPathsPredicted() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 7, restoreToken: "old-token", tokenPrefix: "castd 9")
+        #expect(m.begin() == .call(.createSession(handleToken: "castd_9_1", sessionHandleToken: "castd_9_2"),
+                                   expect: base + "castd_9_1"))
+        let session = "/org/freedesktop/portal/desktop/session/1_42/castd_9_2"
+        #expect(response(&m, base + "castd_9_1", session: session)
+                == .call(.selectSources(session: session, handleToken: "castd_9_3", types: 1, cursorMode: 4,
+                                        persistMode: 2, restoreToken: "old-token"), expect: base + "castd_9_3"))
+        #expect(response(&m, base + "castd_9_3") == .call(.start(session: session, handleToken: "castd_9_4"), expect: base + "castd_9_4"))
+        let stream = PortalStream(node: 57, width: 1920, height: 1080, sourceType: 1)
+        #expect(response(&m, base + "castd_9_4", streams: [stream], token: "new-token")
+                == .call(.openPipeWireRemote(session: session), expect: nil))
+        #expect(m.handle(.remoteOpened) == .finished(PortalGrant(sessionHandle: session, streams: [stream], restoreToken: "new-token",
+                                                                 cursorMode: .metadata, offeredRestoreToken: true)))
+        // Anything afterwards is ignored.
+        #expect(m.handle(.timedOut) == nil)
+    }
+
+    @Test func cursorModeIsMetadataWhenOfferedElseEmbedded() {
+        #expect(PortalCursorMode.choose(available: 4) == .metadata)
+        #expect(PortalCursorMode.choose(available: 3) == .embedded)
+        #expect(PortalCursorMode.choose(available: 1) == .hidden)
+        #expect(PortalCursorMode.choose(available: 0) == .hidden)
+    }
+
+    @Test func noSavedTokenMeansNoneOffered() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 2, restoreToken: "", tokenPrefix: "t")
+        _ = m.begin()
+        guard case .call(.selectSources(_, _, _, let cursor, _, let token), _)? = response(&m, base + "t_1", session: "/s") else {
+            Issue.record("expected SelectSources")
+            return
+        }
+        #expect(token == nil)
+        #expect(cursor == 2)
+    }
+
+    @Test func responsesOfOtherRequestsAreIgnored() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: nil, tokenPrefix: "t")
+        _ = m.begin()
+        #expect(response(&m, base + "someone_else", session: "/s") == nil)
+        #expect(m.step == .creatingSession)
+    }
+
+    @Test func aReturnedHandleThatDiffersFromThePredictionIsFollowed() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: nil, tokenPrefix: "t")
+        _ = m.begin()
+        m.requestHandleReturned("/old/style/request/7")
+        #expect(response(&m, base + "t_1", session: "/s") == nil)
+        guard case .call(.selectSources, _)? = response(&m, "/old/style/request/7", session: "/s") else {
+            Issue.record("expected SelectSources")
+            return
+        }
+    }
+
+    @Test func cancelInTheDialogClosesTheSessionAndSaysSo() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: nil, tokenPrefix: "t")
+        _ = m.begin()
+        _ = response(&m, base + "t_1", session: "/s")
+        _ = response(&m, base + "t_3")
+        guard case .closeAndFail(.closeSession(session: "/s"), let sentence)? = response(&m, base + "t_4", code: 1) else {
+            Issue.record("expected close and fail")
+            return
+        }
+        #expect(sentence == "ScreenCast portal: screen sharing was cancelled in the portal's dialog (Start).")
+        #expect(m.handle(.remoteOpened) == nil)
+    }
+
+    @Test func aFailedStartWithATokenMentionsTheToken() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: "tok", tokenPrefix: "t")
+        _ = m.begin()
+        _ = response(&m, base + "t_1", session: "/s")
+        _ = response(&m, base + "t_3")
+        guard case .closeAndFail(_, let sentence)? = response(&m, base + "t_4", code: 2) else { Issue.record("expected failure"); return }
+        #expect(sentence.contains("response 2"))
+        #expect(sentence.contains("restore token may be stale"))
+        #expect(!sentence.contains("tok."))   // the token itself is a secret of sorts: never in messages
+    }
+
+    @Test func errorsBeforeASessionDoNotClose() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: nil, tokenPrefix: "t")
+        _ = m.begin()
+        #expect(m.handle(.callFailed("org.freedesktop.DBus.Error.ServiceUnknown: no portal"))
+                == .failed("ScreenCast portal: the ScreenCast portal refused CreateSession: org.freedesktop.DBus.Error.ServiceUnknown: no portal."))
+    }
+
+    @Test func aTimeoutExplainsTheMissingHuman() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: nil, tokenPrefix: "t")
+        _ = m.begin()
+        _ = response(&m, base + "t_1", session: "/s")
+        _ = response(&m, base + "t_3")
+        guard case .closeAndFail(_, let sentence)? = m.handle(.timedOut) else { Issue.record("expected failure"); return }
+        #expect(sentence.contains("did not answer Start in time"))
+        #expect(sentence.contains("dialog"))
+    }
+
+    @Test func aStartWithoutStreamsFails() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: nil, tokenPrefix: "t")
+        _ = m.begin()
+        _ = response(&m, base + "t_1", session: "/s")
+        _ = response(&m, base + "t_3")
+        guard case .closeAndFail(_, let sentence)? = response(&m, base + "t_4", streams: []) else { Issue.record("expected failure"); return }
+        #expect(sentence.contains("no stream"))
+    }
+}
