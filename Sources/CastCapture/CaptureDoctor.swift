@@ -37,9 +37,45 @@ public enum CaptureDoctor {
         } else {
             out.append(DoctorReport.Component(name: "xshm", available: false, detail: "DISPLAY is not set"))
         }
-        // Prefer XShm when it works (PipeWire is not built yet).
-        out.sort { $0.available && !$1.available }
+        // Mutter's own ScreenCast: Wayland capture with no dialog on GNOME.
+        let mutter = MutterScreenCast.probe(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"])
+        out.append(DoctorReport.Component(name: "mutter", available: mutter.available, detail: mutter.detail))
+
+        // What `--capture auto` picks goes first (DoctorReport's "will use" is the first available one).
+        let choice = CaptureSelection.choose(requested: nil, environment: environment,
+                                             available: availability(of: out))
+        let chosen = componentName(choice.backend)
+        out = out.map { c in
+            var c = c
+            if c.name == chosen, c.available { c.detail += "; --capture auto picks it: \(choice.reason)" }
+            return c
+        }
+        out.sort { a, b in
+            if a.available != b.available { return a.available }
+            return a.name == chosen && b.name != chosen
+        }
+        if choice.backend != .x11 { screen = nil }
         return (out, screen)
+    }
+
+    /// What `--capture` (nil: auto) resolves to here, probing the X server and the session bus.
+    public static func select(requested: CaptureBackendKind?, environment: [String: String]) -> CaptureSelection.Choice {
+        if let requested { return CaptureSelection.choose(requested: requested, environment: environment, available: .init(x11: false, portal: false, mutter: false)) }
+        return CaptureSelection.choose(requested: nil, environment: environment, available: availability(of: backends(environment: environment).components))
+    }
+
+    /// The doctor's component names for each backend.
+    static func componentName(_ kind: CaptureBackendKind) -> String {
+        switch kind {
+        case .x11: return "xshm"
+        case .portal: return "pipewire"
+        case .mutter: return "mutter"
+        }
+    }
+
+    private static func availability(of list: [DoctorReport.Component]) -> CaptureSelection.Availability {
+        func up(_ k: CaptureBackendKind) -> Bool { list.contains { $0.name == componentName(k) && $0.available } }
+        return .init(x11: up(.x11), portal: up(.portal), mutter: up(.mutter))
     }
 
     private static func isWayland(_ s: DoctorReport.DisplayServer) -> Bool {

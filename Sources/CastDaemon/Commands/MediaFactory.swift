@@ -11,7 +11,7 @@ public protocol MediaPipeline: MediaPort {
 
 enum MediaFactory {
     static func make(_ o: SessionOptions, environment: [String: String], log: LogSink) -> any MediaPipeline {
-        // SessionCommand refuses --capture portal|mutter before this (not built yet).
-        CapturePipeline(options: o, log: log)
+        // SessionCommand refuses --capture portal before this (not wired yet).
+        CapturePipeline(options: o, environment: environment, log: log)
     }
 }

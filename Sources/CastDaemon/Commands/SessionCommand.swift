@@ -13,9 +13,9 @@ enum SessionCommand {
         let log: LogSink = JournalLogSink.isJournalStream(environment)
             ? JournalLogSink(minimum: o.common.logLevel) : StderrLogSink(minimum: o.common.logLevel)
         let r = Reporter(json: o.common.json)
-        if o.capture == .portal || o.capture == .mutter {
+        if o.capture == .portal {
             var err = StandardStream.err
-            print("castd: Wayland capture (--capture \(o.capture.rawValue)) is not built yet; use --capture x11 (or auto).", to: &err)
+            print("castd: the ScreenCast portal (--capture portal) is not wired into the cast yet; use --capture mutter on GNOME, x11, or auto.", to: &err)
             return CLI.ExitCode.unavailable
         }
         // --encoder vaapi has no fallback: refuse to start rather than sign in and cast nothing.

@@ -20,10 +20,14 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         public var keyframes: UInt64 = 0
         public var ringDropped: UInt64 = 0
         public var ringSkipped: UInt64 = 0
+        /// Frames encoded again because the source sent nothing for a refresh interval.
+        public var refreshes: UInt64 = 0
         public var encoder: String = "-"
     }
 
     private let options: SessionOptions
+    /// castd's environment: DISPLAY, WAYLAND_DISPLAY, the session bus (backend choice).
+    private let environment: [String: String]
     private let log: LogSink
     private let clock = SystemMonotonicClock()
     private let running = Atomic<Bool>(false)
@@ -33,8 +37,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private var stats = Statistics()                                 // guarded by `lock`
     private var finished: DispatchSemaphore? = nil                   // owner only
 
-    public init(options: SessionOptions, log: LogSink) {
+    public init(options: SessionOptions, environment: [String: String] = [:], log: LogSink) {
         self.options = options
+        self.environment = environment
         self.log = log
     }
 
@@ -69,67 +74,119 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         }
         let s = statistics
         log.write(LogLine(.info, "media_stopped", [("captured", s.captured), ("encoded", s.encoded),
-                                                  ("ring_dropped", s.ringDropped), ("encoder", s.encoder)]))
+                                                  ("ring_dropped", s.ringDropped), ("refreshes", s.refreshes),
+                                                  ("encoder", s.encoder)]))
     }
 
     // MARK: - Capture thread
 
     private func captureLoop(caps: CaptureCaps) {
+        let requested = CaptureBackendKind(rawValue: options.capture.rawValue)   // nil: auto
+        let choice = CaptureDoctor.select(requested: requested, environment: environment)
+        log.write(LogLine(.info, "capture_backend", [("backend", choice.backend.rawValue), ("reason", choice.reason)]))
         while running.load(ordering: .relaxed) {
-            let source: XShmSource
-            do {
-                source = try XShmSource(options: .init(display: options.display, output: options.output,
-                                                      cursor: options.cursor), clock: clock)
-            } catch {
-                log.write(LogLine(.error, "capture_open_failed", [("error", "\(error)"), ("retry_s", 2)]))
-                sleepWhileRunning(.seconds(2))
-                continue
-            }
-            log.write(LogLine(.info, "capture_started", [("backend", "xshm"), ("size", "\(source.size)"),
-                                                        ("fps", caps.maxFrameRate)]))
-            let published = DispatchSemaphore(value: 0)
-            let encoderDone = DispatchSemaphore(value: 0)
-            let generation = Flag(true)
-            let ring = source.ring, captured = source.size
-            let encoder = Thread { [self] in
-                encodeLoop(ring: ring, captured: captured, caps: caps, published: published, alive: generation)
-                encoderDone.signal()
-            }
-            encoder.name = "castd-encode"
-            encoder.start()
-
-            var pacer = FramePacer(frameRate: caps.maxFrameRate, start: clock.now())
-            capturing: while running.load(ordering: .relaxed) {
-                let wait = pacer.nextTick - clock.now()
-                if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
-                let now = clock.now()
-                let outcome = source.capture(onlyIfChanged: !pacer.refreshDue(now: now))
-                switch outcome {
-                case .frame:
-                    _ = pacer.decide(now: now, changed: true)
-                    lock.withLock { stats.captured += 1 }
-                    published.signal()
-                case .timeout:
-                    _ = pacer.decide(now: now, changed: false)
-                case .reinit(let size):
-                    log.write(LogLine(.notice, "capture_reinit", [("size", "\(size)")]))
-                    break capturing
-                case .interrupted:
-                    break capturing
-                case .error(let e):
-                    log.write(LogLine(.error, "capture_failed", [("error", e.message)]))
-                    sleepWhileRunning(.milliseconds(500))
-                    break capturing
+            switch choice.backend {
+            case .x11:
+                let source: XShmSource
+                do {
+                    source = try XShmSource(options: .init(display: options.display, output: options.output,
+                                                          cursor: options.cursor), clock: clock)
+                } catch {
+                    openFailed(error)
+                    continue
                 }
+                run(source, backend: "xshm", caps: caps, ended: { nil })
+            case .mutter:
+                let cast: MutterScreenCastSession
+                let source: PipeWireSource
+                do {
+                    cast = try MutterScreenCast.start(options: .init(
+                        busAddress: environment["DBUS_SESSION_BUS_ADDRESS"], connector: options.output ?? "",
+                        cursorMode: options.cursor ? .metadata : .hidden))
+                    log.write(LogLine(.info, "mutter_cast", [("session", cast.grant.session), ("node", cast.grant.node)]))
+                    do {
+                        source = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.node,
+                                                                   cursor: options.cursor), clock: clock)
+                    } catch {
+                        cast.close()
+                        throw error
+                    }
+                } catch {
+                    openFailed(error)
+                    continue
+                }
+                run(source, backend: "mutter", caps: caps, ended: { cast.poll() })
+                cast.close()
+            case .portal:
+                openFailed(CastError(.capture, "the ScreenCast portal backend is not wired into the cast yet; use --capture mutter on GNOME"))
             }
-            generation.set(false)
-            published.signal()
-            encoderDone.wait()   // the encoder reads the source's segments: it stops first
-            let ringStats = source.ring.stats
-            lock.withLock {
-                stats.ringDropped += ringStats.dropped
-                stats.ringSkipped += ringStats.skipped
+        }
+    }
+
+    private func openFailed(_ error: any Error) {
+        let text = (error as? CastError)?.message ?? "\(error)"
+        log.write(LogLine(.error, "capture_open_failed", [("error", text), ("retry_s", 2)]))
+        sleepWhileRunning(.seconds(2))
+    }
+
+    /// Captures from `source` until it ends, the cast stops, or `ended` says why the backend ended it.
+    private func run<Source: FrameSource>(_ source: Source, backend: String, caps: CaptureCaps,
+                                          ended: () -> String?) {
+        log.write(LogLine(.info, "capture_started", [("backend", backend), ("size", "\(source.size)"),
+                                                    ("fps", caps.maxFrameRate)]))
+        let published = DispatchSemaphore(value: 0)
+        let encoderDone = DispatchSemaphore(value: 0)
+        let generation = Flag(true)
+        let refresh = Flag(false)
+        let ring = source.ring, captured = source.size
+        let encoder = Thread { [self] in
+            encodeLoop(ring: ring, captured: captured, caps: caps, published: published, alive: generation, refresh: refresh)
+            encoderDone.signal()
+        }
+        encoder.name = "castd-encode"
+        encoder.start()
+
+        var pacer = FramePacer(frameRate: caps.maxFrameRate, start: clock.now())
+        capturing: while running.load(ordering: .relaxed) {
+            if let sentence = ended() {
+                log.write(LogLine(.error, "capture_ended", [("backend", backend), ("error", sentence)]))
+                break capturing
             }
+            let wait = pacer.nextTick - clock.now()
+            if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
+            let now = clock.now()
+            let outcome = source.capture(onlyIfChanged: !pacer.refreshDue(now: now))
+            switch outcome {
+            case .frame:
+                _ = pacer.decide(now: now, changed: true)
+                lock.withLock { stats.captured += 1 }
+                published.signal()
+            case .timeout:
+                // A compositor that sends frames only on damage (Mutter, the
+                // portal) sent nothing: the encoder repeats its last frame once
+                // per refresh interval so that a still screen still reaches the receiver.
+                if pacer.decide(now: now, changed: false) == .refresh {
+                    refresh.set(true)
+                    published.signal()
+                }
+            case .reinit(let size):
+                log.write(LogLine(.notice, "capture_reinit", [("size", "\(size)")]))
+                break capturing
+            case .interrupted:
+                break capturing
+            case .error(let e):
+                log.write(LogLine(.error, "capture_failed", [("error", e.message)]))
+                sleepWhileRunning(.milliseconds(500))
+                break capturing
+            }
+        }
+        generation.set(false)
+        published.signal()
+        encoderDone.wait()   // the encoder reads the source's memory: it stops first
+        let ringStats = source.ring.stats
+        lock.withLock {
+            stats.ringDropped += ringStats.dropped
+            stats.ringSkipped += ringStats.skipped
         }
     }
 
@@ -141,7 +198,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     // MARK: - Encode thread
 
     private func encodeLoop<Slot: FrameSlot>(ring: FrameRing<Slot>, captured: FrameSize, caps: CaptureCaps,
-                                             published: DispatchSemaphore, alive: Flag) {
+                                             published: DispatchSemaphore, alive: Flag, refresh: Flag) {
         let config = EncoderConfig(caps: caps, captured: captured)
         let preference = EncoderPreference(rawValue: options.encoder.rawValue) ?? .auto
         let log = self.log
@@ -159,33 +216,52 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         if scaler != nil {
             log.write(LogLine(.info, "scaling", [("from", "\(captured)"), ("to", "\(target)")]))
         }
+        // The last frame encoded stays leased (or, scaled, in `scaled`) so a refresh can encode it again.
+        var held: FrameRing<Slot>.ReadLease? = nil
+        var last: (frame: Frame, pixels: UnsafeRawPointer)? = nil
+        defer { if let held { ring.finishRead(held) } }
         while alive.value {
             _ = published.wait(timeout: .now() + .milliseconds(200))
             guard alive.value else { break }
-            guard let lease = ring.takeNewest() else { continue }
-            if keyframeWanted.exchange(false, ordering: .relaxed) { chain.requestKeyframe() }
-            var frame = lease.frame
-            var pixels = UnsafeRawPointer(lease.slot.bytes)
-            if let scaler, let scaled {
-                scaler.scale(pixels, srcStride: frame.stride, into: scaled.bytes, dstStride: target.width * 4)
-                ring.finishRead(lease)   // the scaled copy is ours; the segment can be reused now
-                frame = Frame(format: frame.format, size: target, stride: target.width * 4,
-                              captureTime: frame.captureTime, damage: nil)
-                pixels = UnsafeRawPointer(scaled.bytes)
+            var frame: Frame
+            var pixels: UnsafeRawPointer
+            var repeated = false
+            if let lease = ring.takeNewest() {
+                if let h = held { ring.finishRead(h) }
+                held = nil
+                frame = lease.frame
+                pixels = UnsafeRawPointer(lease.slot.bytes)
+                if let scaler, let scaled {
+                    scaler.scale(pixels, srcStride: frame.stride, into: scaled.bytes, dstStride: target.width * 4)
+                    ring.finishRead(lease)   // the scaled copy is ours; the segment can be reused now
+                    frame = Frame(format: frame.format, size: target, stride: target.width * 4,
+                                  captureTime: frame.captureTime, damage: nil)
+                    pixels = UnsafeRawPointer(scaled.bytes)
+                } else {
+                    held = lease
+                }
+                last = (frame, pixels)
+            } else if refresh.value, let l = last {
+                refresh.set(false)
+                frame = Frame(format: l.frame.format, size: l.frame.size, stride: l.frame.stride,
+                              captureTime: clock.now(), damage: nil)
+                pixels = l.pixels
+                repeated = true
+            } else {
+                continue
             }
+            if keyframeWanted.exchange(false, ordering: .relaxed) { chain.requestKeyframe() }
             do {
-                let au = try chain.encode(pixels: pixels, frame: frame)
-                if scaler == nil { ring.finishRead(lease) }
-                guard let au else { continue }
+                guard let au = try chain.encode(pixels: pixels, frame: frame) else { continue }
                 let sink = lock.withLock { () -> (@Sendable ([UInt8], Instant) -> Void)? in
                     stats.encoded += 1
+                    if repeated { stats.refreshes += 1 }
                     if au.isKeyframe { stats.keyframes += 1 }
                     stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"
                     return self.sink
                 }
                 sink?(au.bytes, au.pts)
             } catch {
-                if scaler == nil { ring.finishRead(lease) }
                 log.write(LogLine(.error, "encode_failed", [("error", "\(error)")]))
                 return
             }
