@@ -57,7 +57,7 @@ let package = Package(
         // CLI only: parse, configure, run.
         .executableTarget(name: "castd", dependencies: ["CastCore", "CastDaemon", "CastSignaling", "CastCapture", "CastEncode"]),
         // The test picture on an X screen (integration tests, demo, benchmarks).
-        .executableTarget(name: "castd-pattern", dependencies: ["CastCore", "CastCapture"]),
+        .executableTarget(name: "castd-pattern", dependencies: ["CastCore", "CastCapture", "CastMedia"]),
 
         .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
         // A throwaway CA and leaf made with the openssl CLI, for the TLS tests of two modules.

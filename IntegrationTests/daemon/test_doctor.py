@@ -9,7 +9,9 @@ from xscreen import XScreen
 async def test_doctor_under_xvfb_reports_xshm_and_x264(tmp_path):
     screen = await XScreen(2560, 1440).start(animate=False)
     try:
-        env = dict(os.environ, DISPLAY=screen.display)
+        # No session bus: the portal must be reported missing (an installed,
+        # activatable xdg-desktop-portal would otherwise be started by the probe).
+        env = dict(os.environ, DISPLAY=screen.display, DBUS_SESSION_BUS_ADDRESS="unix:path=/nonexistent/castd-bus")
         env.pop("WAYLAND_DISPLAY", None)
         rc, out, err = await run_castd(env, "doctor", "--json")
         text_rc, text, _ = await run_castd(env, "doctor")
@@ -20,7 +22,7 @@ async def test_doctor_under_xvfb_reports_xshm_and_x264(tmp_path):
     backends = {c["name"]: c for c in r["captureBackends"]}
     encoders = {c["name"]: c for c in r["encoders"]}
     assert backends["xshm"]["available"] and "2560x1440" in backends["xshm"]["detail"]
-    assert not backends["pipewire"]["available"]
+    assert not backends["portal"]["available"] and "session bus" in backends["portal"]["detail"]
     assert not encoders["vaapi"]["available"] and "render node" in encoders["vaapi"]["detail"]
     assert encoders["x264"]["available"]
     assert r["willUse"] == {"capture": "xshm", "encoder": "x264"}

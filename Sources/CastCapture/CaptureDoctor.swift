@@ -2,19 +2,26 @@ import CastMedia
 
 /// The capture half of `castd doctor`: which backends work here, and why not.
 public enum CaptureDoctor {
-    /// Probes the X server named in `environment["DISPLAY"]` and the session
-    /// bus. Returns the backends in the order castd would try them.
-    public static func backends(environment: [String: String]) -> (components: [DoctorReport.Component], screen: FrameSize?) {
+    /// Probes the X server named in `environment["DISPLAY"]`, and the
+    /// ScreenCast portal and Mutter's ScreenCast on the session bus
+    /// (`DBUS_SESSION_BUS_ADDRESS`). Returns the backends with the one
+    /// `--capture auto` picks first when it is available, then the working ones.
+    public static func backends(environment: [String: String], tokenStore: RestoreTokenStore? = nil)
+        -> (components: [DoctorReport.Component], screen: FrameSize?) {
         var out: [DoctorReport.Component] = []
         var screen: FrameSize? = nil
         let server = DoctorReport.displayServer(environment: environment)
 
         // PipeWire via the ScreenCast portal: the only way on Wayland.
-        let bus = SessionBusProbe.available()
-        out.append(DoctorReport.Component(
-            name: "pipewire", available: false,
-            detail: "the xdg-desktop-portal ScreenCast source is not implemented in this build"
-                + (bus ? " (a session bus is present)" : "; there is also no D-Bus session bus")))
+        let address = environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 }
+        let probe = ScreenCastPortal.probe(busAddress: address)
+        var detail = probe.detail
+        if probe.available, let tokenStore {
+            let saved = (try? tokenStore.load()) != nil
+            detail += saved ? "; a restore token is saved, so the next start needs no dialog"
+                            : "; no restore token is saved yet, so the first start asks in a dialog"
+        }
+        out.append(DoctorReport.Component(name: "portal", available: probe.available, detail: detail))
 
         if let display = environment["DISPLAY"], !display.isEmpty {
             if let p = X11Probe.run(display: display) {
@@ -38,12 +45,10 @@ public enum CaptureDoctor {
             out.append(DoctorReport.Component(name: "xshm", available: false, detail: "DISPLAY is not set"))
         }
         // Mutter's own ScreenCast: Wayland capture with no dialog on GNOME.
-        let mutter = MutterScreenCast.probe(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"])
-        out.append(DoctorReport.Component(name: "mutter", available: mutter.available, detail: mutter.detail))
+        out.append(MutterScreenCast.probe(busAddress: address))
 
         // What `--capture auto` picks goes first (DoctorReport's "will use" is the first available one).
-        let choice = CaptureSelection.choose(requested: nil, environment: environment,
-                                             available: availability(of: out))
+        let choice = CaptureSelection.choose(requested: nil, environment: environment, available: availability(of: out))
         let chosen = componentName(choice.backend)
         out = out.map { c in
             var c = c
@@ -60,15 +65,16 @@ public enum CaptureDoctor {
 
     /// What `--capture` (nil: auto) resolves to here, probing the X server and the session bus.
     public static func select(requested: CaptureBackendKind?, environment: [String: String]) -> CaptureSelection.Choice {
-        if let requested { return CaptureSelection.choose(requested: requested, environment: environment, available: .init(x11: false, portal: false, mutter: false)) }
-        return CaptureSelection.choose(requested: nil, environment: environment, available: availability(of: backends(environment: environment).components))
+        let none = CaptureSelection.Availability(x11: false, portal: false, mutter: false)
+        let available = requested == nil ? availability(of: backends(environment: environment).components) : none
+        return CaptureSelection.choose(requested: requested, environment: environment, available: available)
     }
 
-    /// The doctor's component names for each backend.
+    /// The doctor's component name of each backend.
     static func componentName(_ kind: CaptureBackendKind) -> String {
         switch kind {
         case .x11: return "xshm"
-        case .portal: return "pipewire"
+        case .portal: return "portal"
         case .mutter: return "mutter"
         }
     }

@@ -27,10 +27,10 @@ public enum CaptureSelection {
         }
     }
 
-    /// A Wayland session: `WAYLAND_DISPLAY` is set or `XDG_SESSION_TYPE` says so.
+    /// A Wayland session: `XDG_SESSION_TYPE` says so when it is set, else `WAYLAND_DISPLAY` is set.
     public static func isWayland(_ environment: [String: String]) -> Bool {
-        if let w = environment["WAYLAND_DISPLAY"], !w.isEmpty { return true }
-        return environment["XDG_SESSION_TYPE"] == "wayland"
+        if let t = environment["XDG_SESSION_TYPE"], !t.isEmpty { return t == "wayland" }
+        return !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
     }
 
     /// `requested` nil is `auto`: on Wayland, Mutter when it answers (no dialog

@@ -1,4 +1,5 @@
 import CastCore
+import CastMedia
 import CSystemd
 import Dispatch
 #if canImport(Glibc)
@@ -86,35 +87,31 @@ public enum MutterScreenCast {
         }
     }
 
-    /// What `castd doctor` says about Mutter.
-    public struct Probe: Sendable, Equatable {
-        public var available: Bool
-        public var version: Int32?
-        public var detail: String
-    }
-
-    /// Whether org.gnome.Mutter.ScreenCast answers on the session bus (its `Version` property), starting nothing.
-    public static func probe(busAddress: String? = nil) -> Probe {
+    /// Whether org.gnome.Mutter.ScreenCast answers on the session bus (its
+    /// `Version` property), starting nothing: `castd doctor`'s "mutter" line.
+    public static func probe(busAddress: String? = nil) -> DoctorReport.Component {
+        func line(_ available: Bool, _ detail: String) -> DoctorReport.Component {
+            DoctorReport.Component(name: "mutter", available: available, detail: detail)
+        }
         let bus: OpaquePointer
-        do { bus = try MutterBus.open(address: busAddress) } catch {
-            return Probe(available: false, detail: "there is no D-Bus session bus (\((error as? CastError)?.message ?? "\(error)"))")
+        switch SDBus.openForProbe(address: busAddress) {
+        case .success(let b): bus = b
+        case .failure(let f): return line(false, f.sentence)
         }
         defer { sd_bus_flush_close_unref(bus) }
         var error = sd_bus_error()
         defer { sd_bus_error_free(&error) }
         var version: Int32 = 0
-        let r = sd_bus_get_property_trivial(bus, service, objectPath, service, "Version", &error, MutterBus.type("i"), &version)
-        guard r >= 0 else {
-            return Probe(available: false, detail: "org.gnome.Mutter.ScreenCast does not answer on the session bus (not a GNOME session, or GNOME Shell/Mutter is not running as this user)")
+        guard sd_bus_get_property_trivial(bus, service, objectPath, service, "Version", &error, SDBus.type("i"), &version) >= 0 else {
+            return line(false, "org.gnome.Mutter.ScreenCast does not answer on the session bus (not a GNOME session, or GNOME Shell/Mutter is not running as this user)")
         }
-        return Probe(available: true, version: version,
-                     detail: "org.gnome.Mutter.ScreenCast version \(version) on the session bus (no consent dialog)")
+        return line(true, "org.gnome.Mutter.ScreenCast version \(version) on the session bus (no consent dialog)")
     }
 
     /// CreateSession → RecordMonitor → Start, then waits for the stream's
     /// node. Throws a sentence when Mutter is absent, refuses, or sends no node in time.
     public static func start(options: Options = Options()) throws -> MutterScreenCastSession {
-        let bus = try MutterBus.open(address: options.busAddress)
+        let bus = try SDBus.open(address: options.busAddress)
         var keep = false
         defer { if !keep { sd_bus_flush_close_unref(bus) } }
         let signals = MutterSignalCollector()
@@ -156,82 +153,27 @@ public enum MutterScreenCast {
 
     /// Makes one call and says what came of it.
     static func perform(_ call: MutterCall, bus: OpaquePointer) -> MutterScreenCastMachine.Event {
+        var returned: String? = nil
+        let error: String?
         switch call {
         case .createSession:
-            return MutterBus.call(bus, service, objectPath, service, "CreateSession") { m in
-                MutterBus.appendOptions(m, [:])
-            }
+            error = SDBus.call(bus, destination: service, path: objectPath, interface: service, member: "CreateSession",
+                               timeout: .seconds(10)) { SDBus.appendOptions($0, [:]) } reply: { returned = SDBus.readObjectPath($0) }
         case .recordMonitor(let session, let connector, let cursor):
-            return MutterBus.call(bus, service, session, sessionInterface, "RecordMonitor") { m in
-                _ = connector.withCString { sd_bus_message_append_basic(m, MutterBus.type("s"), $0) }
-                MutterBus.appendOptions(m, ["cursor-mode": cursor.rawValue])
-            }
-        case .start(let session):
-            return MutterBus.call(bus, service, session, sessionInterface, "Start") { _ in }
-        case .stop(let session):
-            return MutterBus.call(bus, service, session, sessionInterface, "Stop") { _ in }
+            error = SDBus.call(bus, destination: service, path: session, interface: sessionInterface, member: "RecordMonitor",
+                               timeout: .seconds(10)) { m in
+                SDBus.appendString(m, connector)
+                SDBus.appendOptions(m, ["cursor-mode": .uint32(cursor.rawValue)])
+            } reply: { returned = SDBus.readObjectPath($0) }
+        case .start(let session), .stop(let session):
+            error = SDBus.call(bus, destination: service, path: session, interface: sessionInterface,
+                               member: call == .start(session: session) ? "Start" : "Stop", timeout: .seconds(10)) { _ in }
         }
-    }
-}
-
-/// The sd-bus calls the Mutter client needs: Mutter's replies are an object path or nothing.
-enum MutterBus {
-    static func type(_ c: Character) -> CChar { CChar(UInt8(ascii: c.unicodeScalars.first!)) }
-
-    static func open(address: String?) throws -> OpaquePointer {
-        var bus: OpaquePointer? = nil
-        var r: Int32
-        if let address {
-            r = sd_bus_new(&bus)
-            if r >= 0 { r = sd_bus_set_address(bus, address) }
-            if r >= 0 { r = sd_bus_set_bus_client(bus, 1) }
-            if r >= 0 { r = sd_bus_start(bus) }
-            if r < 0, let b = bus { sd_bus_unref(b) }
-        } else {
-            r = sd_bus_open_user(&bus)
+        if let error { return .callFailed(error) }
+        switch call {
+        case .createSession, .recordMonitor: return .returned(path: returned ?? "")   // "" fails in the machine
+        case .start, .stop: return .started
         }
-        guard r >= 0, let bus else {
-            throw CastError(.capture, "cannot connect to the D-Bus session bus \(address ?? "(DBUS_SESSION_BUS_ADDRESS)"): \(String(cString: strerror(-r)))")
-        }
-        return bus
-    }
-
-    /// An `a{sv}` whose values are all `u`, keys sorted.
-    static func appendOptions(_ m: OpaquePointer, _ options: [String: UInt32]) {
-        _ = sd_bus_message_open_container(m, type("a"), "{sv}")
-        for (key, value) in options.sorted(by: { $0.key < $1.key }) {
-            var v = value
-            _ = sd_bus_message_open_container(m, type("e"), "sv")
-            _ = key.withCString { sd_bus_message_append_basic(m, type("s"), $0) }
-            _ = sd_bus_message_open_container(m, type("v"), "u")
-            _ = sd_bus_message_append_basic(m, type("u"), &v)
-            _ = sd_bus_message_close_container(m)
-            _ = sd_bus_message_close_container(m)
-        }
-        _ = sd_bus_message_close_container(m)
-    }
-
-    /// A method call; its reply as a machine event (`returned` for an object path, else `started`).
-    static func call(_ bus: OpaquePointer, _ destination: String, _ path: String, _ interface: String, _ member: String,
-                     build: (OpaquePointer) -> Void) -> MutterScreenCastMachine.Event {
-        var m: OpaquePointer? = nil
-        var r = sd_bus_message_new_method_call(bus, &m, destination, path, interface, member)
-        guard r >= 0, let m else { return .callFailed("cannot build the \(member) call (\(String(cString: strerror(-r))))") }
-        defer { sd_bus_message_unref(m) }
-        build(m)
-        var error = sd_bus_error()
-        defer { sd_bus_error_free(&error) }
-        var reply: OpaquePointer? = nil
-        r = sd_bus_call(bus, m, 10_000_000, &error, &reply)
-        guard r >= 0, let reply else {
-            let name = error.name.map { String(cString: $0) } ?? "error"
-            let text = error.message.map { String(cString: $0) } ?? String(cString: strerror(-r))
-            return .callFailed("\(name): \(text)")
-        }
-        defer { sd_bus_message_unref(reply) }
-        var p: UnsafePointer<CChar>? = nil
-        if sd_bus_message_read_basic(reply, type("o"), &p) > 0, let p { return .returned(path: String(cString: p)) }
-        return .started
     }
 }
 
@@ -258,7 +200,7 @@ final class MutterSignalCollector {
             let member = sd_bus_message_get_member(m).map { String(cString: $0) } ?? ""
             if member == "PipeWireStreamAdded" {
                 var node: UInt32 = 0
-                if sd_bus_message_read_basic(m, MutterBus.type("u"), &node) > 0 {
+                if sd_bus_message_read_basic(m, SDBus.type("u"), &node) > 0 {
                     me.pending.append(.streamAdded(stream: path, node: node))
                 }
             } else if member == "Closed" {

@@ -33,8 +33,8 @@ private let pipeWireInitialized: Bool = {
 /// client of castd shares (the capture source and the tests' pattern
 /// producer). Callbacks of objects made on `core` run on the loop's thread
 /// with the loop lock held; any other thread calls `withLock` around
-/// libpipewire calls. `deinit` stops the loop and frees everything; owners
-/// destroy their streams first.
+/// libpipewire calls. Owners call `shutDown` from their own thread (never
+/// from a callback, whose `Unmanaged` reference must not be the last one).
 final class PipeWireConnection: @unchecked Sendable {
     // @unchecked: the pw objects are used only under the loop lock (libpipewire's rule).
     let loop: OpaquePointer
@@ -161,17 +161,28 @@ final class PipeWireConnection: @unchecked Sendable {
         return try body()
     }
 
-    deinit {
-        pw_thread_loop_lock(loop)
+    private var isShutDown = false
+
+    /// Stops the loop thread first (no callback runs after that), then lets
+    /// the owner destroy its streams and proxies in `destroy`, then closes the
+    /// connection and frees the context. Idempotent; `deinit` does it too.
+    func shutDown(destroy: () -> Void = {}) {
+        guard !isShutDown else { return }
+        // From the loop's own thread the loop cannot be stopped (joined); owners
+        // shut down from their thread, so this only guards against misuse.
+        guard !pw_thread_loop_in_thread(loop) else { return }
+        isShutDown = true
+        pw_thread_loop_stop(loop)
+        destroy()
         spa_hook_remove(coreHook)
         pw_core_disconnect(core)
-        pw_thread_loop_unlock(loop)
-        pw_thread_loop_stop(loop)
         pw_context_destroy(context)
         pw_thread_loop_destroy(loop)
         coreHook.deallocate()
         coreEvents.deallocate()
     }
+
+    deinit { shutDown() }
 }
 
 /// Builds SPA pods into a scratch buffer and hands them to libpipewire as the
@@ -229,7 +240,7 @@ extension UnsafeMutablePointer {
 }
 
 /// Takes a stream out of the graph and frees it: its listener first (no
-/// callback after this), then the stream. Call with the loop lock held.
+/// callback after this), then the stream. Call from `shutDown`'s `destroy`.
 func destroyStream(_ stream: OpaquePointer, hook: UnsafeMutablePointer<spa_hook>) {
     spa_hook_remove(hook)
     pw_stream_disconnect(stream)

@@ -57,6 +57,7 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
     private let state = Mutex<(node: UInt32?, sent: UInt64, failure: String?)>((nil, 0, nil))
     private let changed = DispatchSemaphore(value: 0)
     private let running = Atomic<Bool>(true)
+    private let paused = Atomic<Bool>(false)
     private var ticker: Thread? = nil
     private let tickerDone = DispatchSemaphore(value: 0)
 
@@ -156,6 +157,9 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         }
     }
 
+    /// Stops sending frames (a static screen, as Mutter does) or resumes.
+    public func pause(_ paused: Bool) { self.paused.store(paused, ordering: .relaxed) }
+
     /// Frames sent so far (the next frame carries this number).
     public var framesSent: UInt64 { state.withLock { $0.sent } }
 
@@ -176,7 +180,9 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
     private func tick() {
         let interval = 1.0 / Double(max(1, options.fps))
         while running.load(ordering: .relaxed) {
-            connection.withLock { if let stream { _ = pw_stream_trigger_process(stream) } }
+            if !paused.load(ordering: .relaxed) {
+                connection.withLock { if let stream { _ = pw_stream_trigger_process(stream) } }
+            }
             Thread.sleep(forTimeInterval: interval)
         }
         tickerDone.signal()
@@ -218,7 +224,7 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
     public func stop() {
         guard running.exchange(false, ordering: .relaxed) else { return }
         tickerDone.wait()
-        connection.withLock {
+        connection.shutDown {
             if let stream { destroyStream(stream, hook: hook) }
             stream = nil
         }

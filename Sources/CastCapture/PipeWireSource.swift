@@ -58,7 +58,13 @@ public final class PipeWireSource: FrameSource {
     public init(options: Options = Options(), clock: any MonotonicClock = SystemMonotonicClock()) throws {
         self.options = options
         let stream = try PipeWireInputStream(options: options, clock: clock)
-        let negotiated = try stream.waitForFormat(timeout: options.negotiationTimeout)
+        let negotiated: (format: PixelFormat, size: FrameSize)
+        do { negotiated = try stream.waitForFormat(timeout: options.negotiationTimeout) } catch {
+            // Closed here, on the owner's thread: a callback running on the PipeWire
+            // thread holds a reference, and the last release must not happen there.
+            stream.close()
+            throw error
+        }
         let slots = (0..<max(1, options.slotCount)).map { _ in
             MemorySlot(capacity: negotiated.size.width * 4 * negotiated.size.height)
         }
@@ -75,17 +81,19 @@ public final class PipeWireSource: FrameSource {
     public func interrupt() { stream.interrupt() }
 
     /// The newest frame the stream delivered since the last call, waiting up to
-    /// `frameWait` for one. PipeWire sends frames when the screen changes, so
-    /// `onlyIfChanged` is always honoured; without it, an unchanged screen still
-    /// gives `.timeout`.
-    // TODO(issue 9): a refresh frame (the last one again) when the compositor sends nothing for a second.
+    /// `frameWait` for one. PipeWire sends frames only when the screen changes
+    /// (Mutter sends nothing while it is static); without `onlyIfChanged`, an
+    /// unchanged screen gives its last frame again, with empty damage, so the
+    /// receiver still gets a refresh frame (`.timeout` when the encoder holds that slot).
     public func capture(onlyIfChanged: Bool) -> CaptureOutcome {
         if let outcome = stream.takeOutcome() { return outcome }
         let deadline = DispatchTime.now() + .nanoseconds(Int(options.frameWait.nanoseconds))
         while stream.signal.wait(timeout: deadline) == .success {
             if let outcome = stream.takeOutcome() { return outcome }
         }
-        return stream.takeOutcome() ?? .timeout
+        if let outcome = stream.takeOutcome() { return outcome }
+        if !onlyIfChanged, let frame = stream.republishLast() { return .frame(frame) }
+        return .timeout
     }
 }
 
@@ -107,6 +115,8 @@ struct PipeWireShared {
     var interrupted = false
     /// The newest frame published since `capture` last returned one.
     var latest: Frame? = nil
+    /// The last frame published and its ring slot (for refresh frames).
+    var lastPublished: (index: Int, frame: Frame)? = nil
     var unusable: UInt64 = 0
 }
 
@@ -212,6 +222,22 @@ final class PipeWireInputStream: @unchecked Sendable {
         connection.withLock { self.ring = ring }
     }
 
+    /// The last frame again, from the slot it is still in (no copy), when that
+    /// slot is free and nothing newer arrived; nil otherwise.
+    func republishLast() -> Frame? {
+        guard let ring else { return nil }
+        let now = clock.now()
+        return shared.withLock { s -> Frame? in
+            guard s.latest == nil, s.reinit == nil, let last = s.lastPublished, let lease = ring.reclaim(last.index) else { return nil }
+            var f = last.frame
+            f.captureTime = now
+            f.damage = []
+            ring.publish(lease, frame: f)
+            s.lastPublished = (lease.index, f)
+            return f
+        }
+    }
+
     func interrupt() {
         shared.withLock { $0.interrupted = true }
         signal.signal()
@@ -233,7 +259,7 @@ final class PipeWireInputStream: @unchecked Sendable {
 
     func close() {
         guard let connection else { return }
-        connection.withLock {
+        connection.shutDown {
             if let stream { destroyStream(stream, hook: hook) }
             stream = nil
             if let registry {
@@ -242,7 +268,7 @@ final class PipeWireInputStream: @unchecked Sendable {
             }
             registry = nil
         }
-        self.connection = nil   // stops the loop: no callback runs after this
+        self.connection = nil
         hook.deallocate()
         events.deallocate()
         registryHook.deallocate()
@@ -402,8 +428,12 @@ final class PipeWireInputStream: @unchecked Sendable {
                                            pixels: dst, stride: rowBytes)
         let frame = Frame(format: negotiated.format, size: size, stride: rowBytes, captureTime: clock.now(),
                           damage: frameDamage)
-        ring.publish(lease, frame: frame)
-        shared.withLock { $0.latest = frame }
+        // Published under `shared`, like refreshes: the ring's order is the screen's order.
+        shared.withLock { s in
+            ring.publish(lease, frame: frame)
+            s.latest = frame
+            s.lastPublished = (lease.index, frame)
+        }
         signal.signal()
     }
 

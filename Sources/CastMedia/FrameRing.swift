@@ -87,6 +87,19 @@ public final class FrameRing<Slot: FrameSlot>: @unchecked Sendable {
         return index.map { WriteLease(index: $0, slot: slots[$0]) }
     }
 
+    /// Producer: the slot at `index` if it is free, else nil (nothing counted).
+    /// A free slot's memory still holds what was last written there, so a
+    /// source can publish its last frame again without reading or copying it
+    /// (PipeWire's refresh of a screen that sends nothing while static).
+    public func reclaim(_ index: Int) -> WriteLease? {
+        let ok: Bool = state.withLock { s in
+            guard s.slots.indices.contains(index), s.slots[index] == .free else { return false }
+            s.slots[index] = .writing
+            return true
+        }
+        return ok ? WriteLease(index: index, slot: slots[index]) : nil
+    }
+
     /// Producer: the slot now holds `frame`; it becomes the newest ready frame.
     public func publish(_ lease: WriteLease, frame: Frame) {
         precondition(frame.byteCount <= lease.slot.capacity, "frame larger than its slot")

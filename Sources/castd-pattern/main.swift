@@ -1,13 +1,18 @@
-// castd-pattern: draws castd's test picture on an X screen (tests, demo, benchmarks).
+// castd-pattern: draws castd's test picture on an X screen (tests, demo, benchmarks),
+// or offers castd's PipeWire test picture as a Video/Source node of the session's PipeWire.
 //   castd-pattern [--display :N] [--fps 30] [--seconds S] [--static]
+//   castd-pattern --pipewire WxH [--fps 30] [--seconds S] [--cursor]
 import CastCapture
 import CastCore
+import CastMedia
 import Foundation
 
 var display: String? = nil
 var fps = 30.0
 var seconds: Double? = nil
 var animate = true
+var pipewire: FrameSize? = nil
+var cursor = false
 var args = CommandLine.arguments.dropFirst().makeIterator()
 while let a = args.next() {
     switch a {
@@ -15,9 +20,31 @@ while let a = args.next() {
     case "--fps": fps = Double(args.next() ?? "") ?? 30
     case "--seconds": seconds = Double(args.next() ?? "")
     case "--static": animate = false
+    case "--cursor": cursor = true
+    case "--pipewire":
+        let parts = (args.next() ?? "").split(separator: "x").compactMap { Int($0) }
+        guard parts.count == 2, parts[0] > 0, parts[1] > 0 else {
+            FileHandle.standardError.write("castd-pattern: --pipewire takes WIDTHxHEIGHT\n".data(using: .utf8)!)
+            exit(2)
+        }
+        pipewire = FrameSize(width: parts[0], height: parts[1])
     default:
         FileHandle.standardError.write("castd-pattern: unknown option \(a)\n".data(using: .utf8)!)
         exit(2)
+    }
+}
+if let size = pipewire {
+    do {
+        let producer = try PipeWirePatternProducer(options: .init(size: size, fps: Int(fps), cursor: cursor))
+        let node = try producer.nodeId()
+        // Written unbuffered: the caller waits for this line on a pipe.
+        FileHandle.standardOutput.write("castd-pattern: pipewire node \(node) \(size)\n".data(using: .utf8)!)
+        Thread.sleep(forTimeInterval: seconds ?? 1e9)
+        producer.stop()
+        exit(0)
+    } catch {
+        FileHandle.standardError.write("castd-pattern: \(error)\n".data(using: .utf8)!)
+        exit(1)
     }
 }
 do {

@@ -9,7 +9,7 @@ import CastMedia
         #expect(list.allSatisfy { !$0.available })
         #expect(list.first { $0.name == "mutter" }?.available == false)
         #expect(list.first { $0.name == "xshm" }?.detail == "DISPLAY is not set")
-        #expect(list.first { $0.name == "pipewire" }?.detail.hasPrefix("the xdg-desktop-portal ScreenCast source is not implemented") == true)
+        #expect(list.first { $0.name == "portal" }?.available == false)
         #expect(DoctorReport.displayServer(environment: [:]) == .none)
     }
 

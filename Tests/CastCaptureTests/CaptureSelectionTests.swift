@@ -16,10 +16,13 @@ struct CaptureSelectionTests {
         #expect(pick(wayland) == .portal)
     }
 
-    @Test func theSessionTypeAloneMarksWayland() {
-        #expect(CaptureSelection.isWayland(["XDG_SESSION_TYPE": "wayland"]))
-        #expect(!CaptureSelection.isWayland(["XDG_SESSION_TYPE": "x11", "DISPLAY": ":0"]))
+    @Test func theSessionTypeDecidesWhenSetElseWaylandDisplay() {
+        #expect(CaptureSelection.isWayland(["XDG_SESSION_TYPE": "wayland", "DISPLAY": ":0"]))
+        #expect(CaptureSelection.isWayland(["WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":0"]))
+        #expect(!CaptureSelection.isWayland(["XDG_SESSION_TYPE": "x11", "WAYLAND_DISPLAY": "wayland-0"]))
+        #expect(!CaptureSelection.isWayland(["DISPLAY": ":0"]))
         #expect(!CaptureSelection.isWayland(["WAYLAND_DISPLAY": ""]))
+        #expect(!CaptureSelection.isWayland([:]))
         #expect(pick(["XDG_SESSION_TYPE": "wayland", "DISPLAY": ":0"], x11: true, mutter: true) == .mutter)
     }
 

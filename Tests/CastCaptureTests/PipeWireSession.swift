@@ -1,7 +1,7 @@
 import Foundation
 @testable import CastCapture
 
-/// A private PipeWire session for one test: a session `dbus-daemon`,
+/// A private PipeWire session for one test: a session `dbus-daemon` (no activatable services),
 /// `pipewire` and `wireplumber` (the session manager that links streams to
 /// their target node) in a fresh XDG_RUNTIME_DIR under /tmp. Stopped with
 /// SIGKILL (the test runner blocks SIGTERM in children) and the directory removed.
@@ -21,10 +21,17 @@ final class PipeWireSession {
         runtimeDir = String(cString: dir)
         chmod(runtimeDir, 0o700)
 
-        // The bus: its address on stdout is the readiness signal.
+        // The bus, without the machine's activatable services (an installed
+        // xdg-desktop-portal would otherwise be started by the first call to it).
+        // Its address on stdout is the readiness signal.
+        let config = runtimeDir + "/bus.conf"
+        let confTemplate = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../IntegrationTests/tools/private-session-bus.conf").standardized
+        try Data(String(contentsOf: confTemplate, encoding: .utf8).replacingOccurrences(of: "@DIR@", with: runtimeDir).utf8)
+            .write(to: URL(fileURLWithPath: config))
         let bus = Process()
         bus.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        bus.arguments = ["--session", "--nofork", "--nopidfile", "--address=unix:path=\(runtimeDir)/bus", "--print-address=1"]
+        bus.arguments = ["--config-file=\(config)", "--nofork", "--nopidfile", "--print-address=1"]
         let out = Pipe()
         bus.standardOutput = out
         bus.standardError = FileHandle.nullDevice
@@ -78,4 +85,5 @@ final class PipeWireSession {
 
     deinit { stop() }
 }
+
 

@@ -109,6 +109,39 @@ struct PipeWireSourceTests {
         #expect(UInt64(n) > UInt64(PipeWirePatternProducer.counter(in: stale.slot.bytes)) + stats.dropped - 2)
     }
 
+    @Test func aStaticScreenStillGivesRefreshFramesWhenAsked() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote, options: .init(size: FrameSize(width: 96, height: 64)))
+        defer { producer.stop() }
+        let src = try PipeWireSource(options: .init(remote: session.remote, node: try producer.nodeId(), cursor: false))
+        guard case .frame = nextFrame(src) else { Issue.record("no frame"); return }
+        producer.pause(true)
+        // Let what is in flight arrive, reading each frame as an encoder would.
+        var last: UInt32 = 0
+        while case .frame = src.capture(onlyIfChanged: true) {
+            let r = try #require(src.ring.takeNewest())
+            last = PipeWirePatternProducer.counter(in: r.slot.bytes)
+            src.ring.finishRead(r)
+        }
+        if let r = src.ring.takeNewest() {
+            last = PipeWirePatternProducer.counter(in: r.slot.bytes)
+            src.ring.finishRead(r)
+        }
+        let published = src.ring.stats.published
+        // Nothing changed: with onlyIfChanged nothing comes; without it, the last frame again.
+        guard case .timeout = src.capture(onlyIfChanged: true) else { Issue.record("a static screen must time out"); return }
+        guard case .frame(let refresh) = src.capture(onlyIfChanged: false) else { Issue.record("no refresh frame"); return }
+        #expect(refresh.damage == [])
+        #expect(src.ring.stats.published == published + 1)
+        let r = try #require(src.ring.takeNewest())
+        #expect(PipeWirePatternProducer.counter(in: r.slot.bytes) == last)
+        #expect(rgb(r.slot, r.frame, x: 90, y: 60) == PipeWirePatternProducer.colour(x: 90, y: 60))
+        // While the encoder holds that slot, a refresh would be pointless.
+        guard case .timeout = src.capture(onlyIfChanged: false) else { Issue.record("refresh while being read"); return }
+        src.ring.finishRead(r)
+    }
+
     @Test func cursorMetadataIsDrawnIntoFrames() throws {
         let session = try PipeWireSession()
         defer { session.stop() }
@@ -163,7 +196,7 @@ struct PipeWireSourceTests {
             _ = try PipeWireSource(options: .init(remote: session.remote, node: 4242, negotiationTimeout: .milliseconds(1500)))
         } throws: { e in
             // "no node available" from the session manager, or no format in time when it is slow to start.
-            (e as? CastError)?.message.contains("node 4242") ?? false
+            return (e as? CastError)?.message.contains("node 4242") ?? false
         }
     }
 }

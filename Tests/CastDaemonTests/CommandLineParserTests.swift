@@ -50,3 +50,25 @@ import CastCore
         catch { Issue.record("\(error)") }
     }
 }
+
+struct CaptureBackendChoiceTests {
+    func backend(_ capture: SessionOptions.Capture, _ env: [String: String]) -> CapturePipeline.Backend {
+        var o = SessionOptions(sessionId: "00000000-0000-0000-0000-000000000000")
+        o.capture = capture
+        return MediaFactory.backend(o, environment: env, log: NullSink())
+    }
+
+    @Test func autoIsThePortalOnWaylandAndXShmElsewhere() {
+        #expect(backend(.auto, ["XDG_SESSION_TYPE": "wayland", "DISPLAY": ":0"]) == .portal)
+        #expect(backend(.auto, ["DISPLAY": ":0"]) == .x11)
+        #expect(backend(.x11, ["XDG_SESSION_TYPE": "wayland"]) == .x11)
+        #expect(backend(.portal, ["DISPLAY": ":0"]) == .portal)
+        #expect(backend(.mutter, ["DISPLAY": ":0"]) == .mutter)
+    }
+
+    @Test func theRestoreTokenLivesNextToTheCredentials() {
+        #expect(MediaFactory.tokenStore(environment: ["XDG_STATE_HOME": "/s"])?.file == "/s/castd/screencast-restore-token")
+        #expect(MediaFactory.tokenStore(environment: ["HOME": "/h"])?.file == "/h/.local/state/castd/screencast-restore-token")
+        #expect(MediaFactory.tokenStore(environment: [:]) == nil)
+    }
+}

@@ -13,6 +13,24 @@ import CastMedia
         FrameRing(slots: (0..<n).map { _ in MemorySlot(capacity: 32) })
     }
 
+    @Test func reclaimGivesBackAFreeSlotWithItsBytesAndOnlyAFreeOne() throws {
+        let r = ring(2)
+        let w = try #require(r.beginWrite())
+        w.slot.bytes.storeBytes(of: 0xAB, as: UInt8.self)
+        r.publish(w, frame: frame(1))
+        #expect(r.reclaim(w.index) == nil)          // ready: not free
+        let read = try #require(r.takeNewest())
+        #expect(r.reclaim(read.index) == nil)       // being read
+        r.finishRead(read)
+        #expect(r.reclaim(7) == nil)                // no such slot
+        let again = try #require(r.reclaim(read.index))
+        #expect(again.index == w.index)
+        #expect(again.slot.bytes.load(as: UInt8.self) == 0xAB)
+        r.publish(again, frame: frame(2))
+        #expect(r.takeNewest()?.frame.captureTime == Instant(nanoseconds: 2))
+        #expect(r.stats.dropped == 0)
+    }
+
     @Test func consumerGetsTheNewestAndOlderReadyFramesAreSkipped() throws {
         let r = ring()
         for t in 1...2 {

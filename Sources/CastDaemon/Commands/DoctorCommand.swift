@@ -10,7 +10,7 @@ import Foundation
 /// sentence, the caps that will apply, and the libraries castd runs with.
 enum DoctorCommand {
     static func run(_ o: CommonOptions, environment: [String: String]) -> Int32 {
-        let capture = CaptureDoctor.backends(environment: environment)
+        let capture = CaptureDoctor.backends(environment: environment, tokenStore: MediaFactory.tokenStore(environment: environment))
         let report = DoctorReport(displayServer: DoctorReport.displayServer(environment: environment),
                                   captureBackends: capture.components, encoders: EncoderDoctor.encoders(),
                                   caps: .default, screenSize: capture.screen)

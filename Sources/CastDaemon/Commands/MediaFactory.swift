@@ -1,3 +1,4 @@
+import CastCapture
 import CastCore
 import CastSignaling
 
@@ -10,8 +11,35 @@ public protocol MediaPipeline: MediaPort {
 }
 
 enum MediaFactory {
+    /// `--capture` resolved (auto: Mutter in a Wayland session where it answers, else the
+    /// portal there, else XShm; see `CaptureSelection`), logged with the reason.
+    static func backend(_ o: SessionOptions, environment: [String: String], log: LogSink) -> CapturePipeline.Backend {
+        let requested: CaptureBackendKind? = switch o.capture {
+        case .auto: nil
+        case .x11: .x11
+        case .portal: .portal
+        case .mutter: .mutter
+        }
+        let choice = CaptureDoctor.select(requested: requested, environment: environment)
+        log.write(LogLine(.info, "capture_backend", [("backend", choice.backend.rawValue), ("reason", choice.reason)]))
+        switch choice.backend {
+        case .x11: return .x11
+        case .portal: return .portal
+        case .mutter: return .mutter
+        }
+    }
+
+    /// The portal's restore token lives next to the credentials (0700 directory, 0600 file).
+    static func tokenStore(environment: [String: String]) -> RestoreTokenStore? {
+        (try? CredentialStore.defaultDirectory(environment: environment)).map { RestoreTokenStore(directory: $0) }
+    }
+
     static func make(_ o: SessionOptions, environment: [String: String], log: LogSink) -> any MediaPipeline {
-        // SessionCommand refuses --capture portal before this (not wired yet).
-        CapturePipeline(options: o, environment: environment, log: log)
+        let portal = ScreenCastPortal.Options(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 },
+                                              tokenStore: tokenStore(environment: environment))
+        let mutter = MutterScreenCast.Options(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 },
+                                              connector: o.output ?? "", cursorMode: o.cursor ? .metadata : .hidden)
+        return CapturePipeline(options: o, log: log, backend: backend(o, environment: environment, log: log),
+                               portal: portal, mutter: mutter)
     }
 }

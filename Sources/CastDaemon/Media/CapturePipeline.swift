@@ -8,7 +8,8 @@ import Synchronization
 
 /// Screen → H.264 for a cast (issue 5 through issue 6): a capture thread that
 /// paces to the frame rate and writes frames into the source's ring (its XShm
-/// segments, no copy), and an encode thread that always takes the newest
+/// segments, no copy; or PipeWire buffers copied in through the ScreenCast
+/// portal), and an encode thread that always takes the newest
 /// ready frame, scales it under the caps (≤ 1080p30, spec §12), encodes it
 /// (VA-API first, then x264) and hands the access unit to the peer. The ring
 /// drops frames when the encoder is behind; nothing ever queues, so latency
@@ -20,14 +21,16 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         public var keyframes: UInt64 = 0
         public var ringDropped: UInt64 = 0
         public var ringSkipped: UInt64 = 0
-        /// Frames encoded again because the source sent nothing for a refresh interval.
-        public var refreshes: UInt64 = 0
         public var encoder: String = "-"
     }
 
+    /// Where frames come from (`--capture`, resolved: auto is decided before).
+    public enum Backend: String, Sendable { case x11, portal, mutter }
+
     private let options: SessionOptions
-    /// castd's environment: DISPLAY, WAYLAND_DISPLAY, the session bus (backend choice).
-    private let environment: [String: String]
+    private let backend: Backend
+    private let portalOptions: ScreenCastPortal.Options
+    private let mutterOptions: MutterScreenCast.Options
     private let log: LogSink
     private let clock = SystemMonotonicClock()
     private let running = Atomic<Bool>(false)
@@ -37,10 +40,14 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private var stats = Statistics()                                 // guarded by `lock`
     private var finished: DispatchSemaphore? = nil                   // owner only
 
-    public init(options: SessionOptions, environment: [String: String] = [:], log: LogSink) {
+    public init(options: SessionOptions, log: LogSink, backend: Backend = .x11,
+                portal: ScreenCastPortal.Options = ScreenCastPortal.Options(),
+                mutter: MutterScreenCast.Options = MutterScreenCast.Options()) {
         self.options = options
-        self.environment = environment
         self.log = log
+        self.backend = backend
+        portalOptions = portal
+        mutterOptions = mutter
     }
 
     public func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void) { lock.withLock { self.sink = sink } }
@@ -74,18 +81,25 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         }
         let s = statistics
         log.write(LogLine(.info, "media_stopped", [("captured", s.captured), ("encoded", s.encoded),
-                                                  ("ring_dropped", s.ringDropped), ("refreshes", s.refreshes),
-                                                  ("encoder", s.encoder)]))
+                                                  ("ring_dropped", s.ringDropped), ("encoder", s.encoder)]))
     }
 
     // MARK: - Capture thread
 
+    /// How a capture generation ended.
+    enum GenerationEnd { case reinit, stopped, failed }
+
     private func captureLoop(caps: CaptureCaps) {
-        let requested = CaptureBackendKind(rawValue: options.capture.rawValue)   // nil: auto
-        let choice = CaptureDoctor.select(requested: requested, environment: environment)
-        log.write(LogLine(.info, "capture_backend", [("backend", choice.backend.rawValue), ("reason", choice.reason)]))
+        // The portal session outlives capture generations (a size change
+        // reopens the stream, not the session); it ends with the cast or on failure.
+        var portal: ScreenCastPortalSession? = nil
+        var mutter: MutterScreenCastSession? = nil
+        defer {
+            portal?.close()
+            mutter?.close()
+        }
         while running.load(ordering: .relaxed) {
-            switch choice.backend {
+            switch backend {
             case .x11:
                 let source: XShmSource
                 do {
@@ -95,30 +109,52 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                     openFailed(error)
                     continue
                 }
-                run(source, backend: "xshm", caps: caps, ended: { nil })
-            case .mutter:
-                let cast: MutterScreenCastSession
-                let source: PipeWireSource
+                _ = runGeneration(source, backend: "xshm", caps: caps)
+            case .portal:
                 do {
-                    cast = try MutterScreenCast.start(options: .init(
-                        busAddress: environment["DBUS_SESSION_BUS_ADDRESS"], connector: options.output ?? "",
-                        cursorMode: options.cursor ? .metadata : .hidden))
-                    log.write(LogLine(.info, "mutter_cast", [("session", cast.grant.session), ("node", cast.grant.node)]))
-                    do {
-                        source = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.node,
+                    if portal == nil {
+                        let cast = try ScreenCastPortal.start(options: portalOptions)
+                        log.write(LogLine(.info, "portal_started", [
+                            ("streams", cast.grant.streams.count), ("node", cast.grant.streams[0].node),
+                            ("cursor", "\(cast.grant.cursorMode)"),
+                            ("restore_token", cast.grant.offeredRestoreToken ? "offered" : "none saved"),
+                            ("token_saved", cast.grant.restoreToken != nil && portalOptions.tokenStore != nil)]))
+                        portal = cast
+                    }
+                    let cast = portal!
+                    let source = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.streams[0].node,
                                                                    cursor: options.cursor), clock: clock)
-                    } catch {
-                        cast.close()
-                        throw error
+                    if runGeneration(source, backend: "portal", caps: caps) == .failed {
+                        portal?.close()   // the cast ended; the next generation asks the portal again
+                        portal = nil
                     }
                 } catch {
+                    portal?.close()
+                    portal = nil
                     openFailed(error)
-                    continue
                 }
-                run(source, backend: "mutter", caps: caps, ended: { cast.poll() })
-                cast.close()
-            case .portal:
-                openFailed(CastError(.capture, "the ScreenCast portal backend is not wired into the cast yet; use --capture mutter on GNOME"))
+            case .mutter:
+                // Like the portal's, the Mutter session spans generations; Mutter's
+                // `Closed` (seen by `poll`) or a failed stream ends it.
+                do {
+                    if mutter == nil {
+                        let cast = try MutterScreenCast.start(options: mutterOptions)
+                        log.write(LogLine(.info, "mutter_cast", [("session", cast.grant.session), ("node", cast.grant.node),
+                                                                 ("cursor", "\(cast.grant.cursorMode)")]))
+                        mutter = cast
+                    }
+                    let cast = mutter!
+                    let source = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.node,
+                                                                   cursor: options.cursor), clock: clock)
+                    if runGeneration(source, backend: "mutter", caps: caps, ended: { cast.poll() }) == .failed {
+                        mutter?.close()
+                        mutter = nil
+                    }
+                } catch {
+                    mutter?.close()
+                    mutter = nil
+                    openFailed(error)
+                }
             }
         }
     }
@@ -129,27 +165,31 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         sleepWhileRunning(.seconds(2))
     }
 
-    /// Captures from `source` until it ends, the cast stops, or `ended` says why the backend ended it.
-    private func run<Source: FrameSource>(_ source: Source, backend: String, caps: CaptureCaps,
-                                          ended: () -> String?) {
+    /// Captures from one source until it must be reopened (size change), fails, or the cast stops.
+    /// `ended` is asked before each frame: a sentence when the backend's session is over.
+    private func runGeneration<S: FrameSource>(_ source: S, backend: String, caps: CaptureCaps,
+                                               ended: () -> String? = { nil }) -> GenerationEnd {
         log.write(LogLine(.info, "capture_started", [("backend", backend), ("size", "\(source.size)"),
                                                     ("fps", caps.maxFrameRate)]))
         let published = DispatchSemaphore(value: 0)
         let encoderDone = DispatchSemaphore(value: 0)
         let generation = Flag(true)
-        let refresh = Flag(false)
         let ring = source.ring, captured = source.size
         let encoder = Thread { [self] in
-            encodeLoop(ring: ring, captured: captured, caps: caps, published: published, alive: generation, refresh: refresh)
+            encodeLoop(ring: ring, captured: captured, caps: caps, published: published, alive: generation)
             encoderDone.signal()
         }
         encoder.name = "castd-encode"
         encoder.start()
 
-        var pacer = FramePacer(frameRate: caps.maxFrameRate, start: clock.now())
+        var end = GenerationEnd.stopped
+        // A refresh a little under every second: with tick rounding and scheduling, a still
+        // screen still reaches the receiver at least once in every second.
+        var pacer = FramePacer(frameRate: caps.maxFrameRate, start: clock.now(), refreshInterval: .milliseconds(900))
         capturing: while running.load(ordering: .relaxed) {
             if let sentence = ended() {
                 log.write(LogLine(.error, "capture_ended", [("backend", backend), ("error", sentence)]))
+                end = .failed
                 break capturing
             }
             let wait = pacer.nextTick - clock.now()
@@ -162,32 +202,29 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 lock.withLock { stats.captured += 1 }
                 published.signal()
             case .timeout:
-                // A compositor that sends frames only on damage (Mutter, the
-                // portal) sent nothing: the encoder repeats its last frame once
-                // per refresh interval so that a still screen still reaches the receiver.
-                if pacer.decide(now: now, changed: false) == .refresh {
-                    refresh.set(true)
-                    published.signal()
-                }
+                _ = pacer.decide(now: now, changed: false)
             case .reinit(let size):
                 log.write(LogLine(.notice, "capture_reinit", [("size", "\(size)")]))
+                end = .reinit
                 break capturing
             case .interrupted:
                 break capturing
             case .error(let e):
                 log.write(LogLine(.error, "capture_failed", [("error", e.message)]))
                 sleepWhileRunning(.milliseconds(500))
+                end = .failed
                 break capturing
             }
         }
         generation.set(false)
         published.signal()
-        encoderDone.wait()   // the encoder reads the source's memory: it stops first
+        encoderDone.wait()   // the encoder reads the source's slots: it stops first
         let ringStats = source.ring.stats
         lock.withLock {
             stats.ringDropped += ringStats.dropped
             stats.ringSkipped += ringStats.skipped
         }
+        return end
     }
 
     private func sleepWhileRunning(_ d: Duration) {
@@ -198,7 +235,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     // MARK: - Encode thread
 
     private func encodeLoop<Slot: FrameSlot>(ring: FrameRing<Slot>, captured: FrameSize, caps: CaptureCaps,
-                                             published: DispatchSemaphore, alive: Flag, refresh: Flag) {
+                                             published: DispatchSemaphore, alive: Flag) {
         let config = EncoderConfig(caps: caps, captured: captured)
         let preference = EncoderPreference(rawValue: options.encoder.rawValue) ?? .auto
         let log = self.log
@@ -216,52 +253,33 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         if scaler != nil {
             log.write(LogLine(.info, "scaling", [("from", "\(captured)"), ("to", "\(target)")]))
         }
-        // The last frame encoded stays leased (or, scaled, in `scaled`) so a refresh can encode it again.
-        var held: FrameRing<Slot>.ReadLease? = nil
-        var last: (frame: Frame, pixels: UnsafeRawPointer)? = nil
-        defer { if let held { ring.finishRead(held) } }
         while alive.value {
             _ = published.wait(timeout: .now() + .milliseconds(200))
             guard alive.value else { break }
-            var frame: Frame
-            var pixels: UnsafeRawPointer
-            var repeated = false
-            if let lease = ring.takeNewest() {
-                if let h = held { ring.finishRead(h) }
-                held = nil
-                frame = lease.frame
-                pixels = UnsafeRawPointer(lease.slot.bytes)
-                if let scaler, let scaled {
-                    scaler.scale(pixels, srcStride: frame.stride, into: scaled.bytes, dstStride: target.width * 4)
-                    ring.finishRead(lease)   // the scaled copy is ours; the segment can be reused now
-                    frame = Frame(format: frame.format, size: target, stride: target.width * 4,
-                                  captureTime: frame.captureTime, damage: nil)
-                    pixels = UnsafeRawPointer(scaled.bytes)
-                } else {
-                    held = lease
-                }
-                last = (frame, pixels)
-            } else if refresh.value, let l = last {
-                refresh.set(false)
-                frame = Frame(format: l.frame.format, size: l.frame.size, stride: l.frame.stride,
-                              captureTime: clock.now(), damage: nil)
-                pixels = l.pixels
-                repeated = true
-            } else {
-                continue
-            }
+            guard let lease = ring.takeNewest() else { continue }
             if keyframeWanted.exchange(false, ordering: .relaxed) { chain.requestKeyframe() }
+            var frame = lease.frame
+            var pixels = UnsafeRawPointer(lease.slot.bytes)
+            if let scaler, let scaled {
+                scaler.scale(pixels, srcStride: frame.stride, into: scaled.bytes, dstStride: target.width * 4)
+                ring.finishRead(lease)   // the scaled copy is ours; the segment can be reused now
+                frame = Frame(format: frame.format, size: target, stride: target.width * 4,
+                              captureTime: frame.captureTime, damage: nil)
+                pixels = UnsafeRawPointer(scaled.bytes)
+            }
             do {
-                guard let au = try chain.encode(pixels: pixels, frame: frame) else { continue }
+                let au = try chain.encode(pixels: pixels, frame: frame)
+                if scaler == nil { ring.finishRead(lease) }
+                guard let au else { continue }
                 let sink = lock.withLock { () -> (@Sendable ([UInt8], Instant) -> Void)? in
                     stats.encoded += 1
-                    if repeated { stats.refreshes += 1 }
                     if au.isKeyframe { stats.keyframes += 1 }
                     stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"
                     return self.sink
                 }
                 sink?(au.bytes, au.pts)
             } catch {
+                if scaler == nil { ring.finishRead(lease) }
                 log.write(LogLine(.error, "encode_failed", [("error", "\(error)")]))
                 return
             }

@@ -56,32 +56,16 @@ public struct CredentialStore: Sendable {
     // MARK: files
 
     /// Creates the directory (0700) if needed, and tightens it if it exists.
-    public func ensureDirectory() throws {
-        var st = stat()
-        if stat(directory, &st) != 0 {
-            // Parents (e.g. ~/.local/state) get the usual 0700 of XDG too.
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-        }
-        guard chmod(directory, 0o700) == 0 else { throw Self.errno("make \(directory) private") }
-    }
+    public func ensureDirectory() throws { try PrivateFile.ensureDirectory(directory) }
 
     /// The stored identity for `backend`, or nil when there is none (or it belongs to another backend).
     public func load(backend: String) throws -> Record? {
-        let fd = open(file, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if Glibc.errno == ENOENT { return nil }
-            throw Self.errno("read \(file)")
-        }
-        defer { close(fd) }
-        var data: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = read(fd, &buf, buf.count)
-            if n < 0 { if Glibc.errno == EINTR { continue }; throw Self.errno("read \(file)") }
-            if n == 0 { break }
-            data += buf[0..<n]
-            if data.count > 1 << 20 { throw CastError(.io, "\(file) is implausibly large; delete it and pair again.") }
+        let data: [UInt8]
+        do {
+            guard let d = try PrivateFile.read(file) else { return nil }
+            data = d
+        } catch let e as CastError where e.message.contains("implausibly large") {
+            throw CastError(.io, "\(file) is implausibly large; delete it and pair again.")
         }
         guard let r = try? JSONCoding.decode(Record.self, from: data) else {
             throw CastError(.io, "\(file) is damaged; delete it and pair again.")
@@ -92,27 +76,7 @@ public struct CredentialStore: Sendable {
     /// Writes atomically: a temporary file (0600) in the same directory,
     /// fsync, rename over the old one, fsync the directory.
     public func save(_ record: Record) throws {
-        try ensureDirectory()
-        let bytes = try JSONCoding.encode(record)
-        let tmp = directory + "/.credentials.\(getpid()).\(SecureRandom32.next()).tmp"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Self.errno("create \(tmp)") }
-        var ok = false
-        defer { if !ok { unlink(tmp) } }
-        do {
-            defer { close(fd) }
-            var off = 0
-            while off < bytes.count {
-                let n = bytes[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                if n < 0 { if Glibc.errno == EINTR { continue }; throw Self.errno("write \(tmp)") }
-                off += n
-            }
-            guard fchmod(fd, 0o600) == 0, fsync(fd) == 0 else { throw Self.errno("sync \(tmp)") }
-        }
-        guard rename(tmp, file) == 0 else { throw Self.errno("replace \(file)") }
-        ok = true
-        let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dfd >= 0 { _ = fsync(dfd); close(dfd) }
+        try PrivateFile.write(try JSONCoding.encode(record), to: "credentials.json", in: directory)
     }
 
     public func delete() throws {
@@ -146,9 +110,4 @@ public struct CredentialStore: Sendable {
         let e = Glibc.errno
         return CastError(.io, "Could not \(what): \(String(cString: strerror(e))).")
     }
-}
-
-/// Unique suffixes for temporary files.
-enum SecureRandom32 {
-    static func next() -> String { String(UInt32.random(in: 0...UInt32.max), radix: 16) }
 }

@@ -1,0 +1,249 @@
+import CastCore
+import CSystemd
+import Dispatch
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The ScreenCast portal's single-use restore token on disk, next to castd's
+/// credentials (`$XDG_STATE_HOME/castd/screencast-restore-token`): directory
+/// 0700, file 0600. Saved after every successful Start, offered on the next.
+public struct RestoreTokenStore: Sendable {
+    public let directory: String
+    public static let fileName = "screencast-restore-token"
+    public var file: String { directory + "/" + Self.fileName }
+
+    public init(directory: String) { self.directory = directory }
+
+    public func load() throws -> String? {
+        guard let bytes = try PrivateFile.read(file, limit: 4096) else { return nil }
+        let token = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return token.isEmpty ? nil : token
+    }
+
+    public func save(_ token: String) throws {
+        try PrivateFile.write(Array(token.utf8), to: Self.fileName, in: directory)
+    }
+}
+
+/// A started ScreenCast portal session: the streams, the PipeWire socket the
+/// portal opened for them, and the bus connection that keeps the session
+/// alive (the portal ends it when castd leaves the bus). `close` (or deinit)
+/// closes the session, the socket and the connection.
+public final class ScreenCastPortalSession: @unchecked Sendable {
+    // @unchecked: one owner thread; `close` is idempotent under the lock.
+    public let grant: PortalGrant
+    /// The PipeWire socket from OpenPipeWireRemote (connect with `PipeWireRemote.fd`).
+    public let pipeWireFD: Int32
+    private var bus: OpaquePointer?
+    private let lock = Mutex<Bool>(false)
+
+    init(grant: PortalGrant, fd: Int32, bus: OpaquePointer) {
+        self.grant = grant
+        pipeWireFD = fd
+        self.bus = bus
+    }
+
+    public var remote: PipeWireRemote { .fd(pipeWireFD) }
+
+    public func close() {
+        let first = lock.withLock { closed -> Bool in
+            defer { closed = true }
+            return !closed
+        }
+        guard first, let bus else { return }
+        _ = SDBus.call(bus, path: grant.sessionHandle, interface: "org.freedesktop.portal.Session", member: "Close",
+                       timeout: .seconds(2)) { _ in }
+        Glibc.close(pipeWireFD)
+        sd_bus_flush_close_unref(bus)
+        self.bus = nil
+    }
+
+    deinit { close() }
+}
+
+/// org.freedesktop.portal.ScreenCast over sd-bus on the session bus: the
+/// shell around `ScreenCastPortalMachine`.
+public enum ScreenCastPortal {
+    public static let service = "org.freedesktop.portal.Desktop"
+    public static let objectPath = "/org/freedesktop/portal/desktop"
+    public static let interface = "org.freedesktop.portal.ScreenCast"
+
+    public struct Options: Sendable {
+        /// The session bus address; nil: `$DBUS_SESSION_BUS_ADDRESS` (sd-bus's default user bus).
+        public var busAddress: String?
+        /// Where the restore token lives; nil: none is read or saved.
+        public var tokenStore: RestoreTokenStore?
+        /// How long to wait for each Response (Start may wait for a person at a dialog).
+        public var responseTimeout: Duration
+
+        public init(busAddress: String? = nil, tokenStore: RestoreTokenStore? = nil, responseTimeout: Duration = .seconds(60)) {
+            self.busAddress = busAddress
+            self.tokenStore = tokenStore
+            self.responseTimeout = responseTimeout
+        }
+    }
+
+    /// What `castd doctor` says about the portal.
+    public struct Probe: Sendable, Equatable {
+        public var available: Bool
+        public var version: UInt32?
+        public var cursorModes: UInt32?
+        public var detail: String
+    }
+
+    /// Asks the session bus whether a ScreenCast portal answers, without starting anything.
+    public static func probe(busAddress: String? = nil) -> Probe {
+        let bus: OpaquePointer
+        switch SDBus.openForProbe(address: busAddress) {
+        case .success(let b): bus = b
+        case .failure(let f): return Probe(available: false, detail: f.sentence)
+        }
+        defer { sd_bus_flush_close_unref(bus) }
+        guard let version = SDBus.uint32Property(bus, path: objectPath, interface: interface, name: "version") else {
+            return Probe(available: false, detail: "no xdg-desktop-portal with a ScreenCast interface answers on the session bus")
+        }
+        let modes = SDBus.uint32Property(bus, path: objectPath, interface: interface, name: "AvailableCursorModes") ?? 0
+        let mode = PortalCursorMode.choose(available: modes)
+        return Probe(available: true, version: version, cursorModes: modes,
+                     detail: "ScreenCast portal version \(version) on the session bus, cursor \(mode == .metadata ? "as metadata" : mode == .embedded ? "embedded" : "hidden")")
+    }
+
+    /// Runs CreateSession → SelectSources → Start → OpenPipeWireRemote, saving
+    /// the new restore token. Throws a sentence when the portal is missing,
+    /// refuses, is cancelled, or waits for a dialog longer than `responseTimeout`.
+    public static func start(options: Options = Options()) throws -> ScreenCastPortalSession {
+        let bus = try SDBus.open(address: options.busAddress)
+        var keep = false
+        defer { if !keep { sd_bus_flush_close_unref(bus) } }
+        var unique: UnsafePointer<CChar>? = nil
+        guard sd_bus_get_unique_name(bus, &unique) >= 0, let unique else {
+            throw CastError(.capture, "ScreenCast portal: the session bus gave castd no unique name.")
+        }
+        guard let modes = SDBus.uint32Property(bus, path: objectPath, interface: interface, name: "AvailableCursorModes") else {
+            throw CastError(.capture, "ScreenCast portal: no xdg-desktop-portal with a ScreenCast interface answers on the session bus (is xdg-desktop-portal and a backend for this desktop installed?).")
+        }
+        var saved: String? = nil
+        if let store = options.tokenStore { saved = try? store.load() }
+        var machine = ScreenCastPortalMachine(sender: String(cString: unique), availableCursorModes: modes,
+                                              restoreToken: saved, tokenPrefix: "castd_\(getpid())")
+        let waiter = ResponseWaiter()
+        var action: ScreenCastPortalMachine.Action? = machine.begin()
+        var fd: Int32 = -1
+        while let a = action {
+            switch a {
+            case .finished(let grant):
+                if let token = grant.restoreToken, let store = options.tokenStore {
+                    do { try store.save(token) } catch {
+                        Glibc.close(fd)
+                        throw CastError(.capture, "ScreenCast portal: the cast started but its restore token could not be saved: \((error as? CastError)?.message ?? "\(error)")")
+                    }
+                }
+                keep = true
+                return ScreenCastPortalSession(grant: grant, fd: fd, bus: bus)
+            case .failed(let sentence):
+                throw CastError(.capture, sentence)
+            case .closeAndFail(let call, let sentence):
+                _ = perform(call, bus: bus, waiter: waiter, options: options, fd: &fd, machine: &machine)
+                throw CastError(.capture, sentence)
+            case .call(let call, let expect):
+                if let expect { try waiter.subscribe(bus, path: expect) }
+                action = perform(call, bus: bus, waiter: waiter, options: options, fd: &fd, machine: &machine)
+            }
+        }
+        throw CastError(.capture, "ScreenCast portal: the session setup stopped without a result.")
+    }
+
+    /// One call; then, for calls answered by a Response, waits for it. Returns the machine's next action.
+    private static func perform(_ call: PortalCall, bus: OpaquePointer, waiter: ResponseWaiter, options: Options,
+                                fd: inout Int32, machine: inout ScreenCastPortalMachine) -> ScreenCastPortalMachine.Action? {
+        var returnedPath: String? = nil
+        var openedFD: Int32 = -1
+        let error: String?
+        switch call {
+        case .createSession(let handleToken, let sessionToken):
+            error = SDBus.call(bus, path: objectPath, interface: interface, member: "CreateSession", timeout: .seconds(10)) { m in
+                SDBus.appendOptions(m, ["handle_token": .string(handleToken), "session_handle_token": .string(sessionToken)])
+            } reply: { returnedPath = SDBus.readObjectPath($0) }
+        case .selectSources(let session, let handleToken, let types, let cursor, let persist, let token):
+            var opts: [String: SDBus.Variant] = ["handle_token": .string(handleToken), "types": .uint32(types),
+                                                 "multiple": .bool(false), "cursor_mode": .uint32(cursor),
+                                                 "persist_mode": .uint32(persist)]
+            if let token { opts["restore_token"] = .string(token) }
+            error = SDBus.call(bus, path: objectPath, interface: interface, member: "SelectSources", timeout: .seconds(10)) { m in
+                SDBus.appendObjectPath(m, session)
+                SDBus.appendOptions(m, opts)
+            } reply: { returnedPath = SDBus.readObjectPath($0) }
+        case .start(let session, let handleToken):
+            error = SDBus.call(bus, path: objectPath, interface: interface, member: "Start", timeout: .seconds(10)) { m in
+                SDBus.appendObjectPath(m, session)
+                SDBus.appendString(m, "")
+                SDBus.appendOptions(m, ["handle_token": .string(handleToken)])
+            } reply: { returnedPath = SDBus.readObjectPath($0) }
+        case .openPipeWireRemote(let session):
+            error = SDBus.call(bus, path: objectPath, interface: interface, member: "OpenPipeWireRemote", timeout: .seconds(10)) { m in
+                SDBus.appendObjectPath(m, session)
+                SDBus.appendOptions(m, [:])
+            } reply: { m in
+                var raw: Int32 = -1
+                if sd_bus_message_read_basic(m, CChar(UInt8(ascii: "h")), &raw) > 0, raw >= 0 {
+                    openedFD = fcntl(raw, F_DUPFD_CLOEXEC, 3)   // the message owns `raw`
+                }
+            }
+            if error == nil {
+                guard openedFD >= 0 else {
+                    return machine.handle(.callFailed("OpenPipeWireRemote returned no usable file descriptor"))
+                }
+                fd = openedFD
+                return machine.handle(.remoteOpened)
+            }
+        case .closeSession(let session):
+            _ = SDBus.call(bus, path: session, interface: "org.freedesktop.portal.Session", member: "Close", timeout: .seconds(2)) { _ in }
+            return nil
+        }
+        if let error { return machine.handle(.callFailed(error)) }
+        if let returnedPath { machine.requestHandleReturned(returnedPath); try? waiter.subscribe(bus, path: returnedPath) }
+        // Wait for the Response our machine expects (others are ignored by it).
+        let deadline = DispatchTime.now() + .nanoseconds(Int(options.responseTimeout.nanoseconds))
+        while true {
+            if let r = waiter.take() {
+                if let next = machine.handle(r) { return next }
+                continue
+            }
+            let now = DispatchTime.now()
+            guard now < deadline else { return machine.handle(.timedOut) }
+            let r = sd_bus_process(bus, nil)
+            if r < 0 { return machine.handle(.callFailed("the session bus connection failed (\(String(cString: strerror(-r))))")) }
+            if r > 0 { continue }
+            let usec = (deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 1000
+            _ = sd_bus_wait(bus, usec)
+        }
+    }
+}
+
+/// Collects Response signals of the Request objects castd subscribed to.
+final class ResponseWaiter {
+    private var pending: [ScreenCastPortalMachine.Event] = []
+    private var slots: [String: OpaquePointer] = [:]
+
+    func subscribe(_ bus: OpaquePointer, path: String) throws {
+        guard slots[path] == nil else { return }
+        var slot: OpaquePointer? = nil
+        let r = sd_bus_match_signal(bus, &slot, ScreenCastPortal.service, path, "org.freedesktop.portal.Request", "Response", { m, data, _ in
+            guard let m, let data else { return 0 }
+            let me = Unmanaged<ResponseWaiter>.fromOpaque(data).takeUnretainedValue()
+            me.pending.append(SDBus.parseResponse(m))
+            return 0
+        }, Unmanaged.passUnretained(self).toOpaque())
+        guard r >= 0, let slot else {
+            throw CastError(.capture, "ScreenCast portal: cannot subscribe to the portal's answers (\(String(cString: strerror(-r)))).")
+        }
+        slots[path] = slot
+    }
+
+    func take() -> ScreenCastPortalMachine.Event? { pending.isEmpty ? nil : pending.removeFirst() }
+
+    deinit { for s in slots.values { sd_bus_slot_unref(s) } }
+}

@@ -1,0 +1,152 @@
+import Testing
+import Foundation
+import CastCore
+import CastMedia
+@testable import CastCapture
+
+/// The D-Bus stand-in portal (IntegrationTests/tools/portal_standin.py) on the
+/// test session's bus, handing out a real PipeWire node.
+final class StandInPortal {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../IntegrationTests/tools/portal_standin.py").standardized.path
+    static var installed: Bool {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"),
+              FileManager.default.fileExists(atPath: script) else { return false }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        p.arguments = ["-c", "import dbus, dbus.service, dbus.mainloop.glib; from gi.repository import GLib"]
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return false }
+        p.waitUntilExit()
+        return p.terminationStatus == 0
+    }
+
+    let log: String
+    private let process: Process
+
+    init(session: PipeWireSession, node: UInt32, size: FrameSize, extra: [String] = []) throws {
+        log = session.runtimeDir + "/portal-\(UUID().uuidString).jsonl"
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        p.arguments = [Self.script, "--bus", session.busAddress, "--node", "\(node)", "--pipewire-socket", session.socketPath,
+                       "--log", log, "--width", "\(size.width)", "--height", "\(size.height)"] + extra
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        process = p
+        let line = String(decoding: out.fileHandleForReading.readDataToEndOfFileOrLine(), as: UTF8.self)
+        guard line.hasPrefix("ready") else { throw CastError(.capture, "the stand-in portal did not start") }
+    }
+
+    /// The options castd passed to each call, in order.
+    func calls() -> [(call: String, options: [String: Any])] {
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { line in
+            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let call = o["call"] as? String else { return nil }
+            return (call, o["options"] as? [String: Any] ?? [:])
+        }
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
+}
+
+@Suite(.serialized, .enabled(if: PipeWireSession.installed && StandInPortal.installed,
+                             "pipewire, wireplumber, dbus-daemon or python3-dbus is missing (Scripts/bootstrap installs them)"))
+struct ScreenCastPortalTests {
+    @Test func framesThroughThePortalAndTheRestoreTokenSavedAndOfferedNextTime() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let size = FrameSize(width: 320, height: 200)
+        let producer = try PipeWirePatternProducer(remote: session.remote, options: .init(size: size, cursor: true))
+        defer { producer.stop() }
+        let node = try producer.nodeId()
+        let portal = try StandInPortal(session: session, node: node, size: size)
+        defer { portal.stop() }
+        let stateDir = session.runtimeDir + "/state/castd"
+        let store = RestoreTokenStore(directory: stateDir)
+
+        let probe = ScreenCastPortal.probe(busAddress: session.busAddress)
+        #expect(probe.available)
+        #expect(probe.version == 4)
+
+        var tokens: [String] = []
+        for run in 0..<2 {
+            let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store))
+            #expect(cast.grant.streams == [PortalStream(node: node, width: 320, height: 200, sourceType: 1)])
+            #expect(cast.grant.cursorMode == .metadata)
+            #expect(cast.grant.offeredRestoreToken == (run == 1))
+            let token = try #require(cast.grant.restoreToken)
+            tokens.append(token)
+            #expect(try store.load() == token)
+
+            // The portal's socket reaches the real daemon: frames, pixel for pixel, with the cursor drawn.
+            let src = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.streams[0].node))
+            #expect(src.size == size)
+            guard case .frame = nextFrame(src) else { Issue.record("no frame through the portal"); return }
+            let read = try #require(src.ring.takeNewest())
+            #expect(rgb(read.slot, read.frame, x: 300, y: 150) == PipeWirePatternProducer.colour(x: 300, y: 150))
+            src.ring.finishRead(read)
+            cast.close()
+        }
+        #expect(tokens[0] != tokens[1])
+
+        // What castd asked for: a monitor, cursor as metadata, persist until revoked; the token on the second run only.
+        let selects = portal.calls().filter { $0.call == "SelectSources" }
+        #expect(selects.count == 2)
+        #expect(selects.first?.options["types"] as? Int == 1)
+        #expect(selects.first?.options["cursor_mode"] as? Int == 4)
+        #expect(selects.first?.options["persist_mode"] as? Int == 2)
+        #expect(selects.first?.options["restore_token"] == nil)
+        #expect(selects.last?.options["restore_token"] as? String == tokens[0])
+        #expect(portal.calls().filter { $0.call == "Close" }.count == 2)
+
+        // The token file is private.
+        var st = stat()
+        #expect(stat(store.file, &st) == 0 && st.st_mode & 0o777 == 0o600)
+        #expect(stat(stateDir, &st) == 0 && st.st_mode & 0o777 == 0o700)
+    }
+
+    @Test func embeddedCursorWhenMetadataIsNotOffered() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64), extra: ["--cursor-modes", "3"])
+        defer { portal.stop() }
+        let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress))
+        defer { cast.close() }
+        #expect(cast.grant.cursorMode == .embedded)
+        #expect(portal.calls().first { $0.call == "SelectSources" }?.options["cursor_mode"] as? Int == 2)
+    }
+
+    @Test func cancelInTheDialogIsASentenceAndNoTokenIsSaved() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64), extra: ["--cancel"])
+        defer { portal.stop() }
+        let store = RestoreTokenStore(directory: session.runtimeDir + "/state-cancel")
+        #expect {
+            _ = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store))
+        } throws: { e in
+            (e as? CastError)?.message == "ScreenCast portal: screen sharing was cancelled in the portal's dialog (Start)."
+        }
+        #expect(try store.load() == nil)
+        #expect(portal.calls().contains { $0.call == "Close" })
+    }
+
+    @Test func noPortalOnTheBusIsASentence() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        #expect(!ScreenCastPortal.probe(busAddress: session.busAddress).available)
+        #expect {
+            _ = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress))
+        } throws: { e in
+            (e as? CastError)?.message.contains("no xdg-desktop-portal with a ScreenCast interface answers") ?? false
+        }
+    }
+}
