@@ -211,3 +211,54 @@ async def test_chromium_viewer_shows_the_mutter_screen(stack):
         assert max(abs(got[k] - w) for k, w in zip("rgb", want)) <= 16, (got, want)
     assert rc == 0
     assert "backend=mutter" in cast.log
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("desktop_env", [True, False], ids=["wayland-session", "bus-only"])
+def test_doctor_inside_the_rig_explains_that_auto_picks_mutter(desktop_env):
+    """`castd doctor` as the rig's user: Mutter answers and auto picks it, with the reason — in the
+    desktop's environment, and in a daemon's that has only the session bus (no WAYLAND_DISPLAY/DISPLAY)."""
+    import json
+    import subprocess
+    with MutterRig(640, 480) as rig:
+        env = rig.env()
+        if not desktop_env:
+            for k in ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "GDK_BACKEND"):
+                env.pop(k)
+        text = subprocess.run(rig.as_user([castd_binary(), "doctor"]), env=env, capture_output=True, text=True, timeout=30)
+        js = subprocess.run(rig.as_user([castd_binary(), "doctor", "--json"]), env=env, capture_output=True, text=True, timeout=30)
+    assert text.returncode == 0, text.stdout + text.stderr
+    report = json.loads(js.stdout)
+    assert report["willUse"]["capture"] == "mutter"
+    mutter = next(c for c in report["captureBackends"] if c["name"] == "mutter")
+    assert mutter["available"] and mutter["detail"].startswith("org.gnome.Mutter.ScreenCast version")
+    reason = ("a Wayland session where org.gnome.Mutter.ScreenCast answers" if desktop_env
+              else "no X server, but org.gnome.Mutter.ScreenCast answers on the session bus")
+    assert f"--capture auto picks it: {reason}" in text.stdout, text.stdout
+    assert "will use: capture mutter" in text.stdout
+
+
+@pytest.mark.timeout(120)
+async def test_when_the_compositor_goes_away_castd_says_so_and_keeps_running(stack):
+    """Mutter dies mid-cast: its node disappears and its bus name with it. castd logs why in words,
+    keeps trying to reopen (no crash, no hang) and still ends cleanly on SIGTERM."""
+    cast = MutterCast(stack, 640, 480)
+    try:
+        await cast.start("--capture", "mutter")
+        await cast.answerer.wait_frames(10, timeout=60)
+        mutter = cast.rig.procs["mutter"]
+        os.killpg(mutter.pid, 9)
+        mutter.wait(timeout=10)
+        await cast.daemon.wait_log("event=capture_open_failed", timeout=30)
+        assert cast.daemon.proc.returncode is None
+        cast.daemon.signal()
+        rc, _ = await cast.daemon.wait(timeout=10)
+        assert rc == 0, cast.log[-3000:]
+    finally:
+        await cast.stop()
+    lines = cast.log.splitlines()
+    ended = [l for l in lines if "event=capture_failed" in l or "event=capture_ended" in l]
+    reopen = [l for l in lines if "event=capture_open_failed" in l]
+    print("\n".join(ended[:2] + reopen[:1]))
+    assert ended, cast.log[-3000:]
+    assert any("Mutter refused CreateSession" in l and "org.gnome.Mutter.ScreenCast" in l for l in reopen), reopen[:2]
