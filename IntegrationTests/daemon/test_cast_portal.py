@@ -1,6 +1,7 @@
 """castd casting through the ScreenCast portal end to end: a stand-in portal on a private session bus hands out a
 REAL PipeWire node (castd-pattern's picture) and a socket to the real daemon; castd captures it with --capture portal,
 encodes, and an aiortc receiver decodes the picture. The restore token is saved (0600) and offered on the next start."""
+import asyncio
 import os
 import stat
 
@@ -14,36 +15,52 @@ from tools.wayland_standin import StandInScreenCast, expected_picture, installed
 pytestmark = pytest.mark.skipif(not installed(), reason="pipewire, wireplumber or dbus-daemon missing (Scripts/bootstrap)")
 
 
-async def cast_once(stack, tmp_path, screen, frames=20):
-    rx, rc, _, raw = await pair(stack, tmp_path)
-    assert rc == 0, raw
-    sid = rx.session["sessionId"]
-    answerer = ReceiverAnswerer(rx.client, sid, keep_frames=2)
-    await answerer.start()
-    env = castd_env(stack, tmp_path, **screen.env())
-    env.pop("DISPLAY", None)
-    daemon = await Daemon.start(env, sid, "--capture", "portal")
-    try:
-        await answerer.wait_frames(frames, timeout=60)
-        frame = answerer.last_frame
-        daemon.signal()
-        rc, _ = await daemon.wait(timeout=10)
-        assert rc == 0
-    finally:
-        await daemon.kill()
-        await answerer.close()
-        await rx.client.close()
-    return frame, "\n".join(daemon.stderr_lines)
+class PortalCast:
+    """A paired aiortc receiver and `castd --capture portal` on the stand-in's screen."""
+
+    @classmethod
+    async def start(cls, stack, tmp_path, screen: StandInScreenCast) -> "PortalCast":
+        self = cls()
+        self.rx, rc, _, raw = await pair(stack, tmp_path)
+        assert rc == 0, raw
+        self.answerer = ReceiverAnswerer(self.rx.client, self.rx.session["sessionId"], keep_frames=2)
+        await self.answerer.start()
+        env = castd_env(stack, tmp_path, **screen.env())
+        env.pop("DISPLAY", None)
+        self.daemon = await Daemon.start(env, self.rx.session["sessionId"], "--capture", "portal")
+        return self
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self.daemon.stderr_lines)
+
+    async def stop(self) -> int | None:
+        """SIGTERM, then whatever is left is killed and closed; castd's exit code, None if it hung."""
+        self.daemon.signal()
+        try:
+            rc, _ = await self.daemon.wait(timeout=10)
+        except asyncio.TimeoutError:
+            rc = None
+        for close in (self.daemon.kill, self.answerer.close, self.rx.client.close):
+            await close()
+        return rc
+
+
+def picture_error(frame: np.ndarray, width: int, height: int) -> float:
+    """Mean absolute difference from the producer's picture; rows 0..3 carry its frame counter."""
+    return float(np.abs(frame[4:].astype(int) - expected_picture(width, height)[4:].astype(int)).mean())
 
 
 async def test_cast_through_the_portal_decodes_to_the_picture_and_reuses_the_restore_token(stack, tmp_path):
     screen = await StandInScreenCast(640, 480).start()
     try:
-        frame, log = await cast_once(stack, tmp_path, screen)
+        cast = await PortalCast.start(stack, tmp_path, screen)
+        await cast.answerer.wait_frames(20, timeout=60)
+        frame = cast.answerer.last_frame
+        assert await cast.stop() == 0
+        log = cast.log
         assert frame.shape == (480, 640, 3)
-        want = expected_picture(640, 480)
-        # Rows 0..3 carry the producer's frame counter; the x & 0xff ramp wraps sharply at x = 256 and 512.
-        err = np.abs(frame[4:].astype(int) - want[4:].astype(int)).mean()
+        err = picture_error(frame, 640, 480)   # the x & 0xff ramp wraps sharply at x = 256 and 512
         assert err < 6, f"mean absolute error {err:.2f}"
         started = [l for l in log.splitlines() if "event=portal_started" in l]
         assert len(started) == 1 and "none saved" in started[0] and "token_saved=true" in started[0], log
@@ -54,12 +71,35 @@ async def test_cast_through_the_portal_decodes_to_the_picture_and_reuses_the_res
         first_token = token_file.read_text().strip()
         assert first_token.startswith("standin-")
 
-        _, log2 = await cast_once(stack, tmp_path, screen, frames=5)
-        assert any("event=portal_started" in l and "restore_token=offered" in l for l in log2.splitlines()), log2
+        again = await PortalCast.start(stack, tmp_path, screen)
+        await again.answerer.wait_frames(5, timeout=60)
+        assert await again.stop() == 0
+        assert any("event=portal_started" in l and "restore_token=offered" in l for l in again.log.splitlines()), again.log
         selects = [c["options"] for c in screen.calls() if c["call"] == "SelectSources"]
         assert [s.get("restore_token") for s in selects] == [None, first_token]
         assert all(s["persist_mode"] == 2 and s["types"] == 1 and s["cursor_mode"] == 4 for s in selects)
         assert token_file.read_text().strip() not in ("", first_token)   # single use: a new one after every start
-        assert first_token not in log + log2                                # never logged
+        assert first_token not in log + again.log                           # never logged
+    finally:
+        screen.stop()
+
+
+async def test_a_static_portal_screen_still_reaches_the_receiver_every_second(stack, tmp_path):
+    """The producer sends three frames and then nothing (Mutter on an unchanging screen); castd sends its last frame
+    again at least once a second, so the receiver never times out."""
+    screen = await StandInScreenCast(320, 240, static=True).start()
+    try:
+        cast = await PortalCast.start(stack, tmp_path, screen)
+        await cast.answerer.wait_frames(1, timeout=60)
+        start = len(cast.answerer.frames)
+        await asyncio.sleep(5)
+        arrivals = [f.arrived for f in cast.answerer.frames[start:]]
+        frame = cast.answerer.last_frame
+        await cast.stop()
+        assert len(arrivals) >= 4, f"{len(arrivals)} frames in 5 s of a static screen"
+        gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+        assert max(gaps) < 1.5, gaps
+        assert len(arrivals) <= 15, f"{len(arrivals)} frames: a static screen is not re-encoded at full rate"
+        assert picture_error(frame, 320, 240) < 6
     finally:
         screen.stop()

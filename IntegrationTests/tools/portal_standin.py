@@ -72,6 +72,7 @@ class Portal(dbus.service.Object):
         super().__init__(bus, PORTAL_PATH)
         self.bus = bus
         self.args = args
+        self.offered = {}   # session path -> the restore token SelectSources got
 
     def record(self, call, options):
         with open(self.args.log, "a") as f:
@@ -111,6 +112,7 @@ class Portal(dbus.service.Object):
     @dbus.service.method(SCREENCAST, in_signature="oa{sv}", out_signature="o", sender_keyword="sender")
     def SelectSources(self, session, options, sender=None):
         self.record("SelectSources", options)
+        self.offered[str(session)] = options.get("restore_token")
         return self.answer(sender, options["handle_token"], 0, {})
 
     @dbus.service.method(SCREENCAST, in_signature="osa{sv}", out_signature="o", sender_keyword="sender")
@@ -118,6 +120,8 @@ class Portal(dbus.service.Object):
         self.record("Start", options)
         if self.args.cancel:
             return self.answer(sender, options["handle_token"], 1, {})
+        if self.args.reject_tokens and self.offered.get(str(session)):
+            return self.answer(sender, options["handle_token"], 2, {})
         props = dbus.Dictionary({"size": dbus.Struct((dbus.Int32(self.args.width), dbus.Int32(self.args.height)), signature="ii"),
                                  "position": dbus.Struct((dbus.Int32(0), dbus.Int32(0)), signature="ii"),
                                  "source_type": dbus.UInt32(1)}, signature="sv")
@@ -146,6 +150,7 @@ def main():
     p.add_argument("--height", type=int, default=1080)
     p.add_argument("--cursor-modes", type=int, default=7)
     p.add_argument("--cancel", action="store_true", help="Start answers 'cancelled by the user'")
+    p.add_argument("--reject-tokens", action="store_true", help="Start fails (response 2) when a restore token was offered")
     args = p.parse_args()
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     bus = dbus.bus.BusConnection(args.bus)

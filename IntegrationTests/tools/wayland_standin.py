@@ -34,8 +34,8 @@ def expected_picture(width: int, height: int) -> np.ndarray:
 
 
 class StandInScreenCast:
-    def __init__(self, width: int, height: int, fps: int = 30):
-        self.width, self.height, self.fps = width, height, fps
+    def __init__(self, width: int, height: int, fps: int = 30, static: bool = False):
+        self.width, self.height, self.fps, self.static = width, height, fps, static
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="castd-wl."))
         os.chmod(self.dir, 0o700)
         self.log = self.dir / "portal.jsonl"
@@ -68,8 +68,8 @@ class StandInScreenCast:
                 break
             await asyncio.sleep(0.02)
         self._spawn(["wireplumber"], "wireplumber")
-        pattern = self._spawn([binary("castd-pattern"), "--pipewire", f"{self.width}x{self.height}", "--fps", str(self.fps)],
-                              "pattern", stdout=subprocess.PIPE)
+        pattern = self._spawn([binary("castd-pattern"), "--pipewire", f"{self.width}x{self.height}", "--fps", str(self.fps)]
+                              + (["--static"] if self.static else []), "pattern", stdout=subprocess.PIPE)
         line = await self._line(pattern)
         assert line.startswith("castd-pattern: pipewire node "), line
         self.node = int(line.split()[3])

@@ -7,27 +7,6 @@ import Synchronization
 import Glibc
 #endif
 
-/// The ScreenCast portal's single-use restore token on disk, next to castd's
-/// credentials (`$XDG_STATE_HOME/castd/screencast-restore-token`): directory
-/// 0700, file 0600. Saved after every successful Start, offered on the next.
-public struct RestoreTokenStore: Sendable {
-    public let directory: String
-    public static let fileName = "screencast-restore-token"
-    public var file: String { directory + "/" + Self.fileName }
-
-    public init(directory: String) { self.directory = directory }
-
-    public func load() throws -> String? {
-        guard let bytes = try PrivateFile.read(file, limit: 4096) else { return nil }
-        let token = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        return token.isEmpty ? nil : token
-    }
-
-    public func save(_ token: String) throws {
-        try PrivateFile.write(Array(token.utf8), to: Self.fileName, in: directory)
-    }
-}
-
 /// A started ScreenCast portal session: the streams, the PipeWire socket the
 /// portal opened for them, and the bus connection that keeps the session
 /// alive (the portal ends it when castd leaves the bus). `close` (or deinit)
@@ -78,11 +57,15 @@ public enum ScreenCastPortal {
         public var tokenStore: RestoreTokenStore?
         /// How long to wait for each Response (Start may wait for a person at a dialog).
         public var responseTimeout: Duration
+        /// Whether frames should show the cursor (`--no-cursor` asks for a hidden one when the portal offers that).
+        public var cursor: Bool
 
-        public init(busAddress: String? = nil, tokenStore: RestoreTokenStore? = nil, responseTimeout: Duration = .seconds(60)) {
+        public init(busAddress: String? = nil, tokenStore: RestoreTokenStore? = nil, responseTimeout: Duration = .seconds(60),
+                    cursor: Bool = true) {
             self.busAddress = busAddress
             self.tokenStore = tokenStore
             self.responseTimeout = responseTimeout
+            self.cursor = cursor
         }
     }
 
@@ -127,7 +110,9 @@ public enum ScreenCastPortal {
         }
         var saved: String? = nil
         if let store = options.tokenStore { saved = try? store.load() }
-        var machine = ScreenCastPortalMachine(sender: String(cString: unique), availableCursorModes: modes,
+        let hidden = PortalCursorMode.hidden.rawValue
+        let wanted = options.cursor || modes & hidden == 0 ? modes : hidden
+        var machine = ScreenCastPortalMachine(sender: String(cString: unique), availableCursorModes: wanted,
                                               restoreToken: saved, tokenPrefix: "castd_\(getpid())")
         let waiter = ResponseWaiter()
         var action: ScreenCastPortalMachine.Action? = machine.begin()
@@ -201,7 +186,7 @@ public enum ScreenCastPortal {
             }
         case .closeSession(let session):
             _ = SDBus.call(bus, path: session, interface: "org.freedesktop.portal.Session", member: "Close", timeout: .seconds(2)) { _ in }
-            return nil
+            return machine.handle(.sessionClosed)
         }
         if let error { return machine.handle(.callFailed(error)) }
         if let returnedPath { machine.requestHandleReturned(returnedPath); try? waiter.subscribe(bus, path: returnedPath) }

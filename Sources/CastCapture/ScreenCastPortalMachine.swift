@@ -38,8 +38,10 @@ public struct PortalGrant: Equatable, Sendable {
     /// The single-use token for the next start (nil when the portal gave none).
     public var restoreToken: String?
     public var cursorMode: PortalCursorMode
-    /// Whether a saved token was offered to SelectSources.
+    /// Whether a saved token was offered to SelectSources (in the session that started).
     public var offeredRestoreToken: Bool
+    /// A saved token was refused (Start failed with it) and the portal was asked again without one.
+    public var refusedRestoreToken: Bool = false
 }
 
 /// A call the shell must make. Those with a `requestPath` answer through the
@@ -70,6 +72,8 @@ public struct ScreenCastPortalMachine: Sendable {
         case callFailed(String)
         /// No Response within the shell's wait (a portal waiting for a human nobody is there to be).
         case timedOut
+        /// The session the machine asked to close (before trying again without the token) is closed.
+        case sessionClosed
     }
 
     public enum Action: Equatable, Sendable {
@@ -82,13 +86,14 @@ public struct ScreenCastPortalMachine: Sendable {
     }
 
     enum Step: Equatable, Sendable {
-        case idle, creatingSession, selectingSources, starting, openingRemote, done, failed
+        case idle, creatingSession, selectingSources, starting, openingRemote, closingForRetry, done, failed
     }
 
     /// The unique bus name, e.g. ":1.42" (Request paths are made of it).
     public let sender: String
     public let cursorMode: PortalCursorMode
-    public let restoreToken: String?
+    public private(set) var restoreToken: String?
+    private var refusedToken = false
     private(set) var step: Step = .idle
     private var tokenCounter = 0
     private let tokenPrefix: String
@@ -120,6 +125,10 @@ public struct ScreenCastPortalMachine: Sendable {
 
     public mutating func begin() -> Action {
         precondition(step == .idle, "begin() once")
+        return createSession()
+    }
+
+    private mutating func createSession() -> Action {
         step = .creatingSession
         let t = nextToken()
         expected = requestPath(token: t)
@@ -136,6 +145,12 @@ public struct ScreenCastPortalMachine: Sendable {
         switch (step, event) {
         case (.done, _), (.failed, _), (.idle, _):
             return nil
+        case (.closingForRetry, .sessionClosed):
+            // Again from the start, without the token: the portal asks in its dialog.
+            session = nil
+            return createSession()
+        case (.closingForRetry, _), (_, .sessionClosed):
+            return nil
         case (_, .callFailed(let message)):
             return fail("the ScreenCast portal refused \(stepName): \(message)")
         case (_, .timedOut):
@@ -144,16 +159,25 @@ public struct ScreenCastPortalMachine: Sendable {
             step = .done
             let g = grant!
             return .finished(PortalGrant(sessionHandle: session!, streams: g.streams, restoreToken: g.token,
-                                         cursorMode: cursorMode, offeredRestoreToken: restoreToken != nil))
+                                         cursorMode: cursorMode, offeredRestoreToken: restoreToken != nil,
+                                         refusedRestoreToken: refusedToken))
         case (_, .remoteOpened):
             return nil
         case (_, .response(let path, let code, let handle, let streams, let token)):
             guard path == expected else { return nil }   // another request's signal
+            if code == 2, step == .starting, restoreToken != nil, !refusedToken, let session {
+                // A stale or refused token: forget it and ask again.
+                refusedToken = true
+                restoreToken = nil
+                step = .closingForRetry
+                expected = nil
+                return .call(.closeSession(session: session), expect: nil)
+            }
             guard code == 0 else {
                 return fail(code == 1
                     ? "screen sharing was cancelled in the portal's dialog (\(stepName))"
                     : "the ScreenCast portal ended \(stepName) with an error (response \(code))"
-                        + (step == .starting && restoreToken != nil ? "; the saved restore token may be stale" : ""))
+                        + (refusedToken ? " (also after dropping the saved restore token)" : ""))
             }
             switch step {
             case .creatingSession:
@@ -188,6 +212,7 @@ public struct ScreenCastPortalMachine: Sendable {
         case .selectingSources: return "SelectSources"
         case .starting: return "Start"
         case .openingRemote: return "OpenPipeWireRemote"
+        case .closingForRetry: return "Session.Close"
         case .done: return "nothing (done)"
         case .failed: return "nothing (failed)"
         }

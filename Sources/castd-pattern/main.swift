@@ -1,7 +1,8 @@
 // castd-pattern: draws castd's test picture on an X screen (tests, demo, benchmarks),
 // or offers castd's PipeWire test picture as a Video/Source node of the session's PipeWire.
 //   castd-pattern [--display :N] [--fps 30] [--seconds S] [--static]
-//   castd-pattern --pipewire WxH [--fps 30] [--seconds S] [--cursor]
+//   castd-pattern --pipewire WxH [--fps 30] [--seconds S] [--cursor] [--static]
+//   (--static with --pipewire: three frames, then nothing, like Mutter on an unchanging screen)
 import CastCapture
 import CastCore
 import CastMedia
@@ -39,6 +40,10 @@ if let size = pipewire {
         let node = try producer.nodeId()
         // Written unbuffered: the caller waits for this line on a pipe.
         FileHandle.standardOutput.write("castd-pattern: pipewire node \(node) \(size)\n".data(using: .utf8)!)
+        if !animate {
+            while producer.framesSent < 3 { Thread.sleep(forTimeInterval: 0.01) }
+            producer.pause(true)
+        }
         Thread.sleep(forTimeInterval: seconds ?? 1e9)
         producer.stop()
         exit(0)

@@ -76,15 +76,38 @@ struct ScreenCastPortalMachineTests {
         #expect(m.handle(.remoteOpened) == nil)
     }
 
-    @Test func aFailedStartWithATokenMentionsTheToken() {
+    @Test func aRefusedTokenIsDroppedAndThePortalAskedAgainOnce() {
         var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: "tok", tokenPrefix: "t")
         _ = m.begin()
         _ = response(&m, base + "t_1", session: "/s")
         _ = response(&m, base + "t_3")
-        guard case .closeAndFail(_, let sentence)? = response(&m, base + "t_4", code: 2) else { Issue.record("expected failure"); return }
-        #expect(sentence.contains("response 2"))
-        #expect(sentence.contains("restore token may be stale"))
-        #expect(!sentence.contains("tok."))   // the token itself is a secret of sorts: never in messages
+        #expect(response(&m, base + "t_4", code: 2) == .call(.closeSession(session: "/s"), expect: nil))
+        #expect(m.restoreToken == nil)
+        #expect(m.handle(.sessionClosed) == .call(.createSession(handleToken: "t_5", sessionHandleToken: "t_6"), expect: base + "t_5"))
+        guard case .call(.selectSources(_, _, _, _, _, let token), _)? = response(&m, base + "t_5", session: "/s2") else {
+            Issue.record("expected SelectSources"); return
+        }
+        #expect(token == nil)
+        _ = response(&m, base + "t_7")
+        _ = response(&m, base + "t_8", streams: [PortalStream(node: 3)], token: "fresh")
+        guard case .finished(let g)? = m.handle(.remoteOpened) else { Issue.record("expected a grant"); return }
+        #expect(g.refusedRestoreToken && !g.offeredRestoreToken && g.restoreToken == "fresh" && g.sessionHandle == "/s2")
+    }
+
+    @Test func aSecondFailureAfterDroppingTheTokenFailsInWords() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: "tok", tokenPrefix: "t")
+        _ = m.begin()
+        _ = response(&m, base + "t_1", session: "/s")
+        _ = response(&m, base + "t_3")
+        _ = response(&m, base + "t_4", code: 2)
+        _ = m.handle(.sessionClosed)
+        _ = response(&m, base + "t_5", session: "/s2")
+        _ = response(&m, base + "t_7")
+        guard case .closeAndFail(.closeSession("/s2"), let sentence)? = response(&m, base + "t_8", code: 2) else {
+            Issue.record("expected failure"); return
+        }
+        #expect(sentence.contains("response 2") && sentence.contains("after dropping the saved restore token"))
+        #expect(!sentence.contains("tok."))   // the token itself never appears in messages
     }
 
     @Test func errorsBeforeASessionDoNotClose() {

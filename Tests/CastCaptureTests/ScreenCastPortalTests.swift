@@ -83,6 +83,36 @@ struct ScreenCastPortalTests {
         #expect(portal.calls().first { $0.call == "SelectSources" }?.options["cursor_mode"] as? Int == 2)
     }
 
+    @Test func aRefusedTokenFallsBackToAskingAndSavesTheNewOne() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64), extra: ["--reject-tokens"])
+        defer { portal.stop() }
+        let store = RestoreTokenStore(directory: session.runtimeDir + "/state-stale")
+        try store.save("stale-token")
+        let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store))
+        defer { cast.close() }
+        #expect(cast.grant.refusedRestoreToken)
+        #expect(!cast.grant.offeredRestoreToken)
+        let fresh = try #require(cast.grant.restoreToken)
+        #expect(try store.load() == fresh)
+        let calls = portal.calls()
+        #expect(calls.map(\.call) == ["CreateSession", "SelectSources", "Start", "Close",
+                                      "CreateSession", "SelectSources", "Start", "OpenPipeWireRemote"])
+        #expect(calls.filter { $0.call == "SelectSources" }.map { $0.options["restore_token"] as? String } == ["stale-token", nil])
+    }
+
+    @Test func noCursorAsksForAHiddenOne() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64))
+        defer { portal.stop() }
+        let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, cursor: false))
+        defer { cast.close() }
+        #expect(cast.grant.cursorMode == .hidden)
+        #expect(portal.calls().first { $0.call == "SelectSources" }?.options["cursor_mode"] as? Int == 1)
+    }
+
     @Test func cancelInTheDialogIsASentenceAndNoTokenIsSaved() throws {
         let session = try PipeWireSession()
         defer { session.stop() }

@@ -36,7 +36,7 @@ enum MediaFactory {
 
     static func make(_ o: SessionOptions, environment: [String: String], log: LogSink) -> any MediaPipeline {
         let portal = ScreenCastPortal.Options(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 },
-                                              tokenStore: tokenStore(environment: environment))
+                                              tokenStore: tokenStore(environment: environment), cursor: o.cursor)
         let mutter = MutterScreenCast.Options(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 },
                                               connector: o.output ?? "", cursorMode: o.cursor ? .metadata : .hidden)
         return CapturePipeline(options: o, log: log, backend: backend(o, environment: environment, log: log),

@@ -117,7 +117,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                         log.write(LogLine(.info, "portal_started", [
                             ("streams", cast.grant.streams.count), ("node", cast.grant.streams[0].node),
                             ("cursor", "\(cast.grant.cursorMode)"),
-                            ("restore_token", cast.grant.offeredRestoreToken ? "offered" : "none saved"),
+                            ("restore_token", cast.grant.refusedRestoreToken ? "refused, asked again"
+                                : cast.grant.offeredRestoreToken ? "offered" : "none saved"),
                             ("token_saved", cast.grant.restoreToken != nil && portalOptions.tokenStore != nil)]))
                         portal = cast
                     }
