@@ -137,7 +137,7 @@ async def test_a_static_screen_still_reaches_the_receiver_every_second(stack):
     """Mutter sends a frame only on damage and the rig draws its picture once: castd must still
     deliver at least one frame per second (the refresh), not the frame rate."""
     cast = MutterCast(stack, 1280, 720, animate=False)
-    window = 20.0
+    window = 60.0   # the issue's "one damage-free minute"
     try:
         await cast.start("--capture", "mutter")
         await cast.answerer.wait_frames(2, timeout=60)
@@ -151,7 +151,7 @@ async def test_a_static_screen_still_reaches_the_receiver_every_second(stack):
     # Every second of the window saw a frame: no gap longer than the refresh interval plus scheduling slack.
     assert len(times) >= window - 1, (len(times), gaps)
     assert max(gaps) < 1.5, gaps
-    # A still screen is not re-sent at the frame rate (30 fps would be ~600 frames).
+    # A still screen is not re-sent at the frame rate (30 fps would be ~1800 frames).
     assert len(times) <= window * 3, len(times)
 
 
