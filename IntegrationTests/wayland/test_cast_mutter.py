@@ -49,13 +49,8 @@ class MutterCast:
 
     async def start_daemon(self, sid: str, *castd_args: str):
         """castd --session inside the rig, as its user, on its session bus and PipeWire."""
-        if os.geteuid() == 0:   # `castd pair` ran as root: the credentials become the rig user's
-            for root, dirs, files in os.walk(self.state):
-                for name in [root] + [os.path.join(root, n) for n in dirs + files]:
-                    os.chown(name, self.rig.account.pw_uid, self.rig.account.pw_gid)
-        env = castd_env(self.stack, self.state)
-        env = {k: env[k] for k in ("CASTD_API_URL", "CASTD_SUPABASE_URL", "CASTD_SUPABASE_KEY", "XDG_STATE_HOME")}
-        env.update(self.rig.env())
+        self.rig.give(self.state)   # `castd pair` ran as root: the credentials become the rig user's
+        env = self.rig.castd_env(castd_env(self.stack, self.state))
         p = await asyncio.create_subprocess_exec(
             *self.rig.as_user([castd_binary(), "--session", sid, "--log-level", "debug", *castd_args]),
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
