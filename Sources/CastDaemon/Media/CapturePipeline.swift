@@ -190,6 +190,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         capturing: while running.load(ordering: .relaxed) {
             if let sentence = ended() {
                 log.write(LogLine(.error, "capture_ended", [("backend", backend), ("error", sentence)]))
+                sleepWhileRunning(.milliseconds(500))   // as after a failure: no tight reopen loop
                 end = .failed
                 break capturing
             }
