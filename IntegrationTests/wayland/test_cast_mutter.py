@@ -28,10 +28,11 @@ pytestmark = pytest.mark.skipif(bool(missing_tools()), reason=f"rig tools missin
 class MutterCast:
     """A rig, a paired castd state directory its user owns, an aiortc receiver and castd inside the rig."""
 
-    def __init__(self, stack, width=1280, height=720, animate=True):
+    def __init__(self, stack, width=1280, height=720, animate=True, drop_env=()):
         self.stack = stack
         self.rig = MutterRig(width, height)
         self.animate = animate
+        self.drop_env = drop_env   # rig variables castd does not get (a daemon's thinner environment)
         # castd's credentials live where the rig's user can write them (mode 0700/0600 as castd makes them).
         self.state = pathlib.Path(tempfile.mkdtemp(prefix="castd-mutter-state-"))
         self.rx = self.answerer = self.daemon = None
@@ -51,6 +52,8 @@ class MutterCast:
         """castd --session inside the rig, as its user, on its session bus and PipeWire."""
         self.rig.give(self.state)   # `castd pair` ran as root: the credentials become the rig user's
         env = self.rig.castd_env(castd_env(self.stack, self.state))
+        for k in self.drop_env:
+            env.pop(k)
         p = await asyncio.create_subprocess_exec(
             *self.rig.as_user([castd_binary(), "--session", sid, "--log-level", "debug", *castd_args]),
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -114,9 +117,15 @@ async def test_cast_of_a_headless_mutter_screen_decodes_to_the_pattern(stack):
     assert "kind=x264" in cast.log
 
 
+DAEMON_ONLY = ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "GDK_BACKEND", "DBUS_SESSION_BUS_ADDRESS")
+
+
 @pytest.mark.timeout(120)
-async def test_auto_picks_mutter_in_a_wayland_session(stack):
-    cast = MutterCast(stack, 640, 480)
+@pytest.mark.parametrize("kind", ["wayland-session", "runtime-dir-only"])
+async def test_auto_picks_mutter_in_a_wayland_session(stack, kind):
+    """In the desktop's environment, and in a systemd user service's (only XDG_RUNTIME_DIR: the session bus
+    and PipeWire found there), `--capture auto` casts the Mutter screen."""
+    cast = MutterCast(stack, 640, 480, drop_env=DAEMON_ONLY if kind == "runtime-dir-only" else ())
     try:
         await cast.start()
         await cast.answerer.wait_frames(10, timeout=60)
@@ -124,7 +133,8 @@ async def test_auto_picks_mutter_in_a_wayland_session(stack):
         assert bars_match(cast.answerer.last_frame, tolerance=3), bar_colours(cast.answerer.last_frame)
     finally:
         await cast.stop()
-    assert "a Wayland session where org.gnome.Mutter.ScreenCast answers" in cast.log
+    assert ("a Wayland session where org.gnome.Mutter.ScreenCast answers" if kind == "wayland-session"
+            else "no X server, but org.gnome.Mutter.ScreenCast answers on the session bus") in cast.log
 
 
 @pytest.mark.timeout(150)
@@ -209,17 +219,20 @@ async def test_chromium_viewer_shows_the_mutter_screen(stack):
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("desktop_env", [True, False], ids=["wayland-session", "bus-only"])
-def test_doctor_inside_the_rig_explains_that_auto_picks_mutter(desktop_env):
-    """`castd doctor` as the rig's user: Mutter answers and auto picks it, with the reason — in the
-    desktop's environment, and in a daemon's that has only the session bus (no WAYLAND_DISPLAY/DISPLAY)."""
+@pytest.mark.parametrize("kind", ["wayland-session", "bus-only", "runtime-dir-only"])
+def test_doctor_inside_the_rig_explains_that_auto_picks_mutter(kind):
+    """`castd doctor` as the rig's user: Mutter answers and auto picks it, with the reason — in the desktop's
+    environment, in a daemon's with only the session bus address (no WAYLAND_DISPLAY/DISPLAY), and in a systemd
+    user service's with only XDG_RUNTIME_DIR (the bus found at $XDG_RUNTIME_DIR/bus)."""
     import json
     import subprocess
     with MutterRig(640, 480) as rig:
         env = rig.env()
-        if not desktop_env:
+        if kind != "wayland-session":
             for k in ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "GDK_BACKEND"):
                 env.pop(k)
+        if kind == "runtime-dir-only":
+            env.pop("DBUS_SESSION_BUS_ADDRESS")
         text = subprocess.run(rig.as_user([castd_binary(), "doctor"]), env=env, capture_output=True, text=True, timeout=30)
         js = subprocess.run(rig.as_user([castd_binary(), "doctor", "--json"]), env=env, capture_output=True, text=True, timeout=30)
     assert text.returncode == 0, text.stdout + text.stderr
@@ -227,7 +240,7 @@ def test_doctor_inside_the_rig_explains_that_auto_picks_mutter(desktop_env):
     assert report["willUse"]["capture"] == "mutter"
     mutter = next(c for c in report["captureBackends"] if c["name"] == "mutter")
     assert mutter["available"] and mutter["detail"].startswith("org.gnome.Mutter.ScreenCast version")
-    reason = ("a Wayland session where org.gnome.Mutter.ScreenCast answers" if desktop_env
+    reason = ("a Wayland session where org.gnome.Mutter.ScreenCast answers" if kind == "wayland-session"
               else "no X server, but org.gnome.Mutter.ScreenCast answers on the session bus")
     assert f"--capture auto picks it: {reason}" in text.stdout, text.stdout
     assert "will use: capture mutter" in text.stdout
