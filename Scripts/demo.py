@@ -1,6 +1,8 @@
 """The main job end to end on the local stack (run by Scripts/demo):
 
-local stack → a virtual screen (Xvfb + castd's test picture) unless DISPLAY is set →
+local stack → a virtual screen (Xvfb + castd's test picture) unless DISPLAY is set, or
+with --wayland a headless GNOME Mutter session (castd runs inside it and captures
+through org.gnome.Mutter.ScreenCast) →
 the receiver's /dashboard in headless Chromium → `castd pair --pin` → Approve →
 `castd --session` → the /viewer/:id page decodes the cast → a screenshot and the
 receiver's figures → SIGTERM → everything stopped.
@@ -25,8 +27,9 @@ os.environ.setdefault("CASTD_BUILD", "release")
 from conftest import devstack_down, devstack_up  # noqa: E402
 from tools.chromium import Chromium  # noqa: E402
 from tools.receiver_pages import Dashboard, Viewer  # noqa: E402
-from castd_proc import Daemon, castd_env, run_castd  # noqa: E402
+from castd_proc import Daemon, castd_binary, castd_env, run_castd  # noqa: E402
 from xscreen import XScreen  # noqa: E402
+from tools.mutter_rig import MutterRig  # noqa: E402
 
 
 def say(text: str) -> None:
@@ -40,11 +43,16 @@ async def main(args) -> int:
     say("starting the local stack (PostgreSQL, gateway, Realtime, receiver pages)")
     stack = devstack_up()
     screen = None
+    rig = None
     browser = None
     daemon = None
     try:
         extra = {}
-        if args.use_display and os.environ.get("DISPLAY"):
+        if args.wayland:
+            w, h = (int(v) for v in args.size.split("x"))
+            rig = MutterRig(w, h).start()
+            say(f"headless GNOME Mutter at {w}x{h} with castd's test picture, as user {rig.account.pw_name}")
+        elif args.use_display and os.environ.get("DISPLAY"):
             say(f"casting the existing display {os.environ['DISPLAY']}")
         else:
             w, h = (int(v) for v in args.size.split("x"))
@@ -66,7 +74,14 @@ async def main(args) -> int:
             say(f"pairing failed: {err.strip()}")
             return 1
         viewer = await Viewer.open(browser, stack.api_url, dash.session_id)
-        daemon = await Daemon.start(env, dash.session_id)
+        if rig:
+            rig.give(state_home)
+            p = await asyncio.create_subprocess_exec(
+                *rig.as_user([castd_binary(), "--session", dash.session_id, "--capture", "mutter"]),
+                env=rig.castd_env(env), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            daemon = Daemon(p)
+        else:
+            daemon = await Daemon.start(env, dash.session_id)
         say(f"castd --session {dash.session_id} is casting; streaming for {args.seconds} s")
         await viewer.wait_frames(5, timeout=40)
         await asyncio.sleep(args.seconds)
@@ -88,6 +103,8 @@ async def main(args) -> int:
             await browser.close()
         if screen:
             screen.stop()
+        if rig:
+            rig.stop()
         devstack_down(stack.state_dir)
         say("stopped the stack, the screen and the browser")
 
@@ -97,5 +114,6 @@ if __name__ == "__main__":
     p.add_argument("--seconds", type=float, default=5, help="how long to stream (default 5)")
     p.add_argument("--size", default="1920x1080", help="virtual screen size (default 1920x1080)")
     p.add_argument("--use-display", action="store_true", help="cast $DISPLAY instead of a virtual screen")
+    p.add_argument("--wayland", action="store_true", help="cast a headless GNOME Mutter session (the Mutter backend)")
     p.add_argument("--out", default="artifacts/demo", help="where to save the screenshots")
     sys.exit(asyncio.run(main(p.parse_args())))

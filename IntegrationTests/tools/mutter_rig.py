@@ -151,6 +151,20 @@ class MutterRig:
             raise
         return self
 
+    def give(self, path: Path) -> None:
+        """Makes a tree the rig user's (e.g. castd's credentials written by a root `castd pair`)."""
+        if os.geteuid() != 0:
+            return
+        for root, dirs, files in os.walk(path):
+            for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+                os.chown(name, self.account.pw_uid, self.account.pw_gid)
+
+    def castd_env(self, castd: dict[str, str]) -> dict[str, str]:
+        """The rig's client environment plus castd's backend settings (CASTD_*, XDG_STATE_HOME) from `castd`."""
+        env = {k: v for k, v in castd.items() if k.startswith("CASTD_") or k == "XDG_STATE_HOME"}
+        env.update(self.env())
+        return env
+
     def screencast(self, cursor_mode: int = 1) -> int:
         """A new Mutter screen cast of the monitor; its PipeWire node id."""
         p = self.spawn(f"screencast{len(self.procs)}", ["/usr/bin/python3", f"{self.runtime_dir}/mutter_screencast.py",

@@ -1,19 +1,11 @@
 import CastMedia
 
-/// Which capture backend `--capture auto` takes: the ScreenCast portal in a
-/// Wayland session (XShm there sees only Xwayland windows), XShm otherwise.
-public enum CaptureSelection {
-    public static func autoPrefersPortal(environment: [String: String]) -> Bool {
-        if let t = environment["XDG_SESSION_TYPE"], !t.isEmpty { return t == "wayland" }
-        return !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
-    }
-}
-
 /// The capture half of `castd doctor`: which backends work here, and why not.
 public enum CaptureDoctor {
-    /// Probes the X server named in `environment["DISPLAY"]` and the
-    /// ScreenCast portal on the session bus (`DBUS_SESSION_BUS_ADDRESS`).
-    /// Returns the backends in the order `--capture auto` would try them.
+    /// Probes the X server named in `environment["DISPLAY"]`, and the
+    /// ScreenCast portal and Mutter's ScreenCast on the session bus
+    /// (`DBUS_SESSION_BUS_ADDRESS`). Returns the backends with the one
+    /// `--capture auto` picks first when it is available, then the working ones.
     public static func backends(environment: [String: String], tokenStore: RestoreTokenStore? = nil)
         -> (components: [DoctorReport.Component], screen: FrameSize?) {
         var out: [DoctorReport.Component] = []
@@ -52,13 +44,44 @@ public enum CaptureDoctor {
         } else {
             out.append(DoctorReport.Component(name: "xshm", available: false, detail: "DISPLAY is not set"))
         }
-        // The order `--capture auto` tries them in, then the working ones first.
-        let first = CaptureSelection.autoPrefersPortal(environment: environment) ? "portal" : "xshm"
+        // Mutter's own ScreenCast: Wayland capture with no dialog on GNOME.
+        out.append(MutterScreenCast.probe(busAddress: address))
+
+        // What `--capture auto` picks goes first (DoctorReport's "will use" is the first available one).
+        let choice = CaptureSelection.choose(requested: nil, environment: environment, available: availability(of: out))
+        let chosen = componentName(choice.backend)
+        out = out.map { c in
+            var c = c
+            if c.name == chosen, c.available { c.detail += "; --capture auto picks it: \(choice.reason)" }
+            return c
+        }
         out.sort { a, b in
             if a.available != b.available { return a.available }
-            return a.name == first && b.name != first
+            return a.name == chosen && b.name != chosen
         }
+        if choice.backend != .x11 { screen = nil }
         return (out, screen)
+    }
+
+    /// What `--capture` (nil: auto) resolves to here, probing the X server and the session bus.
+    public static func select(requested: CaptureBackendKind?, environment: [String: String]) -> CaptureSelection.Choice {
+        let none = CaptureSelection.Availability(x11: false, portal: false, mutter: false)
+        let available = requested == nil ? availability(of: backends(environment: environment).components) : none
+        return CaptureSelection.choose(requested: requested, environment: environment, available: available)
+    }
+
+    /// The doctor's component name of each backend.
+    static func componentName(_ kind: CaptureBackendKind) -> String {
+        switch kind {
+        case .x11: return "xshm"
+        case .portal: return "portal"
+        case .mutter: return "mutter"
+        }
+    }
+
+    private static func availability(of list: [DoctorReport.Component]) -> CaptureSelection.Availability {
+        func up(_ k: CaptureBackendKind) -> Bool { list.contains { $0.name == componentName(k) && $0.available } }
+        return .init(x11: up(.x11), portal: up(.portal), mutter: up(.mutter))
     }
 
     private static func isWayland(_ s: DoctorReport.DisplayServer) -> Bool {

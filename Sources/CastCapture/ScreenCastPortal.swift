@@ -80,8 +80,9 @@ public enum ScreenCastPortal {
     /// Asks the session bus whether a ScreenCast portal answers, without starting anything.
     public static func probe(busAddress: String? = nil) -> Probe {
         let bus: OpaquePointer
-        do { bus = try SDBus.open(address: busAddress) } catch {
-            return Probe(available: false, detail: "there is no D-Bus session bus (\((error as? CastError)?.message ?? "\(error)"))")
+        switch SDBus.openForProbe(address: busAddress) {
+        case .success(let b): bus = b
+        case .failure(let f): return Probe(available: false, detail: f.sentence)
         }
         defer { sd_bus_flush_close_unref(bus) }
         guard let version = SDBus.uint32Property(bus, path: objectPath, interface: interface, name: "version") else {

@@ -45,6 +45,15 @@ enum SDBus {
         return bus
     }
 
+    /// The session bus for a probe, or the sentence `castd doctor` shows when there is none.
+    static func openForProbe(address: String?) -> Result<OpaquePointer, ProbeFailure> {
+        do { return .success(try open(address: address)) } catch {
+            return .failure(ProbeFailure(sentence: "there is no D-Bus session bus (\((error as? CastError)?.message ?? "\(error)"))"))
+        }
+    }
+
+    struct ProbeFailure: Error { let sentence: String }
+
     /// A `u` property of the portal, nil when it cannot be read.
     static func uint32Property(_ bus: OpaquePointer, path: String, interface: String, name: String) -> UInt32? {
         var error = sd_bus_error()
@@ -56,10 +65,11 @@ enum SDBus {
 
     /// Calls `member` on the portal service; nil on success, else the error as text.
     @discardableResult
-    static func call(_ bus: OpaquePointer, path: String, interface: String, member: String, timeout: Duration,
+    static func call(_ bus: OpaquePointer, destination: String = ScreenCastPortal.service, path: String, interface: String,
+                     member: String, timeout: Duration,
                      build: (OpaquePointer) -> Void, reply: (OpaquePointer) -> Void = { _ in }) -> String? {
         var m: OpaquePointer? = nil
-        var r = sd_bus_message_new_method_call(bus, &m, ScreenCastPortal.service, path, interface, member)
+        var r = sd_bus_message_new_method_call(bus, &m, destination, path, interface, member)
         guard r >= 0, let m else { return "cannot build the \(member) call (\(String(cString: strerror(-r))))" }
         defer { sd_bus_message_unref(m) }
         build(m)

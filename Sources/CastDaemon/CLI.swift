@@ -40,10 +40,11 @@ public enum CLI {
       69  the requested part is not available in this build
 
     Options of --session:
-      --capture auto|x11|portal|mutter   capture backend (auto: the ScreenCast portal in a Wayland
-                                         session, else XShm; mutter is not built yet)
+      --capture auto|x11|portal|mutter   capture backend (auto: in a Wayland session GNOME's
+                                         Mutter ScreenCast when it answers, else the ScreenCast
+                                         portal; XShm otherwise; `castd doctor` says which and why)
       --encoder auto|vaapi|x264          H.264 encoder (auto: VA-API, falling back to x264)
-      --display :N   --output NAME   --no-cursor
+      --display :N   --output NAME   --no-cursor   (--output: an X11 output or a Mutter connector)
     Common options: --api-url URL --supabase-url URL --supabase-key KEY --log-level LEVEL --json
 
     Signals: SIGTERM or SIGINT ends a cast cleanly (disconnect row, session end,

@@ -6,55 +6,14 @@ import CastMedia
 
 /// The D-Bus stand-in portal (IntegrationTests/tools/portal_standin.py) on the
 /// test session's bus, handing out a real PipeWire node.
-final class StandInPortal {
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../IntegrationTests/tools/portal_standin.py").standardized.path
-    static var installed: Bool {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"),
-              FileManager.default.fileExists(atPath: script) else { return false }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        p.arguments = ["-c", "import dbus, dbus.service, dbus.mainloop.glib; from gi.repository import GLib"]
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return false }
-        p.waitUntilExit()
-        return p.terminationStatus == 0
-    }
-
-    let log: String
-    private let process: Process
+final class StandInPortal: StandInService {
+    static var installed: Bool { installed("portal_standin.py") }
 
     init(session: PipeWireSession, node: UInt32, size: FrameSize, extra: [String] = []) throws {
-        log = session.runtimeDir + "/portal-\(UUID().uuidString).jsonl"
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        p.arguments = [Self.script, "--bus", session.busAddress, "--node", "\(node)", "--pipewire-socket", session.socketPath,
-                       "--log", log, "--width", "\(size.width)", "--height", "\(size.height)"] + extra
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        process = p
-        let line = String(decoding: out.fileHandleForReading.readDataToEndOfFileOrLine(), as: UTF8.self)
-        guard line.hasPrefix("ready") else { throw CastError(.capture, "the stand-in portal did not start") }
+        try super.init(script: "portal_standin.py", runtimeDir: session.runtimeDir,
+                       arguments: ["--bus", session.busAddress, "--node", "\(node)", "--pipewire-socket", session.socketPath,
+                                   "--width", "\(size.width)", "--height", "\(size.height)"] + extra)
     }
-
-    /// The options castd passed to each call, in order.
-    func calls() -> [(call: String, options: [String: Any])] {
-        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").compactMap { line in
-            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  let call = o["call"] as? String else { return nil }
-            return (call, o["options"] as? [String: Any] ?? [:])
-        }
-    }
-
-    func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-
-    deinit { stop() }
 }
 
 @Suite(.serialized, .enabled(if: PipeWireSession.installed && StandInPortal.installed,

@@ -55,7 +55,7 @@ struct CaptureBackendChoiceTests {
     func backend(_ capture: SessionOptions.Capture, _ env: [String: String]) -> CapturePipeline.Backend {
         var o = SessionOptions(sessionId: "00000000-0000-0000-0000-000000000000")
         o.capture = capture
-        return MediaFactory.backend(o, environment: env)
+        return MediaFactory.backend(o, environment: env, log: NullSink())
     }
 
     @Test func autoIsThePortalOnWaylandAndXShmElsewhere() {
@@ -63,6 +63,7 @@ struct CaptureBackendChoiceTests {
         #expect(backend(.auto, ["DISPLAY": ":0"]) == .x11)
         #expect(backend(.x11, ["XDG_SESSION_TYPE": "wayland"]) == .x11)
         #expect(backend(.portal, ["DISPLAY": ":0"]) == .portal)
+        #expect(backend(.mutter, ["DISPLAY": ":0"]) == .mutter)
     }
 
     @Test func theRestoreTokenLivesNextToTheCredentials() {

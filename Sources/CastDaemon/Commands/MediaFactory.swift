@@ -11,13 +11,21 @@ public protocol MediaPipeline: MediaPort {
 }
 
 enum MediaFactory {
-    /// `--capture` resolved: auto takes the ScreenCast portal in a Wayland session, XShm otherwise.
-    static func backend(_ o: SessionOptions, environment: [String: String]) -> CapturePipeline.Backend {
-        switch o.capture {
+    /// `--capture` resolved (auto: Mutter in a Wayland session where it answers, else the
+    /// portal there, else XShm; see `CaptureSelection`), logged with the reason.
+    static func backend(_ o: SessionOptions, environment: [String: String], log: LogSink) -> CapturePipeline.Backend {
+        let requested: CaptureBackendKind? = switch o.capture {
+        case .auto: nil
+        case .x11: .x11
+        case .portal: .portal
+        case .mutter: .mutter
+        }
+        let choice = CaptureDoctor.select(requested: requested, environment: environment)
+        log.write(LogLine(.info, "capture_backend", [("backend", choice.backend.rawValue), ("reason", choice.reason)]))
+        switch choice.backend {
         case .x11: return .x11
         case .portal: return .portal
-        case .auto, .mutter:   // SessionCommand refuses mutter before this (not built yet)
-            return CaptureSelection.autoPrefersPortal(environment: environment) ? .portal : .x11
+        case .mutter: return .mutter
         }
     }
 
@@ -29,6 +37,9 @@ enum MediaFactory {
     static func make(_ o: SessionOptions, environment: [String: String], log: LogSink) -> any MediaPipeline {
         let portal = ScreenCastPortal.Options(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 },
                                               tokenStore: tokenStore(environment: environment), cursor: o.cursor)
-        return CapturePipeline(options: o, log: log, backend: backend(o, environment: environment), portal: portal)
+        let mutter = MutterScreenCast.Options(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 },
+                                              connector: o.output ?? "", cursorMode: o.cursor ? .metadata : .hidden)
+        return CapturePipeline(options: o, log: log, backend: backend(o, environment: environment, log: log),
+                               portal: portal, mutter: mutter)
     }
 }

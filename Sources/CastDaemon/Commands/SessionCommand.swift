@@ -13,11 +13,6 @@ enum SessionCommand {
         let log: LogSink = JournalLogSink.isJournalStream(environment)
             ? JournalLogSink(minimum: o.common.logLevel) : StderrLogSink(minimum: o.common.logLevel)
         let r = Reporter(json: o.common.json)
-        if o.capture == .mutter {
-            var err = StandardStream.err
-            print("castd: GNOME Mutter capture (--capture mutter) is not built yet; use --capture portal, x11 or auto.", to: &err)
-            return CLI.ExitCode.unavailable
-        }
         // --encoder vaapi has no fallback: refuse to start rather than sign in and cast nothing.
         if o.encoder == .vaapi, let reason = VAAPIProbe.run().unavailableReason {
             var err = StandardStream.err

@@ -25,11 +25,12 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     }
 
     /// Where frames come from (`--capture`, resolved: auto is decided before).
-    public enum Backend: String, Sendable { case x11, portal }
+    public enum Backend: String, Sendable { case x11, portal, mutter }
 
     private let options: SessionOptions
     private let backend: Backend
     private let portalOptions: ScreenCastPortal.Options
+    private let mutterOptions: MutterScreenCast.Options
     private let log: LogSink
     private let clock = SystemMonotonicClock()
     private let running = Atomic<Bool>(false)
@@ -40,11 +41,13 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private var finished: DispatchSemaphore? = nil                   // owner only
 
     public init(options: SessionOptions, log: LogSink, backend: Backend = .x11,
-                portal: ScreenCastPortal.Options = ScreenCastPortal.Options()) {
+                portal: ScreenCastPortal.Options = ScreenCastPortal.Options(),
+                mutter: MutterScreenCast.Options = MutterScreenCast.Options()) {
         self.options = options
         self.log = log
         self.backend = backend
         portalOptions = portal
+        mutterOptions = mutter
     }
 
     public func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void) { lock.withLock { self.sink = sink } }
@@ -90,7 +93,11 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         // The portal session outlives capture generations (a size change
         // reopens the stream, not the session); it ends with the cast or on failure.
         var portal: ScreenCastPortalSession? = nil
-        defer { portal?.close() }
+        var mutter: MutterScreenCastSession? = nil
+        defer {
+            portal?.close()
+            mutter?.close()
+        }
         while running.load(ordering: .relaxed) {
             switch backend {
             case .x11:
@@ -127,6 +134,28 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                     portal = nil
                     openFailed(error)
                 }
+            case .mutter:
+                // Like the portal's, the Mutter session spans generations; Mutter's
+                // `Closed` (seen by `poll`) or a failed stream ends it.
+                do {
+                    if mutter == nil {
+                        let cast = try MutterScreenCast.start(options: mutterOptions)
+                        log.write(LogLine(.info, "mutter_cast", [("session", cast.grant.session), ("node", cast.grant.node),
+                                                                 ("cursor", "\(cast.grant.cursorMode)")]))
+                        mutter = cast
+                    }
+                    let cast = mutter!
+                    let source = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.node,
+                                                                   cursor: options.cursor), clock: clock)
+                    if runGeneration(source, backend: "mutter", caps: caps, ended: { cast.poll() }) == .failed {
+                        mutter?.close()
+                        mutter = nil
+                    }
+                } catch {
+                    mutter?.close()
+                    mutter = nil
+                    openFailed(error)
+                }
             }
         }
     }
@@ -138,7 +167,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     }
 
     /// Captures from one source until it must be reopened (size change), fails, or the cast stops.
-    private func runGeneration<S: FrameSource>(_ source: S, backend: String, caps: CaptureCaps) -> GenerationEnd {
+    /// `ended` is asked before each frame: a sentence when the backend's session is over.
+    private func runGeneration<S: FrameSource>(_ source: S, backend: String, caps: CaptureCaps,
+                                               ended: () -> String? = { nil }) -> GenerationEnd {
         log.write(LogLine(.info, "capture_started", [("backend", backend), ("size", "\(source.size)"),
                                                     ("fps", caps.maxFrameRate)]))
         let published = DispatchSemaphore(value: 0)
@@ -153,8 +184,16 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         encoder.start()
 
         var end = GenerationEnd.stopped
-        var pacer = FramePacer(frameRate: caps.maxFrameRate, start: clock.now())
+        // A refresh a little under every second: with tick rounding and scheduling, a still
+        // screen still reaches the receiver at least once in every second.
+        var pacer = FramePacer(frameRate: caps.maxFrameRate, start: clock.now(), refreshInterval: .milliseconds(900))
         capturing: while running.load(ordering: .relaxed) {
+            if let sentence = ended() {
+                log.write(LogLine(.error, "capture_ended", [("backend", backend), ("error", sentence)]))
+                sleepWhileRunning(.milliseconds(500))   // as after a failure: no tight reopen loop
+                end = .failed
+                break capturing
+            }
             let wait = pacer.nextTick - clock.now()
             if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
             let now = clock.now()

@@ -1,0 +1,224 @@
+import CastCore
+import CastMedia
+import CSystemd
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A running Mutter screen cast: its grant (the PipeWire node, on the
+/// session's default PipeWire daemon) and the bus connection that keeps it
+/// alive (Mutter ends a cast when its client leaves the bus). One thread
+/// owns it: `poll` notices Mutter's `Closed`; `close` (or deinit) stops the
+/// cast and leaves the bus.
+public final class MutterScreenCastSession: @unchecked Sendable {
+    // @unchecked: one owner thread (the capture thread) calls poll and close.
+    public let grant: MutterGrant
+    private var bus: OpaquePointer?
+    private var machine: MutterScreenCastMachine
+    private let signals: MutterSignalCollector
+    private var ended: String? = nil
+
+    init(grant: MutterGrant, machine: MutterScreenCastMachine, bus: OpaquePointer, signals: MutterSignalCollector) {
+        self.grant = grant
+        self.machine = machine
+        self.bus = bus
+        self.signals = signals
+    }
+
+    /// Mutter's nodes live on the session's own PipeWire daemon.
+    public var remote: PipeWireRemote { .daemon }
+
+    /// Reads what the bus has for castd without waiting; returns the sentence
+    /// once Mutter has closed the session (and keeps returning it).
+    public func poll() -> String? {
+        guard ended == nil, let bus else { return ended }
+        while true {
+            let r = sd_bus_process(bus, nil)
+            if r < 0 {
+                ended = "Mutter ScreenCast: the session bus connection failed (\(String(cString: strerror(-r)))); the cast is over."
+                return ended
+            }
+            if r == 0 { break }
+        }
+        while let e = signals.take() {
+            if case .ended(let sentence)? = machine.handle(e) { ended = sentence }
+        }
+        return ended
+    }
+
+    /// Stops the cast (Session.Stop unless Mutter already closed it) and leaves the bus. Idempotent.
+    public func close() {
+        guard let bus else { return }
+        self.bus = nil
+        if let call = machine.stop() { _ = MutterScreenCast.perform(call, bus: bus) }
+        signals.cancel()
+        sd_bus_flush_close_unref(bus)
+    }
+
+    deinit { close() }
+}
+
+/// org.gnome.Mutter.ScreenCast over sd-bus on the session bus: the shell
+/// around `MutterScreenCastMachine`. GNOME's own remote desktop uses this
+/// interface; unlike the portal it never asks anyone, so it suits unattended
+/// GNOME hosts (castd runs as the desktop's user, on its session bus).
+public enum MutterScreenCast {
+    public static let service = "org.gnome.Mutter.ScreenCast"
+    public static let objectPath = "/org/gnome/Mutter/ScreenCast"
+    static let sessionInterface = service + ".Session"
+    static let streamInterface = service + ".Stream"
+
+    public struct Options: Sendable {
+        /// The session bus address; nil: `$DBUS_SESSION_BUS_ADDRESS`.
+        public var busAddress: String?
+        /// The monitor's connector ("" is the primary monitor).
+        public var connector: String
+        public var cursorMode: MutterCursorMode
+        /// How long to wait for PipeWireStreamAdded after Start.
+        public var nodeTimeout: Duration
+
+        public init(busAddress: String? = nil, connector: String = "", cursorMode: MutterCursorMode = .metadata,
+                    nodeTimeout: Duration = .seconds(10)) {
+            self.busAddress = busAddress
+            self.connector = connector
+            self.cursorMode = cursorMode
+            self.nodeTimeout = nodeTimeout
+        }
+    }
+
+    /// Whether org.gnome.Mutter.ScreenCast answers on the session bus (its
+    /// `Version` property), starting nothing: `castd doctor`'s "mutter" line.
+    public static func probe(busAddress: String? = nil) -> DoctorReport.Component {
+        func line(_ available: Bool, _ detail: String) -> DoctorReport.Component {
+            DoctorReport.Component(name: "mutter", available: available, detail: detail)
+        }
+        let bus: OpaquePointer
+        switch SDBus.openForProbe(address: busAddress) {
+        case .success(let b): bus = b
+        case .failure(let f): return line(false, f.sentence)
+        }
+        defer { sd_bus_flush_close_unref(bus) }
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        var version: Int32 = 0
+        guard sd_bus_get_property_trivial(bus, service, objectPath, service, "Version", &error, SDBus.type("i"), &version) >= 0 else {
+            return line(false, "org.gnome.Mutter.ScreenCast does not answer on the session bus (not a GNOME session, or GNOME Shell/Mutter is not running as this user)")
+        }
+        return line(true, "org.gnome.Mutter.ScreenCast version \(version) on the session bus (no consent dialog)")
+    }
+
+    /// CreateSession → RecordMonitor → Start, then waits for the stream's
+    /// node. Throws a sentence when Mutter is absent, refuses, or sends no node in time.
+    public static func start(options: Options = Options()) throws -> MutterScreenCastSession {
+        let bus = try SDBus.open(address: options.busAddress)
+        var keep = false
+        defer { if !keep { sd_bus_flush_close_unref(bus) } }
+        let signals = MutterSignalCollector()
+        var machine = MutterScreenCastMachine(connector: options.connector, cursorMode: options.cursorMode)
+        var action: MutterScreenCastMachine.Action? = machine.begin()
+        let deadline = DispatchTime.now() + .nanoseconds(Int(options.nodeTimeout.nanoseconds))
+        while let a = action {
+            switch a {
+            case .finished(let grant):
+                keep = true
+                return MutterScreenCastSession(grant: grant, machine: machine, bus: bus, signals: signals)
+            case .failed(let sentence), .ended(let sentence):
+                throw CastError(.capture, sentence)
+            case .stopAndFail(let call, let sentence):
+                _ = perform(call, bus: bus)
+                throw CastError(.capture, sentence)
+            case .call(let call, let subscribe):
+                for s in subscribe {
+                    if let problem = signals.subscribe(bus, s) { throw CastError(.capture, "Mutter ScreenCast: \(problem).") }
+                }
+                action = machine.handle(perform(call, bus: bus))
+            case .wait:
+                action = nil
+                while action == nil {
+                    if let e = signals.take() { action = machine.handle(e); continue }
+                    let now = DispatchTime.now()
+                    guard now < deadline else { action = machine.handle(.timedOut); break }
+                    let r = sd_bus_process(bus, nil)
+                    if r < 0 {
+                        action = machine.handle(.callFailed("the session bus connection failed (\(String(cString: strerror(-r))))"))
+                    } else if r == 0 {
+                        _ = sd_bus_wait(bus, (deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 1000)
+                    }
+                }
+            }
+        }
+        throw CastError(.capture, "Mutter ScreenCast: the session setup stopped without a result.")
+    }
+
+    /// Makes one call and says what came of it.
+    static func perform(_ call: MutterCall, bus: OpaquePointer) -> MutterScreenCastMachine.Event {
+        var returned: String? = nil
+        let error: String?
+        switch call {
+        case .createSession:
+            error = SDBus.call(bus, destination: service, path: objectPath, interface: service, member: "CreateSession",
+                               timeout: .seconds(10)) { SDBus.appendOptions($0, [:]) } reply: { returned = SDBus.readObjectPath($0) }
+        case .recordMonitor(let session, let connector, let cursor):
+            error = SDBus.call(bus, destination: service, path: session, interface: sessionInterface, member: "RecordMonitor",
+                               timeout: .seconds(10)) { m in
+                SDBus.appendString(m, connector)
+                SDBus.appendOptions(m, ["cursor-mode": .uint32(cursor.rawValue)])
+            } reply: { returned = SDBus.readObjectPath($0) }
+        case .start(let session), .stop(let session):
+            error = SDBus.call(bus, destination: service, path: session, interface: sessionInterface,
+                               member: call == .start(session: session) ? "Start" : "Stop", timeout: .seconds(10)) { _ in }
+        }
+        if let error { return .callFailed(error) }
+        switch call {
+        case .createSession, .recordMonitor: return .returned(path: returned ?? "")   // "" fails in the machine
+        case .start, .stop: return .started
+        }
+    }
+}
+
+/// Collects the Mutter signals castd subscribed to, as machine events.
+final class MutterSignalCollector {
+    private var pending: [MutterScreenCastMachine.Event] = []
+    private var slots: [OpaquePointer] = []
+
+    /// Subscribes; nil on success, else what went wrong.
+    func subscribe(_ bus: OpaquePointer, _ signal: MutterSignal) -> String? {
+        let path: String, interface: String, member: String
+        switch signal {
+        case .pipeWireStreamAdded(let stream):
+            (path, interface, member) = (stream, MutterScreenCast.streamInterface, "PipeWireStreamAdded")
+        case .closed(let session):
+            (path, interface, member) = (session, MutterScreenCast.sessionInterface, "Closed")
+        }
+        var slot: OpaquePointer? = nil
+        // No sender filter: the signals come from Mutter's unique name, and the path is Mutter's own.
+        let r = sd_bus_match_signal(bus, &slot, nil, path, interface, member, { m, data, _ in
+            guard let m, let data else { return 0 }
+            let me = Unmanaged<MutterSignalCollector>.fromOpaque(data).takeUnretainedValue()
+            let path = sd_bus_message_get_path(m).map { String(cString: $0) } ?? ""
+            let member = sd_bus_message_get_member(m).map { String(cString: $0) } ?? ""
+            if member == "PipeWireStreamAdded" {
+                var node: UInt32 = 0
+                if sd_bus_message_read_basic(m, SDBus.type("u"), &node) > 0 {
+                    me.pending.append(.streamAdded(stream: path, node: node))
+                }
+            } else if member == "Closed" {
+                me.pending.append(.sessionClosed(session: path))
+            }
+            return 0
+        }, Unmanaged.passUnretained(self).toOpaque())
+        guard r >= 0, let slot else { return "cannot subscribe to \(member) (\(String(cString: strerror(-r))))" }
+        slots.append(slot)
+        return nil
+    }
+
+    func take() -> MutterScreenCastMachine.Event? { pending.isEmpty ? nil : pending.removeFirst() }
+
+    func cancel() {
+        for s in slots { sd_bus_slot_unref(s) }
+        slots = []
+    }
+
+    deinit { cancel() }
+}
