@@ -13,7 +13,9 @@ def machine() -> dict:
     except (OSError, StopIteration):
         pass
     try:
-        gst = subprocess.run(["gst-launch-1.0", "--gst-version"], capture_output=True, text=True).stdout.strip()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GST_DEBUG")}
+        gst = subprocess.run(["gst-launch-1.0", "--gst-version"], capture_output=True, text=True,
+                             env=env).stdout.strip()
     except OSError:
         gst = ""
     return {"cpu": model, "cores": os.cpu_count(),
