@@ -253,6 +253,11 @@ async def run(args) -> dict:
             for kind in SENDERS:
                 ok = [r for r in rounds.get(kind, []) if "error" not in r]
                 entry[kind] = summarize(ok) if ok else None
+            last = next((r["castd_stats"] for r in reversed(rounds.get("castd", [])) if r.get("castd_stats")), None)
+            if entry.get("castd") and last:
+                # castd's own counters (its `stats` log line): per-stage p50/p95/max ms over its last
+                # 5-s window, ring drops/skips, frames and bytes sent
+                entry["castd"]["counters"] = last
             if entry.get("castd") and entry.get("gstreamer"):
                 entry["castd_over_gstreamer"] = {k: ratio(entry["castd"][k], entry["gstreamer"][k]) for k in RATIO_KEYS}
             entry["rounds"] = rounds
