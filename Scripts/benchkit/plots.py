@@ -29,7 +29,8 @@ def draw(result: dict, outdir: Path) -> list[str]:
             pos.append(i * 3 + j)
             data.append(_latencies(s, kind) or [float("nan")])
             colours.append(COLOURS[kind])
-    bp = ax.boxplot(data, positions=pos, widths=0.8, whis=(5, 95), showfliers=False, patch_artist=True)
+    bp = ax.boxplot(data, positions=pos, widths=0.8, whis=(5, 95), showfliers=False, patch_artist=True,
+                    medianprops={"color": "black"})
     for patch, c in zip(bp["boxes"], colours):
         patch.set_facecolor(c)
     ax.set_xticks([i * 3 + 0.5 for i in range(len(scen))], names)
@@ -44,8 +45,8 @@ def draw(result: dict, outdir: Path) -> list[str]:
     files.append(str(f))
 
     metrics = [("cpu_percent_of_one_core", "CPU, % of one core"), ("peak_rss_mib", "peak RSS, MiB"),
-               ("mean_bitrate_bps", "mean bitrate, Mbps")]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(15, 4.5))
+               ("mean_bitrate_bps", "mean bitrate, Mbps"), ("fps", "frames delivered per second")]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(18, 4.5))
     for ax, (key, label) in zip(axes, metrics):
         for j, kind in enumerate(SENDERS):
             vals = [(s.get(kind) or {}).get(key) or 0 for s in scen]
@@ -55,6 +56,9 @@ def draw(result: dict, outdir: Path) -> list[str]:
         ax.set_xticks([i * 3 + 0.5 for i in range(len(scen))], names, rotation=20)
         ax.set_title(label)
         ax.grid(axis="y", alpha=0.3)
+        if key == "peak_rss_mib":
+            ax.axhline(50, color="grey", linestyle="--", linewidth=1)
+            ax.set_title(label + " (dashed: the 50 MiB budget, spec §12)")
     axes[0].legend()
     fig.tight_layout()
     f = outdir / "cpu_memory_bitrate.png"
