@@ -173,6 +173,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         await asyncio.sleep(seconds)
         cpu1, w1 = proctree.cpu_seconds(pid), time.monotonic()
         peak = proctree.peak_rss_mib(pid)
+        rss_kinds = proctree.rss_breakdown_mib(pid)
         stats = sender.castd_stats() if kind == "castd" else {}
     finally:
         await sender.stop()
@@ -194,7 +195,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "frames_with_readable_timecode": len(lat),
         "freezes": sum(1 for g in gaps if g > FREEZE_S), "longest_gap_ms": round(max(gaps, default=0) * 1000, 1),
         "cpu_s_per_min": round((cpu1 - cpu0) / span * 60, 2),
-        "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting,
+        "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
         "mean_bitrate_bps": int(sum(n for _, n in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
         "decoded_sizes": sizes, "castd_stats": stats,
     }
@@ -212,6 +213,7 @@ def summarize(rounds: list[dict]) -> dict:
         "cpu_percent_of_one_core": round(mean("cpu_s_per_min") / 60 * 100, 1),
         "peak_rss_mib": max(r["peak_rss_mib"] for r in rounds),
         "rss_waiting_for_approval_mib": max(r["rss_waiting_for_approval_mib"] for r in rounds),
+        "rss_at_end_mib": rounds[-1].get("rss_at_end_mib"),
         "mean_bitrate_bps": int(mean("mean_bitrate_bps")),
         "max_1s_bitrate_bps": max(r["max_1s_bitrate_bps"] for r in rounds),
         "frames_delivered": sum(r["frames"] for r in rounds), "fps": mean("fps"),

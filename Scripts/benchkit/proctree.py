@@ -62,3 +62,10 @@ def peak_rss_mib(pid: int) -> float:
 def rss_mib(pid: int) -> float:
     """Sum of VmRSS (resident set now) over the tree."""
     return round(_status_kib(pid, "VmRSS") / 1024, 1)
+
+
+def rss_breakdown_mib(pid: int) -> dict:
+    """Resident memory now by kind, summed over the tree: anonymous (heap, encoder
+    buffers), file-backed (mostly shared libraries, shared with other processes)
+    and shared memory (castd's XShm ring segments)."""
+    return {k: round(_status_kib(pid, k) / 1024, 1) for k in ("RssAnon", "RssFile", "RssShmem")}
