@@ -179,9 +179,7 @@ class GstSender(RefSender):
         self.pc = peer          # RefSender routes answer/candidate rows while self.pc is set
         peer.start()
         sdp = await asyncio.wait_for(peer.offer_ready, 20)
-        # spec §7: offer Constrained Baseline as 42e01f with packetization-mode=1.
-        sdp = re.sub(r"^a=fmtp:96 (?!.*profile-level-id)", "a=fmtp:96 profile-level-id=42e01f;", sdp, flags=re.M)
-        sdp = re.sub(r"profile-level-id=[0-9a-fA-F]{6}", "profile-level-id=42e01f", sdp)
+        sdp = h264_fmtp(sdp)
         sdp = re.sub(r"^a=fingerprint:.*$", "a=fingerprint:" + peer.fingerprint, sdp, flags=re.M)
         sdp = "\r\n".join(l for l in sdp.splitlines() if not l.startswith("a=candidate:")) + "\r\n"
         self.offer_sdp = sdp
@@ -242,6 +240,25 @@ class GstSender(RefSender):
         if self.peer is not None:
             peer, self.peer, self.pc = self.peer, None, None
             await asyncio.get_running_loop().run_in_executor(None, peer.stop)
+
+
+def h264_fmtp(sdp: str, pt: int = 96) -> str:
+    """spec §7: the offer names Constrained Baseline 42e01f with packetization-mode=1.
+    webrtcbin writes the fmtp from the payloader's caps, which it may not have yet when
+    it makes the offer (no fmtp line at all), and names the level from the SPS: the
+    line is completed here, keeping sprop-parameter-sets when present."""
+    lines = sdp.split("\r\n") if "\r\n" in sdp else sdp.split("\n")
+    params: dict[str, str] = {}
+    at = next(i for i, l in enumerate(lines) if l.startswith(f"a=rtpmap:{pt} "))
+    for i, l in enumerate(lines):
+        if l.startswith(f"a=fmtp:{pt} "):
+            params = dict(kv.split("=", 1) for kv in l.split(" ", 1)[1].split(";") if "=" in kv)
+            del lines[i]
+            at = i - 1
+            break
+    params |= {"packetization-mode": "1", "profile-level-id": "42e01f", "level-asymmetry-allowed": "1"}
+    lines.insert(at + 1, f"a=fmtp:{pt} " + ";".join(f"{k}={v}" for k, v in params.items()))
+    return "\r\n".join(lines)
 
 
 def _mid_of(sdp: str) -> str:
