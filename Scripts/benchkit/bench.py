@@ -214,6 +214,9 @@ def summarize(rounds: list[dict]) -> dict:
         "peak_rss_mib": max(r["peak_rss_mib"] for r in rounds),
         "rss_waiting_for_approval_mib": max(r["rss_waiting_for_approval_mib"] for r in rounds),
         "rss_at_end_mib": rounds[-1].get("rss_at_end_mib"),
+        # what streaming added to the sender (the GStreamer sender's Python, aiohttp and aiortc
+        # imports weigh ~60 MiB before any media; castd's process ~40 MiB)
+        "rss_added_by_streaming_mib": round(max(r["peak_rss_mib"] - r["rss_waiting_for_approval_mib"] for r in rounds), 1),
         "mean_bitrate_bps": int(mean("mean_bitrate_bps")),
         "max_1s_bitrate_bps": max(r["max_1s_bitrate_bps"] for r in rounds),
         "frames_delivered": sum(r["frames"] for r in rounds), "fps": mean("fps"),
@@ -226,7 +229,7 @@ def summarize(rounds: list[dict]) -> dict:
 
 
 RATIO_KEYS = ("glass_to_glass_median_ms", "glass_to_glass_p95_ms", "approval_to_first_frame_ms", "cpu_s_per_min",
-              "peak_rss_mib", "mean_bitrate_bps", "max_1s_bitrate_bps", "fps")
+              "peak_rss_mib", "rss_added_by_streaming_mib", "mean_bitrate_bps", "max_1s_bitrate_bps", "fps")
 
 
 async def run(args) -> dict:
