@@ -154,12 +154,17 @@ class RefSender:
             servers.append(RTCIceServer(urls=urls, username=s.get("username"), credential=s.get("credential")))
         return RTCConfiguration(iceServers=servers)
 
-    async def negotiate(self, *, candidates_first: bool = False) -> None:
+    async def _begin_negotiation(self) -> str:
+        """Closes the previous peer and starts a negotiation with a fresh negotiationId."""
         await self._close_pc()
         self.negotiation_id = nid = new_negotiation_id()
         self.remote_set = False
         self.pending = []
         self.state = "negotiating"
+        return nid
+
+    async def negotiate(self, *, candidates_first: bool = False) -> None:
+        nid = await self._begin_negotiation()
         pc = RTCPeerConnection(self._config())
         self.pc = pc
         if self.track is None:

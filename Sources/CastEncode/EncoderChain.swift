@@ -35,6 +35,10 @@ public final class EncoderChain {
     /// Conversion targets, one per input format, reused frame after frame.
     private var images: [PixelFormat: PlanarImage] = [:]
     public private(set) var fallbacks = 0
+    /// How long the last `encode` spent converting the pixels and in the encoder (the daemon's stage counters).
+    public private(set) var lastConvertTime = Duration.zero
+    public private(set) var lastEncodeTime = Duration.zero
+    private let clock = SystemMonotonicClock()
 
     /// VA-API first (the GPU does the work), then x264 (always there).
     public static let standardTable: [EncoderCandidate] = [
@@ -99,9 +103,14 @@ public final class EncoderChain {
         precondition(frame.size == config.size, "scale to \(config.size) before encoding (got \(frame.size))")
         while let enc = current {
             let image = self.image(for: enc.inputFormat)
+            let t0 = clock.now()
             PixelConverter.convert(from: pixels, format: frame.format, size: frame.size, stride: frame.stride, to: image)
+            let t1 = clock.now()
             do {
-                return try enc.encode(image, pts: frame.captureTime)
+                let au = try enc.encode(image, pts: frame.captureTime)
+                lastConvertTime = t1 - t0
+                lastEncodeTime = clock.now() - t1
+                return au
             } catch {
                 current = nil
                 try advance(after: enc.kind, reason: "\(error)")

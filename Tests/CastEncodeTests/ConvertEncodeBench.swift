@@ -10,7 +10,7 @@ import CastMedia
 @Suite(.serialized, .enabled(if: Bench.enabled, "a benchmark: run Scripts/bench-capture-encode"))
 struct ConvertEncodeBench {
     static let size = FrameSize(width: 1920, height: 1080)
-    static let frames = 150
+    static let frames = Bench.frames
 
     /// Busy: a field of random 8×8 blocks scrolled diagonally, regenerated with row copies.
     final class BusySource {
@@ -67,6 +67,7 @@ struct ConvertEncodeBench {
             "convert_ms": Bench.percentiles(convert), "encode_ms": Bench.percentiles(encode),
             "bitrate_bps": bytes * 8 * 30 / Self.frames,
             "cpu_percent_of_one_core": ((after.cpu - before.cpu) / wall * 1000).rounded() / 10,
+            "cpu_ms_per_frame": ((after.cpu - before.cpu) / Double(Self.frames) * 1e5).rounded() / 100,
             "max_rss_mib": (after.maxRSSMiB * 10).rounded() / 10,
         ])
         #expect(convert.count == Self.frames)

@@ -53,7 +53,8 @@ enum SessionCommand {
 
         let signaling = BackendSignaling(sessionID: o.sessionId, config: backend.config, identity: backend.identity,
                                          transport: backend.transport, clock: clock, log: log)
-        let notifier = ReadinessNotifier(peer: peer, log: log, mediaStats: { (media as? CapturePipeline)?.statistics })
+        let notifier = ReadinessNotifier(peer: peer, log: log, mediaStats: { (media as? CapturePipeline)?.statistics },
+                                         stageTimes: { (media as? CapturePipeline)?.drainStageTimes() ?? [] })
         let controller = SessionController(
             machine: SessionMachine { UUID().uuidString.lowercased() },
             signaling: signaling, peer: peer, media: media, clock: clock, log: log,
@@ -81,13 +82,17 @@ final class ReadinessNotifier: @unchecked Sendable {
     private let peer: LivePeerPort
     private let log: LogSink
     private let mediaStats: @Sendable () -> CapturePipeline.Statistics?
+    /// Per-stage durations since the previous `stats` line, as log fields.
+    private let stageTimes: @Sendable () -> [(String, String)]
     private var ready = false   // touched by `run`'s task only
     private var ticks = 0       // likewise
 
-    init(peer: LivePeerPort, log: LogSink, mediaStats: @escaping @Sendable () -> CapturePipeline.Statistics?) {
+    init(peer: LivePeerPort, log: LogSink, mediaStats: @escaping @Sendable () -> CapturePipeline.Statistics?,
+         stageTimes: @escaping @Sendable () -> [(String, String)] = { [] }) {
         self.peer = peer
         self.log = log
         self.mediaStats = mediaStats
+        self.stageTimes = stageTimes
     }
 
     func connected() { SDNotify.send("STATUS=Connected; waiting for the first frame to reach the receiver") }
@@ -107,10 +112,12 @@ final class ReadinessNotifier: @unchecked Sendable {
                     let m = mediaStats()
                     log.write(LogLine(.info, "stats", [
                         ("captured", m?.captured ?? 0), ("encoded", m?.encoded ?? 0), ("ring_dropped", m?.ringDropped ?? 0),
+                        ("ring_skipped", m?.ringSkipped ?? 0),
                         ("frames_sent", v.framesSent), ("keyframes_sent", v.keyframesSent), ("kbytes_sent", v.bytesSent / 1024),
                         ("nacks", v.nacksReceived), ("retransmits", v.retransmissionsSent),
                         ("plis", v.pictureLossReceived), ("rtt_ms", v.roundTripTime.map { Int($0.seconds * 1000) } ?? -1),
-                        ("dropped_before_connect", s.accessUnitsDropped), ("remote_type", s.selectedRemoteType ?? "-")]))
+                        ("dropped_before_connect", s.accessUnitsDropped), ("remote_type", s.selectedRemoteType ?? "-")]
+                        + stageTimes().map { ($0.0, $0.1 as CustomStringConvertible) }))
                 }
             }
             try? await Task.sleep(for: .seconds(1))

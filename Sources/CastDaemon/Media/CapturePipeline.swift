@@ -19,9 +19,18 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         public var captured: UInt64 = 0
         public var encoded: UInt64 = 0
         public var keyframes: UInt64 = 0
-        public var ringDropped: UInt64 = 0
-        public var ringSkipped: UInt64 = 0
+        /// Frames the ring dropped (capture found no free slot) and skipped (the encoder
+        /// took a newer one), over every capture source of the cast, the current one included.
+        public var ringDropped: UInt64 { endedRingDropped + currentRing.dropped }
+        public var ringSkipped: UInt64 { endedRingSkipped + currentRing.skipped }
+        var endedRingDropped: UInt64 = 0
+        var endedRingSkipped: UInt64 = 0
+        var currentRing = FrameRingStats()
         public var encoder: String = "-"
+        /// Per-frame durations since the last `drainStageTimes()`: XShm capture, downscale,
+        /// BGRx → I420/NV12, encode, and capture time → access unit out (the sum plus waits).
+        public var capture = StageTimes(), scale = StageTimes(), convert = StageTimes()
+        public var encode = StageTimes(), captureToEncoded = StageTimes()
     }
 
     /// Where frames come from (`--capture`, resolved: auto is decided before).
@@ -53,6 +62,17 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     public func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void) { lock.withLock { self.sink = sink } }
     public func requestKeyframe() { keyframeWanted.store(true, ordering: .relaxed) }
     public var statistics: Statistics { lock.withLock { stats } }
+
+    /// The stage summaries of the window since the last call, as key=value log fields
+    /// ("p50/p95/max" in ms); the window starts afresh.
+    public func drainStageTimes() -> [(String, String)] {
+        lock.withLock {
+            let stages: [(String, WritableKeyPath<Statistics, StageTimes>)] = [
+                ("capture_ms", \.capture), ("scale_ms", \.scale), ("convert_ms", \.convert),
+                ("encode_ms", \.encode), ("capture_to_encoded_ms", \.captureToEncoded)]
+            return stages.compactMap { name, path in stats[keyPath: path].drain().map { (name, $0.milliseconds) } }
+        }
+    }
 
     /// The receiver's preferences (spec §5) as capture caps: never above 1080p30 (spec §12).
     static func caps(for prefs: CastSignaling.StreamPrefs) -> CaptureCaps {
@@ -201,7 +221,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             switch outcome {
             case .frame:
                 _ = pacer.decide(now: now, changed: true)
-                lock.withLock { stats.captured += 1 }
+                let took = clock.now() - now
+                let ringNow = source.ring.stats
+                lock.withLock { stats.captured += 1; stats.capture.record(took); stats.currentRing = ringNow }
                 published.signal()
             case .timeout:
                 _ = pacer.decide(now: now, changed: false)
@@ -223,8 +245,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         encoderDone.wait()   // the encoder reads the source's slots: it stops first
         let ringStats = source.ring.stats
         lock.withLock {
-            stats.ringDropped += ringStats.dropped
-            stats.ringSkipped += ringStats.skipped
+            stats.endedRingDropped += ringStats.dropped
+            stats.endedRingSkipped += ringStats.skipped
+            stats.currentRing = FrameRingStats()
         }
         return end
     }
@@ -263,7 +286,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             var frame = lease.frame
             var pixels = UnsafeRawPointer(lease.slot.bytes)
             if let scaler, let scaled {
+                let t0 = clock.now()
                 scaler.scale(pixels, srcStride: frame.stride, into: scaled.bytes, dstStride: target.width * 4)
+                let took = clock.now() - t0
+                lock.withLock { stats.scale.record(took) }
                 ring.finishRead(lease)   // the scaled copy is ours; the segment can be reused now
                 frame = Frame(format: frame.format, size: target, stride: target.width * 4,
                               captureTime: frame.captureTime, damage: nil)
@@ -273,7 +299,11 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 let au = try chain.encode(pixels: pixels, frame: frame)
                 if scaler == nil { ring.finishRead(lease) }
                 guard let au else { continue }
+                let age = clock.now() - au.pts
                 let sink = lock.withLock { () -> (@Sendable ([UInt8], Instant) -> Void)? in
+                    stats.convert.record(chain.lastConvertTime)
+                    stats.encode.record(chain.lastEncodeTime)
+                    stats.captureToEncoded.record(age)
                     stats.encoded += 1
                     if au.isKeyframe { stats.keyframes += 1 }
                     stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"

@@ -10,6 +10,11 @@ import Glibc
 public enum Bench {
     public static var enabled: Bool { ProcessInfo.processInfo.environment["CASTD_BENCH"] == "1" }
 
+    /// Frames per run: 150 (5 s at 30 fps), or CASTD_BENCH_FRAMES (`--quick`).
+    public static var frames: Int {
+        ProcessInfo.processInfo.environment["CASTD_BENCH_FRAMES"].flatMap { Int($0) }.map { max(10, $0) } ?? 150
+    }
+
     public static func percentiles(_ ns: [Int64]) -> [String: Double] {
         let s = ns.sorted()
         func at(_ q: Double) -> Double { Double(s[min(s.count - 1, Int(Double(s.count - 1) * q + 0.5))]) / 1e6 }

@@ -1,0 +1,1 @@
+"""The benchmark kit behind Scripts/bench and Scripts/bench-capture-encode (benchmarks, never tests)."""

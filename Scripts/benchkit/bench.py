@@ -1,0 +1,316 @@
+"""Scripts/bench: castd and a GStreamer sender side by side, glass to glass.
+
+For each scenario (screen size × background) an Xvfb screen shows the bench
+painter's content with the CLOCK_MONOTONIC timecode in its top-left corner
+(painter.py, timecode.py). Rounds alternate castd and the GStreamer sender
+(gst_sender.py) on that same screen; in each round a receiver on the local
+stack creates a session, the sender pairs with its PIN and waits subscribed,
+the receiver approves, and an aiortc answerer (receiver.py) decodes every
+frame and reads the timecode: glass-to-glass latency = decode time − drawn
+time, same machine, same clock. CPU (user + sys of the sender's process
+tree) and its peak RSS come from /proc; bitrate from the RTP payload bytes
+that arrived. Writes artifacts/bench/bench.json and PNG plots; prints the
+JSON summary.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "Scripts"))
+sys.path.insert(0, str(ROOT / "IntegrationTests"))
+sys.path.insert(0, str(ROOT / "IntegrationTests" / "daemon"))
+from benchkit import proctree, receiver  # noqa: E402
+from benchkit.host import machine  # noqa: E402
+from benchkit.screen import BenchScreen  # noqa: E402
+from benchkit.stats import quantile, ratio  # noqa: E402
+from castd_proc import Receiver, castd_env  # noqa: E402
+from conftest import devstack_down, devstack_up  # noqa: E402
+from tools.castd_build import binary  # noqa: E402
+
+SCENARIOS = {
+    "1080p-static": (1920, 1080, "static"),
+    "1080p-busy": (1920, 1080, "busy"),
+    "1440p-busy": (2560, 1440, "busy"),
+    "720p-busy": (1280, 720, "busy"),
+}
+SENDERS = ("castd", "gstreamer")
+PREFS = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
+FREEZE_S = 0.2
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+async def _read_lines(stream, into: list[str]) -> None:
+    while True:
+        line = await stream.readline()
+        if not line:
+            return
+        into.append(line.decode(errors="replace").rstrip("\n"))
+
+
+async def _wait_for(lines: list[str], text: str, proc, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while not any(text in l for l in lines):
+        if proc.returncode is not None:
+            raise RuntimeError(f"sender exited ({proc.returncode}) before '{text}':\n" + "\n".join(lines[-20:]))
+        if time.monotonic() > end:
+            raise RuntimeError(f"no '{text}' within {timeout} s:\n" + "\n".join(lines[-20:]))
+        await asyncio.sleep(0.02)
+
+
+class SenderProc:
+    """castd (pair, then --session while still waiting for approval) or the GStreamer sender."""
+
+    def __init__(self, kind: str, stack, screen: BenchScreen, home: Path):
+        self.kind, self.stack, self.screen, self.home = kind, stack, screen, home
+        self.procs: list[asyncio.subprocess.Process] = []
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.tasks: list[asyncio.Task] = []
+
+    def _spawn_readers(self, p) -> None:
+        self.tasks += [asyncio.create_task(_read_lines(p.stdout, self.out)),
+                       asyncio.create_task(_read_lines(p.stderr, self.err))]
+
+    async def start(self, pin: str, session_id: str) -> int:
+        env = castd_env(self.stack, self.home, DISPLAY=self.screen.display)
+        if self.kind == "castd":
+            pair = await asyncio.create_subprocess_exec(binary("castd"), "pair", "--pin", pin, "--json", env=env,
+                                                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            self.procs.append(pair)
+            self._spawn_readers(pair)
+            await _wait_for(self.out, '"paired"', pair, 30)
+            daemon = await asyncio.create_subprocess_exec(binary("castd"), "--session", session_id, "--log-level", "info",
+                                                          env=env, stdout=asyncio.subprocess.PIPE,
+                                                          stderr=asyncio.subprocess.PIPE)
+            self.procs.append(daemon)
+            self._spawn_readers(daemon)
+            await _wait_for(self.err, "event=subscribed", daemon, 30)
+            self.main = daemon
+        else:
+            p = await asyncio.create_subprocess_exec(
+                sys.executable, str(Path(__file__).with_name("gst_sender.py")), "--pin", pin,
+                "--display", self.screen.display, "--width", str(self.screen.width), "--height", str(self.screen.height),
+                env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            self.procs.append(p)
+            self._spawn_readers(p)
+            await _wait_for(self.out, "waiting", p, 30)
+            self.main = p
+        return self.main.pid
+
+    async def stop(self) -> None:
+        for p in reversed(self.procs):
+            if p.returncode is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(p.wait(), 10)
+                except asyncio.TimeoutError:
+                    p.kill()
+                    await p.wait()
+        for t in self.tasks:
+            t.cancel()
+
+    def castd_stats(self) -> dict:
+        """The daemon's last `event=stats` line as a dict (castd only)."""
+        lines = [l for l in self.err if "event=stats" in l]
+        if not lines:
+            return {}
+        out = {}
+        for field in lines[-1].split():
+            k, _, v = field.partition("=")
+            if k not in ("level", "event"):
+                out[k] = v
+        return out
+
+
+def _max_1s_bitrate(packets: list[tuple[float, int]]) -> float:
+    best, j, acc = 0, 0, 0
+    for i, (t, n) in enumerate(packets):
+        acc += n
+        while packets[j][0] <= t - 1.0:
+            acc -= packets[j][1]
+            j += 1
+        if t - packets[0][0] >= 1.0:
+            best = max(best, acc)
+    return best * 8
+
+
+async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmup: float) -> dict:
+    home = Path(tempfile.mkdtemp(prefix="castd-bench-"))
+    rx = Receiver(stack)
+    s = await rx.create()
+    sid = s["sessionId"]
+    sender = SenderProc(kind, stack, screen, home)
+    answerer = None
+    try:
+        pid = await sender.start(s["pin"], sid)
+        rss_waiting = proctree.rss_mib(pid)
+        answerer = receiver.TimecodeReceiver(rx.client, sid, screen.width)
+        await answerer.start()
+        receiver.PACKETS.clear()
+        t_approve = time.monotonic()
+        await rx.client.api("session-approve", {"sessionId": sid, "approve": True, "streamPrefs": PREFS})
+        end = time.monotonic() + 30
+        while not answerer.rec.samples:
+            if time.monotonic() > end:
+                raise RuntimeError(f"{kind}: no decoded frame within 30 s ({len(receiver.PACKETS)} RTP packets "
+                                   f"arrived; receiver states {answerer.connection_states}):\n"
+                                   + "\n".join((sender.err + sender.out)[-40:]))
+            await asyncio.sleep(0.005)
+        t_first = answerer.rec.samples[0].decoded
+        await asyncio.sleep(warmup)
+        cpu0, w0 = proctree.cpu_seconds(pid), time.monotonic()
+        await asyncio.sleep(seconds)
+        cpu1, w1 = proctree.cpu_seconds(pid), time.monotonic()
+        peak = proctree.peak_rss_mib(pid)
+        rss_kinds = proctree.rss_breakdown_mib(pid)
+        stats = sender.castd_stats() if kind == "castd" else {}
+    finally:
+        await sender.stop()
+        if answerer:
+            await answerer.close()
+        await rx.client.close()
+    samples = [x for x in answerer.rec.samples if w0 <= x.decoded <= w1]
+    lat = [(x.decoded - x.drawn) * 1000 for x in samples if x.drawn is not None]
+    times = [x.decoded for x in answerer.rec.samples if t_first <= x.decoded <= w1]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    pk = [p for p in receiver.PACKETS if w0 <= p[0] <= w1]
+    span = w1 - w0
+    sizes = sorted({f"{x.width}x{x.height}" for x in samples})
+    return {
+        "sender": kind, "window_s": round(span, 2),
+        "approval_to_first_frame_ms": round((t_first - t_approve) * 1000, 1),
+        "latencies_ms": [round(v, 2) for v in lat],
+        "frames": len(samples), "fps": round(len(samples) / span, 2),
+        "frames_with_readable_timecode": len(lat),
+        "freezes": sum(1 for g in gaps if g > FREEZE_S), "longest_gap_ms": round(max(gaps, default=0) * 1000, 1),
+        "cpu_s_per_min": round((cpu1 - cpu0) / span * 60, 2),
+        "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
+        "mean_bitrate_bps": int(sum(n for _, n in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
+        "decoded_sizes": sizes, "castd_stats": stats,
+    }
+
+
+def summarize(rounds: list[dict]) -> dict:
+    lat = [v for r in rounds for v in r["latencies_ms"]]
+    mean = lambda k: round(sum(r[k] for r in rounds) / len(rounds), 2)  # noqa: E731
+    return {
+        "rounds": len(rounds),
+        "glass_to_glass_median_ms": round(quantile(lat, 0.5), 1) if lat else None,
+        "glass_to_glass_p95_ms": round(quantile(lat, 0.95), 1) if lat else None,
+        "approval_to_first_frame_ms": round(quantile([r["approval_to_first_frame_ms"] for r in rounds], 0.5), 1),
+        "cpu_s_per_min": mean("cpu_s_per_min"),
+        "cpu_percent_of_one_core": round(mean("cpu_s_per_min") / 60 * 100, 1),
+        "peak_rss_mib": max(r["peak_rss_mib"] for r in rounds),
+        "rss_waiting_for_approval_mib": max(r["rss_waiting_for_approval_mib"] for r in rounds),
+        "rss_at_end_mib": rounds[-1].get("rss_at_end_mib"),
+        # what streaming added to the sender (the GStreamer sender's Python, aiohttp and aiortc
+        # imports weigh ~60 MiB before any media; castd's process ~40 MiB)
+        "rss_added_by_streaming_mib": round(max(r["peak_rss_mib"] - r["rss_waiting_for_approval_mib"] for r in rounds), 1),
+        "mean_bitrate_bps": int(mean("mean_bitrate_bps")),
+        "max_1s_bitrate_bps": max(r["max_1s_bitrate_bps"] for r in rounds),
+        "frames_delivered": sum(r["frames"] for r in rounds), "fps": mean("fps"),
+        "readable_timecode_fraction": round(sum(r["frames_with_readable_timecode"] for r in rounds)
+                                            / max(1, sum(r["frames"] for r in rounds)), 3),
+        "freezes": sum(r["freezes"] for r in rounds),
+        "longest_gap_ms": max(r["longest_gap_ms"] for r in rounds),
+        "decoded_sizes": sorted({s for r in rounds for s in r["decoded_sizes"]}),
+    }
+
+
+RATIO_KEYS = ("glass_to_glass_median_ms", "glass_to_glass_p95_ms", "approval_to_first_frame_ms", "cpu_s_per_min",
+              "peak_rss_mib", "rss_added_by_streaming_mib", "mean_bitrate_bps", "max_1s_bitrate_bps", "fps")
+
+
+async def run(args) -> dict:
+    stack = devstack_up()
+    out = {"command": " ".join(["Scripts/bench"] + sys.argv[1:]), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "config": {"rounds": args.rounds, "seconds_per_round": args.seconds, "warmup_s": args.warmup,
+                      "painter_fps": args.painter_fps, "freeze_threshold_ms": FREEZE_S * 1000, "prefs": PREFS},
+           "scenarios": []}
+    try:
+        for name in args.scenario:
+            w, h, bg = SCENARIOS[name]
+            rounds: dict[str, list[dict]] = {k: [] for k in args.sender}
+            with BenchScreen(w, h, bg, timecode=True, fps=args.painter_fps) as screen:
+                for i in range(args.rounds):
+                    order = args.sender if i % 2 == 0 else tuple(reversed(args.sender))
+                    for kind in order:
+                        log(f"{name} round {i + 1}/{args.rounds}: {kind}")
+                        try:
+                            r = await run_round(stack, screen, kind, args.seconds, args.warmup)
+                        except Exception as e:  # a failed round is reported, the bench goes on
+                            log(f"{name} {kind} round failed: {e}")
+                            r = {"sender": kind, "error": str(e)[:2000]}
+                        r["round"] = i + 1
+                        rounds[kind].append(r)
+            entry = {"scenario": name, "screen": f"{w}x{h}", "background": bg}
+            for kind in SENDERS:
+                ok = [r for r in rounds.get(kind, []) if "error" not in r]
+                entry[kind] = summarize(ok) if ok else None
+            last = next((r["castd_stats"] for r in reversed(rounds.get("castd", [])) if r.get("castd_stats")), None)
+            if entry.get("castd") and last:
+                # castd's own counters (its `stats` log line): per-stage p50/p95/max ms over its last
+                # 5-s window, ring drops/skips, frames and bytes sent
+                entry["castd"]["counters"] = last
+            if entry.get("castd") and entry.get("gstreamer"):
+                entry["castd_over_gstreamer"] = {k: ratio(entry["castd"][k], entry["gstreamer"][k]) for k in RATIO_KEYS}
+            entry["rounds"] = rounds
+            out["scenarios"].append(entry)
+    finally:
+        devstack_down(stack.state_dir)
+    out["machine"] = machine()
+    return out
+
+
+def brief(result: dict) -> dict:
+    """The result without per-frame latencies (the printed summary)."""
+    b = json.loads(json.dumps(result))
+    for s in b["scenarios"]:
+        for rs in s["rounds"].values():
+            for r in rs:
+                r.pop("latencies_ms", None)
+    return b
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="Scripts/bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="1 round of 8 s per sender and scenario (≤ 5 min)")
+    ap.add_argument("--rounds", type=int, help="rounds per sender and scenario (default 3; --quick 1)")
+    ap.add_argument("--seconds", type=float, help="measured seconds per round (default 20; --quick 8)")
+    ap.add_argument("--warmup", type=float, default=1.0, help="seconds after the first frame before measuring")
+    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all four)")
+    ap.add_argument("--sender", action="append", choices=list(SENDERS), help="repeatable (default: both)")
+    ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
+    ap.add_argument("--out", default=str(ROOT / "artifacts" / "bench"), help="directory for bench.json and the plots")
+    args = ap.parse_args()
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.seconds = args.seconds or (8.0 if args.quick else 20.0)
+    args.scenario = args.scenario or list(SCENARIOS)
+    args.sender = tuple(k for k in SENDERS if k in (args.sender or SENDERS))
+    result = asyncio.run(run(args))
+    outdir = Path(args.out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / "bench.json").write_text(json.dumps(result, indent=1, sort_keys=True))
+    try:
+        from benchkit import plots
+        result["plots"] = plots.draw(result, outdir)
+    except Exception as e:  # plots are a convenience; the JSON is the result
+        log(f"plots failed: {e}")
+    print(json.dumps(brief(result), indent=1, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""GStreamer for the bench: Debian's PyGObject bindings (python3-gst-1.0) made
+importable from the project's virtual environment (same Python 3.11), and
+the pipeline text with castd's x264 settings."""
+from __future__ import annotations
+
+import os
+import sys
+
+_DIST = "/usr/lib/python3/dist-packages"
+if os.path.isdir(_DIST) and _DIST not in sys.path:
+    sys.path.append(_DIST)   # appended: the venv's own packages win
+
+import gi  # noqa: E402
+
+gi.require_version("Gst", "1.0")
+from gi.repository import Gst  # noqa: E402
+
+Gst.init(None)
+
+PRESET = "superfast"       # X264Encoder.defaultPreset
+FPS = 30
+
+
+def cap(width: int, height: int) -> tuple[int, int, int]:
+    """castd's caps (spec §12): at most 1080p keeping the aspect ratio, even sides;
+    4 Mbps above 720p, 2.5 Mbps at or below. Returns (width, height, kbps)."""
+    w, h = width, height
+    if w * h > 1920 * 1080:
+        s = min(1920 / w, 1080 / h)
+        w, h = int(w * s) // 2 * 2, int(h * s) // 2 * 2
+    return w, h, (4000 if w * h > 1280 * 720 else 2500)
+
+
+def x264(kbps: int, threads: int | None = None) -> str:
+    """x264enc as castd sets up libx264 (X264Encoder.swift): preset + zerolatency,
+    Constrained Baseline (caps below), CBR at the cap with a one-frame VBV buffer,
+    no B-frames/lookahead, sliced threads (one slice per thread, ≤ 4), an infinite
+    GOP without scene cuts, SPS/PPS before each IDR, Annex-B."""
+    n = threads or max(1, min(4, os.cpu_count() or 1))
+    vbv_ms = max(1, round(1000 / FPS))
+    return (f"x264enc speed-preset={PRESET} tune=zerolatency pass=cbr bitrate={kbps} vbv-buf-capacity={vbv_ms} "
+            f"bframes=0 rc-lookahead=0 sync-lookahead=0 sliced-threads=true threads={n} key-int-max=0 "
+            f"byte-stream=true option-string=\"slices={n}:keyint=infinite:scenecut=0:repeat-headers=1\" "
+            f"! video/x-h264,profile=constrained-baseline,stream-format=byte-stream,alignment=au")
+
+
+def source(display: str, width: int, height: int, *, use_damage: bool) -> str:
+    """ximagesrc → videoconvert (→ videoscale above 1080p) → I420 BT.709 at 30 fps."""
+    w, h, _ = cap(width, height)
+    scale = "videoscale ! " if (w, h) != (width, height) else ""
+    return (f"ximagesrc display-name={display} use-damage={'true' if use_damage else 'false'} show-pointer=true "
+            f"! video/x-raw,framerate={FPS}/1 ! videoconvert name=convert ! {scale}"
+            f"video/x-raw,format=I420,width={w},height={h},colorimetry=bt709")

@@ -1,0 +1,125 @@
+"""An X client that paints benchmark content on a screen's root window.
+
+    python -m benchkit.painter --display :50 --background static|busy [--timecode] [--fps 60]
+
+static: colour bars over the top two thirds, dark grey below (castd's test
+picture). still: the busy field, not moving (ConvertEncodeBench's static
+content). busy: a field of random 8×8 blocks (xorshift32, seed 0x12345678,
+the same field as ConvertEncodeBench's busy source) scrolled by (9, 5) pixels
+every frame, copied from a server-side pixmap so that the painter itself
+costs little. --timecode draws the current CLOCK_MONOTONIC time every frame
+(see timecode.py). Prints "painter: drawing on WxH" once ready; stops on
+SIGTERM.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from Xlib import X, display as xdisplay
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchkit import timecode  # noqa: E402
+
+BARS = [0xBFBFBF, 0xBFBF00, 0x00BFBF, 0x00BF00, 0xBF00BF, 0xBF0000, 0x0000BF]
+MARGIN = 512
+
+
+def busy_field(width: int, height: int) -> np.ndarray:
+    """(h+512) × (w+512) 0x00RRGGBB pixels: random 8×8 blocks (ConvertEncodeBench.BusySource)."""
+    fw, fh = width + MARGIN, height + MARGIN
+    bw, bh = fw // 8 + 1, fh // 8 + 1
+    r = 0x12345678
+    blocks = np.empty(bw * bh, dtype=np.uint32)
+    for i in range(bw * bh):
+        r ^= (r << 13) & 0xFFFFFFFF
+        r ^= r >> 17
+        r ^= (r << 5) & 0xFFFFFFFF
+        blocks[i] = r & 0xFFFFFF
+    grid = blocks.reshape(bh, bw)
+    return np.ascontiguousarray(grid.repeat(8, axis=0).repeat(8, axis=1)[:fh, :fw])
+
+
+class Painter:
+    def __init__(self, name: str | None, background: str, with_timecode: bool):
+        self.d = xdisplay.Display(name)
+        self.screen = self.d.screen()
+        self.root = self.screen.root
+        self.width, self.height = self.screen.width_in_pixels, self.screen.height_in_pixels
+        self.background = background
+        self.with_timecode = with_timecode
+        self.gc = self.root.create_gc(foreground=0, background=0)
+        self.black = self.root.create_gc(foreground=0x000000)
+        self.white = self.root.create_gc(foreground=0xFFFFFF)
+        self.field = None
+        if background in ("busy", "still"):
+            self.field = self._upload(busy_field(self.width, self.height))
+        else:
+            self._bars()
+
+    def _upload(self, pixels: np.ndarray):
+        h, w = pixels.shape
+        pm = self.root.create_pixmap(w, h, self.screen.root_depth)
+        step = max(1, 200_000 // (w * 4))   # requests under 256 KiB (no BIG-REQUESTS needed)
+        for y in range(0, h, step):
+            chunk = pixels[y:y + step]
+            pm.put_image(self.gc, 0, y, w, chunk.shape[0], X.ZPixmap, self.screen.root_depth, 0, chunk.tobytes())
+        self.d.sync()
+        return pm
+
+    def _bars(self) -> None:
+        top = self.height * 2 // 3
+        for i, c in enumerate(BARS):
+            x0, x1 = i * self.width // len(BARS), (i + 1) * self.width // len(BARS)
+            self.gc.change(foreground=c)
+            self.root.fill_rectangle(self.gc, x0, 0, x1 - x0, top)
+        self.gc.change(foreground=0x101010)
+        self.root.fill_rectangle(self.gc, 0, top, self.width, self.height - top)
+        self.d.sync()
+
+    def frame(self, n: int) -> None:
+        if self.field is not None and (n == 0 or self.background == "busy"):
+            dx, dy = (n * 9) % MARGIN, (n * 5) % MARGIN
+            self.root.copy_area(self.gc, self.field, dx, dy, self.width, self.height, 0, 0)
+        if self.with_timecode:
+            bits = timecode.encode(timecode.now_us(), n)
+            ones = [(x, y, s, s) for (x, y, s), b in zip(timecode.cells(), bits) if b]
+            zeros = [(x, y, s, s) for (x, y, s), b in zip(timecode.cells(), bits) if not b]
+            self.root.poly_fill_rectangle(self.white, ones)
+            self.root.poly_fill_rectangle(self.black, zeros)
+        self.d.sync()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--display")
+    ap.add_argument("--background", choices=["static", "still", "busy"], default="static")
+    ap.add_argument("--timecode", action="store_true")
+    ap.add_argument("--fps", type=float, default=60)
+    args = ap.parse_args()
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    p = Painter(args.display, args.background, args.timecode)
+    p.frame(0)
+    print(f"painter: drawing on {p.width}x{p.height}", flush=True)
+    animate = args.timecode or args.background == "busy"
+    start, n = time.monotonic(), 0
+    while not stop:
+        n += 1
+        due = start + n / args.fps
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        elif delay < -1:            # far behind (a stalled machine): skip ahead, don't burst
+            start, n = time.monotonic(), 0
+        if animate:
+            p.frame(n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""CPU and memory of a process tree from /proc (Linux)."""
+from __future__ import annotations
+
+import os
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _children() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        out.setdefault(ppid, []).append(int(d))
+    return out
+
+
+def tree(pid: int) -> list[int]:
+    kids, todo, seen = _children(), [pid], []
+    while todo:
+        p = todo.pop()
+        seen.append(p)
+        todo.extend(kids.get(p, []))
+    return seen
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of the process and its live descendants (all threads),
+    plus what their reaped children used."""
+    total = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15])   # utime stime cutime cstime
+        except (OSError, ValueError):
+            continue
+    return total / TICK
+
+
+def _status_kib(pid: int, key: str) -> int:
+    total = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next((int(l.split()[1]) for l in f if l.startswith(key + ":")), 0)
+        except OSError:
+            continue
+    return total
+
+
+def peak_rss_mib(pid: int) -> float:
+    """Sum of VmHWM (peak resident set) over the tree."""
+    return round(_status_kib(pid, "VmHWM") / 1024, 1)
+
+
+def rss_mib(pid: int) -> float:
+    """Sum of VmRSS (resident set now) over the tree."""
+    return round(_status_kib(pid, "VmRSS") / 1024, 1)
+
+
+def rss_breakdown_mib(pid: int) -> dict:
+    """Resident memory now by kind, summed over the tree: anonymous (heap, encoder
+    buffers), file-backed (mostly shared libraries, shared with other processes)
+    and shared memory (castd's XShm ring segments)."""
+    return {k: round(_status_kib(pid, k) / 1024, 1) for k in ("RssAnon", "RssFile", "RssShmem")}

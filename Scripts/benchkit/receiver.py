@@ -1,0 +1,105 @@
+"""The bench's receiver: the integration tests' aiortc answerer, reading the
+on-glass timecode of every decoded frame.
+
+Two changes to aiortc for measuring, both on the receiving side only and the
+same for every sender:
+- a video frame leaves the jitter buffer when its last packet (RTP marker
+  bit) is in, not when the first packet of the next frame arrives (aiortc's
+  rule, which would add one frame interval to every latency);
+- every media RTP packet's arrival time and payload size are recorded
+  (the bitrate figures; retransmissions are not counted).
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import aiortc.rtcrtpreceiver as rtcrtpreceiver
+from aiortc.jitterbuffer import JitterBuffer, JitterFrame
+from aiortc.mediastreams import MediaStreamError
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "IntegrationTests"))
+sys.path.insert(0, str(ROOT / "Scripts"))
+from benchkit import timecode  # noqa: E402
+from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
+
+PACKETS: list[tuple[float, int]] = []   # (time.monotonic(), RTP payload bytes) of every video packet
+
+
+class MarkerJitterBuffer(JitterBuffer):
+    def add(self, packet):
+        if self._is_video:
+            PACKETS.append((time.monotonic(), len(packet.payload)))
+        return super().add(packet)
+
+    def _remove_frame(self, sequence_number: int):
+        if not self._is_video:
+            return super()._remove_frame(sequence_number)
+        packets, timestamp = [], None
+        for count in range(self.capacity):
+            packet = self._packets[(self._origin + count) % self._capacity]
+            if packet is None:
+                return None
+            if timestamp is not None and packet.timestamp != timestamp:
+                # the previous frame ended without a marker (lost or absent): aiortc's rule
+                frame = JitterFrame(data=b"".join(p._data for p in packets), timestamp=timestamp)
+                self.remove(count)
+                return frame
+            timestamp = packet.timestamp
+            packets.append(packet)
+            if packet.marker:
+                frame = JitterFrame(data=b"".join(p._data for p in packets), timestamp=timestamp)
+                self.remove(count + 1)
+                return frame
+        return None
+
+
+rtcrtpreceiver.JitterBuffer = MarkerJitterBuffer
+
+
+@dataclass
+class Sample:
+    decoded: float             # time.monotonic() when the decoded frame reached us
+    drawn: float | None        # when the painter drew the code it shows (None: unreadable)
+    painter_frame: int | None
+    width: int
+    height: int
+
+
+@dataclass
+class Recording:
+    samples: list[Sample] = field(default_factory=list)
+
+
+class TimecodeReceiver(ReceiverAnswerer):
+    """Answers like the tests' receiver; for each decoded frame reads the timecode
+    from the luma plane (no RGB conversion: cheap enough for 1080p30 in Python)."""
+
+    def __init__(self, client, session_id: str, screen_width: int):
+        super().__init__(client, session_id, keep_frames=1)
+        self.screen_width = screen_width
+        self.rec = Recording()
+
+    async def _consume(self, track, nid: str) -> None:
+        try:
+            while True:
+                frame = await track.recv()
+                now = time.monotonic()
+                drawn, n = None, None
+                if frame.format.name in ("yuv420p", "yuvj420p"):
+                    plane = frame.planes[0]
+                    y = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
+                    got = timecode.read_luma(y, frame.width / self.screen_width)
+                    if got:
+                        us = timecode.unwrap(got[0], int(now * 1e6))
+                        drawn, n = us / 1e6, got[1]
+                self.rec.samples.append(Sample(now, drawn, n, frame.width, frame.height))
+                self.recent_frames[:] = [frame]
+                self.frame_event.set()
+        except MediaStreamError:
+            return
