@@ -504,4 +504,28 @@ struct Link {
         l.flush()
         #expect(l.events.filter { if case .needsResolution = $0.e { return true } else { return false } }.count == 16)
     }
+
+    @Test func candidatesBeyondTheBoundsAreReportedAsDropped() throws {
+        var l = ICEAgentTests.link(hosts: [ICEAgentTests.v4], remote: [])
+        var kept = 0, dropped = 0
+        for i in 0..<100 {
+            let ok = l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 10.0.0.\(i + 1) 9 typ host"), now: .zero)
+            if ok { kept += 1 } else { dropped += 1 }
+        }
+        #expect(kept == 64 && dropped == 36)
+        // Unusable candidates are skipped, not reported: that is not the bound speaking.
+        #expect(l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 tcp 1 10.0.0.1 9 typ host tcptype active"), now: .zero))
+    }
+
+    @Test func oneHostnameRepeatedCannotGrowThePendingListWithoutBound() throws {
+        var l = ICEAgentTests.link(hosts: [ICEAgentTests.v4], remote: [])
+        var dropped = 0
+        for i in 0..<1000 {
+            let c = try ICECandidate(parsing: "candidate:\(i) 1 udp 1 same.local \(1000 + i) typ host")
+            if !l.agent.addRemoteCandidate(c, now: .zero) { dropped += 1 }
+        }
+        #expect(dropped == 1000 - 64)
+        l.agent.resolved(hostname: "same.local", to: [IPAddress("192.0.2.2")!], now: .zero)
+        #expect(l.agent.remoteCandidates.count == 64)
+    }
 }
