@@ -300,6 +300,23 @@ struct Link {
         #expect(l.states == [.checking, .connected, .disconnected, .connected])
     }
 
+    @Test func whileDisconnectedConsentIsProbedOftenSoThePathsReturnIsNoticedQuickly() {
+        // Found by Scripts/faults (link cut 4 s): with a check every ~5 s the cast stayed
+        // frozen up to 5 s after the link came back.
+        for ms in [300, 1100, 2300, 3700, 4900, 6100, 8300] {   // the path returns at any phase of the probing
+            var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+            l.run(until: .zero + .seconds(1), stop: { $0.agent.state == .connected })
+            l.peer.answering = false
+            l.run(until: .zero + .seconds(60), stop: { $0.agent.state == .disconnected })
+            l.run(until: l.now + .milliseconds(ms))
+            l.peer.answering = true
+            let back = l.now
+            l.run(until: l.now + .seconds(10), stop: { $0.agent.state == .connected })
+            #expect(l.agent.state == .connected)
+            #expect(l.now - back <= .milliseconds(500) + .milliseconds(50), "returned after \(ms) ms")
+        }
+    }
+
     @Test func roleConflictWithALowerTieBreakerGets487() throws {
         var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
         l.peer.answering = false

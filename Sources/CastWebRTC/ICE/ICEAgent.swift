@@ -244,10 +244,14 @@ public struct ICEAgent: Sendable {
                 fail()
                 return
             }
-            if state == .connected, now - last >= config.disconnectedTimeout { setState(.disconnected) }
+            if state == .connected, now - last >= config.disconnectedTimeout {
+                setState(.disconnected)
+                nextConsentAt = now          // probe at once, then every consentRetryInterval
+            }
             if let n = nextConsentAt, n <= now {
                 sendRequest(on: key, kind: .consent(key), useCandidate: false, now: now)
-                nextConsentAt = now + jitter.scale(config.consentInterval, lo: 0.8, hi: 1.2)
+                nextConsentAt = now + (state == .disconnected ? config.consentRetryInterval
+                                                              : jitter.scale(config.consentInterval, lo: 0.8, hi: 1.2))
             }
         }
         if state == .checking, let s = checkingSince, now - s >= config.checkingTimeout { fail() }
