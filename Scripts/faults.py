@@ -112,9 +112,10 @@ class ReceiverProc:
         self.proc, self.log = proc, log
 
     @classmethod
-    async def start(cls, world: "World", log: Path) -> "ReceiverProc":
-        cfg = {"api_url": f"http://{C_VETH}:{world.port}", "supabase_url": f"http://{C_VETH}:{world.port}",
-               "key": world.stack.key}
+    async def start(cls, world: "World", log: Path, stack=None) -> "ReceiverProc":
+        stack = stack or world.stack
+        port = int(stack.api_url.rsplit(":", 1)[1])
+        cfg = {"api_url": f"http://{C_VETH}:{port}", "supabase_url": f"http://{C_VETH}:{port}", "key": stack.key}
         errf = open(log, "ab")
         p = await asyncio.create_subprocess_exec(
             "ip", "netns", "exec", world.ns_r, PYTHON, str(IT / "faults" / "receiver_proc.py"), json.dumps(cfg),
@@ -156,10 +157,28 @@ class World:
         from tools.netns import RouterProc
         from xscreen import XScreen
         # A generous signaling budget: the hostile rows insert thousands of rows; P0429 has its own scenario.
-        self.stack = devstack_up(listen="0.0.0.0", signaling_rate_limit=100000)
+        # heartbeat-silence 75 s and a cleanup every 5 s: the SIGKILL scenario sees the stack end the
+        # session in about 80 s; castd heartbeats every 30 s, so one lost heartbeat (REST 500 for 30 s) is fine.
+        self.stack = devstack_up(listen="0.0.0.0", signaling_rate_limit=100000, fault_hooks=1,
+                                 heartbeat_silence=75, cleanup_interval=5)
         self.port = int(self.stack.api_url.rsplit(":", 1)[1])
         self.screen = await XScreen(1920, 1080).start()
         self.router = RouterProc(self.ns_c, self.ns_r, C_TUN, R_TUN, seed=self.a.seed).__enter__()
+
+    async def admin(self, path: str, body: dict | None = None, stack=None) -> dict:
+        import aiohttp
+        stack = stack or self.stack
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{stack.api_url}/admin/faults/{path}", json=body or {}) as r:
+                return await r.json()
+
+    async def devstack_restart(self, service: str, down_seconds: float) -> None:
+        p = await asyncio.create_subprocess_exec(str(REPO / "Scripts" / "devstack"), "restart", service,
+                                                 "--state-dir", self.stack.state_dir, "--down-seconds", str(down_seconds),
+                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out, _ = await p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"devstack restart {service}: {out.decode()[-500:]}")
 
     def impair(self, **kw) -> None:
         base = {"delay_ms": 0, "jitter_ms": 0, "loss": 0, "burst": "", "reorder": 0}
@@ -181,8 +200,9 @@ class World:
 class Cast:
     """One session: a receiver process, `castd pair`, then `castd --session` casting the Xvfb screen."""
 
-    def __init__(self, world: World, name: str):
+    def __init__(self, world: World, name: str, stack=None):
         self.world, self.name = world, name
+        self.stack = stack or world.stack
         self.dir = world.out / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.state_home = self.dir / "state"
@@ -194,13 +214,13 @@ class Cast:
     async def start(self, prefs=None, wait_frames=True, extra_env=None, tamper=False) -> "Cast":
         from castd_proc import Daemon, castd_env, run_castd
         w = self.world
-        self.rx = await ReceiverProc.start(w, self.dir / "receiver.log")
+        self.rx = await ReceiverProc.start(w, self.dir / "receiver.log", self.stack)
         s = await self.rx.cmd(cmd="create")
         self.session_id = s["sessionId"]
         w.secrets.add(s["pin"])
         if tamper:      # every answer of this receiver carries a wrong DTLS fingerprint
             await self.rx.cmd(cmd="tamper", fingerprint=True)
-        env = castd_env(w.stack, self.state_home, DISPLAY=w.screen.display, **(extra_env or {}))
+        env = castd_env(self.stack, self.state_home, DISPLAY=w.screen.display, **(extra_env or {}))
         pair = asyncio.create_task(run_castd(env, "pair", "--pin", s["pin"], "--json", "--log-level", "debug"))
         ok = await self.rx.cmd(cmd="approve", prefs=prefs or {"autoQuality": True, "resolution": "1080p", "frameRate": 30})
         rc, out, err = await pair
@@ -253,6 +273,21 @@ class Cast:
         d = self.daemon
         return next((ts for ts, l in zip(d.stderr_times, d.stderr_lines) if ts > t and text in l), None)
 
+    async def probe(self, tag: str, timeout: float = 30) -> float | None:
+        """Insert a row of an unknown type as the receiver and wait for castd to log it (signaling
+        works end to end); seconds it took, or None. Retries the insert while the backend refuses it."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            ins = await self.rx.cmd(cmd="insert", rows=[{"message_type": f"probe_{tag}", "payload": {}}])
+            if ins.get("inserted"):
+                break
+            await asyncio.sleep(1)
+        while time.monotonic() - t0 < timeout:
+            if self.log_lines(f"type=probe_{tag} "):
+                return round(time.monotonic() - t0, 2)
+            await asyncio.sleep(0.1)
+        return None
+
     def stats_lines(self) -> list[dict]:
         out = []
         for l in self.log_lines("event=stats"):
@@ -276,9 +311,9 @@ class Cast:
 
 
 @contextlib.asynccontextmanager
-async def casting(w: World, name: str, **start):
+async def casting(w: World, name: str, stack=None, **start):
     """A running cast for one scenario; afterwards the link is whole and unimpaired again and castd stopped."""
-    c = Cast(w, name)
+    c = Cast(w, name, stack)
     try:
         yield await c.start(**start)
     finally:
@@ -497,6 +532,98 @@ async def wrong_fingerprint(w: World) -> Result:
                      rtp_packets=rtp, example=(dtls_errors[:1] or [""])[0][:200])
 
 
+async def backend_fault(w: World, name: str, expected: str, fault, settle: float = 2.0) -> Result:
+    """A cast, a backend fault (an async fn of the cast returning figures), then: castd still casting,
+    no freeze over 1 s, and signaling working again (a probe row reaches castd)."""
+    r = Result(name, expected)
+    async with casting(w, name) as c:
+        await asyncio.sleep(settle)
+        t0 = time.monotonic()
+        figs = await fault(c) or {}
+        probe_s = await c.probe("after", timeout=60)
+        t1 = time.monotonic()
+        rep = await c.report()
+        f = frame_figures(rep["frames"], t0, t1)
+        alive = c.daemon.proc.returncode is None
+        interrupted = len(c.log_lines("event=realtime_interrupted"))
+        subscribed = len(c.log_lines("event=subscribed"))
+        ok = alive and probe_s is not None and f["freezes_over_1s"] == 0 and figs.pop("_ok", True)
+        return check(r, ok, f"castd {'casting' if alive else 'EXITED'}; {f['fps']} fps, longest gap {f['max_gap_s']} s; "
+                            f"a row inserted after the fault reached castd {'after %s s' % probe_s if probe_s is not None else 'NEVER'}; "
+                            f"Realtime interrupted {interrupted}×, subscribed {subscribed}×",
+                     **f, probe_s=probe_s, realtime_interrupted=interrupted, subscribed=subscribed, **figs)
+
+
+async def realtime_cuts(w: World) -> Result:
+    async def fault(c: Cast) -> dict:
+        delays, dropped = [], 0
+        for k in range(5):
+            dropped += (await w.admin("realtime-drop"))["dropped"]
+            d = await c.probe(f"cut{k}", timeout=30)      # inserted while castd's socket is down
+            delays.append(d)
+            await asyncio.sleep(3)
+        return {"_ok": all(d is not None for d in delays), "sockets_dropped": dropped, "rows_delivered_after_s": delays}
+    return await backend_fault(w, "Realtime socket cut ×5", "re-subscribe + backfill: no signaling row lost, the cast never "
+                                                             "stops (issue 8 §3)", fault)
+
+
+async def gateway_restart(w: World) -> Result:
+    async def fault(c: Cast) -> dict:
+        t = time.monotonic()
+        await w.devstack_restart("gateway", 5)
+        return {"gateway_down_s": round(time.monotonic() - t, 1)}
+    return await backend_fault(w, "gateway restart", "the gateway down ~5 s and back: castd re-subscribes, the cast goes on",
+                               fault)
+
+
+async def postgres_restart(w: World) -> Result:
+    async def fault(c: Cast) -> dict:
+        t = time.monotonic()
+        await w.devstack_restart("postgres", 5)
+        return {"postgres_down_s": round(time.monotonic() - t, 1)}
+    return await backend_fault(w, "PostgreSQL restart", "PostgreSQL down ~5 s and back: signaling and heartbeats recover, "
+                                                        "the cast goes on", fault)
+
+
+async def rest_errors(w: World) -> Result:
+    async def fault(c: Cast) -> dict:
+        await w.admin("errors", {"status": 500, "seconds": 30, "prefixes": ["/rest/v1", "/api/public", "/auth/v1"]})
+        await asyncio.sleep(1)
+        await w.admin("realtime-drop")          # castd must re-subscribe and backfill through the failing REST
+        await asyncio.sleep(31)
+        async with __import__("aiohttp").ClientSession() as http:
+            async with http.get(f"{w.stack.api_url}/admin/faults/status") as resp:
+                served = (await resp.json())["served"]
+        return {"error_answers": served, "castd_failures_logged": len(c.log_lines("_failed"))}
+    return await backend_fault(w, "REST 500 for 30 s", "REST, API and Auth answer 500 for 30 s (and Realtime drops): "
+                                                       "castd retries, the cast goes on, signaling recovers", fault)
+
+
+async def sigkill_then_restart(w: World) -> Result:
+    r = Result("SIGKILL then restart", "the stack's cleanup job ends the session (heartbeat silence); the next "
+                                       "`castd --session` start says the session is over, exit ≠ 0 or 0 with a clear sentence")
+    from castd_proc import castd_env, run_castd
+    async with casting(w, r.name) as c:
+        await asyncio.sleep(2)
+        c.daemon.signal(signal.SIGKILL)
+        await c.daemon.wait(timeout=10)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 150:
+            rep = await c.report()
+            if any(s in ("disconnected", "expired", "ended") for s in rep["statuses"][3:]):
+                break
+            await asyncio.sleep(2)
+        ended_s = round(time.monotonic() - t0, 1)
+        rep = await c.report()
+        env = castd_env(c.stack, c.state_home, DISPLAY=w.screen.display)
+        rc, out, err = await run_castd(env, "--session", c.session_id, timeout=60)
+        (c.dir / "restart.log").write_text(out + err)
+        said = [l for l in err.splitlines() if l.startswith("castd: ")]
+        ok = rc is not None and rc >= 0 and bool(said) and re.search(r"ended|over|expired", " ".join(said), re.I) is not None
+        return check(r, ok, f"status {rep['statuses'][-1:]} {ended_s} s after SIGKILL; the restart exited {rc}: {said}",
+                     statuses=rep["statuses"], ended_after_s=ended_s, restart_exit=rc, said=said)
+
+
 def secrets_grep(w: World) -> Result:
     r = Result("secrets in logs", "tokens, refresh tokens, PINs never appear in any log the scenarios produced "
                                   "(SRTP keys: castd exports none; long hex/base64 runs flagged)")
@@ -531,14 +658,32 @@ def credential_modes(w: World) -> Result:
 
 
 NOT_IMPLEMENTED = [
-    ("Realtime socket cut ×5", "re-subscribe + backfill, no row lost, the cast never stops"),
-    ("gateway restart", "castd reconnects to the restarted gateway; the cast goes on"),
-    ("PostgreSQL restart", "signaling and heartbeats recover; the cast goes on"),
-    ("REST 500 for 30 s", "retries with backoff; the cast goes on"),
     ("60 s access tokens over 10 min", "refresh before expiry; no 401 reaches the user"),
     ("P0429 storm", "rate-limited inserts retried after Retry-After; nothing lost"),
-    ("SIGKILL then restart", "the cleanup job ends the session; the next start says it is over"),
     ("soak", "no memory growth trend, no fd leak"),
+]
+
+
+LOSSY = {"delay_ms": 20, "jitter_ms": 10}          # 40 ms RTT, 10 ms jitter each way
+# (name, in --quick, scenario, args, keyword args), in running order.
+SCENARIOS = [
+    ("5% loss, 40 ms RTT, 10 ms jitter", True, loss_scenario, ("5% loss, 40 ms RTT, 10 ms jitter", 20), {**LOSSY, "loss": 0.05}),
+    ("2% loss, 40 ms RTT, 10 ms jitter", False, loss_scenario, ("2% loss, 40 ms RTT, 10 ms jitter", 60), {**LOSSY, "loss": 0.02}),
+    ("5% loss for 60 s", False, loss_scenario, ("5% loss for 60 s", 60), {**LOSSY, "loss": 0.05}),
+    ("10% loss, 40 ms RTT, 10 ms jitter", False, loss_scenario, ("10% loss, 40 ms RTT, 10 ms jitter", 60), {**LOSSY, "loss": 0.10}),
+    ("5% burst loss (Gilbert–Elliott)", False, loss_scenario, ("5% burst loss (Gilbert–Elliott)", 60),
+     {**LOSSY, "burst": "0.01,0.19"}),
+    ("link cut 4 s", True, cut_short, (), {}),
+    ("link cut 15 s", False, cut_medium, (), {}),
+    ("link cut 60 s", False, cut_long, (), {}),
+    ("hostile rows", True, hostile_rows, (), {}),
+    ("hostile: wrong DTLS fingerprint", True, wrong_fingerprint, (), {}),
+    ("SIGTERM under load", True, sigterm_under_load, (), {}),
+    ("Realtime socket cut ×5", False, realtime_cuts, (), {}),
+    ("gateway restart", False, gateway_restart, (), {}),
+    ("PostgreSQL restart", False, postgres_restart, (), {}),
+    ("REST 500 for 30 s", False, rest_errors, (), {}),
+    ("SIGKILL then restart", False, sigkill_then_restart, (), {}),
 ]
 
 
@@ -566,23 +711,9 @@ async def inner(a: argparse.Namespace) -> int:
 
     try:
         await w.start()
-        q = a.quick
-        await run("5% loss, 40 ms RTT, 10 ms jitter", loss_scenario, "5% loss, 40 ms RTT, 10 ms jitter",
-                  20 if q else 60, delay_ms=20, jitter_ms=10, loss=0.05)
-        if not q:
-            await run("2% loss, 40 ms RTT, 10 ms jitter", loss_scenario, "2% loss, 40 ms RTT, 10 ms jitter", 60,
-                      delay_ms=20, jitter_ms=10, loss=0.02)
-            await run("10% loss, 40 ms RTT, 10 ms jitter", loss_scenario, "10% loss, 40 ms RTT, 10 ms jitter", 60,
-                      delay_ms=20, jitter_ms=10, loss=0.10)
-            await run("5% burst loss (Gilbert–Elliott)", loss_scenario, "5% burst loss (Gilbert–Elliott)", 60,
-                      delay_ms=20, jitter_ms=10, burst="0.01,0.19")
-        await run("link cut 4 s", cut_short)
-        if not q:
-            await run("link cut 15 s", cut_medium)
-            await run("link cut 60 s", cut_long)
-        await run("hostile rows", hostile_rows)
-        await run("hostile: wrong DTLS fingerprint", wrong_fingerprint)
-        await run("SIGTERM under load", sigterm_under_load)
+        for name, quick, fn, args, kw in SCENARIOS:
+            if quick or not a.quick:
+                await run(name, fn, *args, **kw)
     finally:
         await w.stop()
     results.append(secrets_grep(w))
