@@ -47,8 +47,19 @@ class TamperingAnswerer(ReceiverAnswerer):
                 payload = dict(payload, sdp=re.sub(r"(a=fingerprint:sha-256 [0-9A-F:]+)([0-9A-F]{2})",
                                                    lambda m: m.group(1) + ("00" if m.group(2) != "00" else "11"),
                                                    payload["sdp"]))
-            await send(message_type, payload)
+            # Like a real receiver, rows refused by the session's rate limit (P0429) are retried
+            # (a second later, for up to a minute) rather than lost.
+            for _ in range(60):
+                try:
+                    return await send(message_type, payload)
+                except ApiError as e:
+                    if e.code != "P0429":
+                        raise
+                    self.rate_limited += 1
+                    await asyncio.sleep(1)
+            raise RuntimeError(f"{message_type} refused by the rate limit for a minute")
         self.signals.send = maybe_tampered
+        self.rate_limited = 0
 
 
 async def main() -> None:
@@ -97,7 +108,8 @@ async def main() -> None:
                                if isinstance(r.get("payload"), dict) else None,
                                "payload": r.get("payload") if r["message_type"] == "disconnect" else None}
                               for r in (a.signals.rows if a else [])],
-                     "statuses": a.signals.statuses if a else []})
+                     "statuses": a.signals.statuses if a else [],
+                     "rate_limited": a.rate_limited if a else 0})
             elif cmd == "insert":
                 inserted, errors = 0, []
                 for r in msg["rows"]:
