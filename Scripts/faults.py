@@ -526,10 +526,11 @@ async def wrong_fingerprint(w: World) -> Result:
         rc = c.daemon.proc.returncode
         dtls_errors = [l for l in c.daemon.stderr_lines if re.search(r"fingerprint|dtls|handshake", l, re.I)
                        and re.search(r"error|fail|mismatch|warning", l, re.I)]
+        said = [l for l in c.daemon.stderr_lines if l.startswith("castd: ")]
         ok = rtp == 0 and not rep["frames"] and (rc is None or rc >= 0) and bool(dtls_errors)
         return check(r, ok, f"{rtp} RTP packets left castd, {len(rep['frames'])} frames decoded; castd "
                             f"{'alive' if rc is None else f'exit {rc}'}; {len(dtls_errors)} DTLS error lines",
-                     rtp_packets=rtp, example=(dtls_errors[:1] or [""])[0][:200])
+                     rtp_packets=rtp, exit=rc, said=said, example=(dtls_errors[:1] or [""])[0][:200])
 
 
 async def backend_fault(w: World, name: str, expected: str, fault, settle: float = 2.0) -> Result:
@@ -659,7 +660,9 @@ async def short_tokens(w: World) -> Result:
         t1 = time.monotonic()
         rep = await c.report()
         f = frame_figures(rep["frames"], t0, t1)
-        unauthorized = [l for l in c.daemon.stderr_lines if re.search(r"401|unauthori[sz]ed|JWT|expired", l, re.I)]
+        unauthorized = [l for l in c.daemon.stderr_lines
+                        if re.search(r"\b(status|code)=\"?(401|unauthori[sz]ed)\b|unauthori[sz]ed|invalid.?jwt|token.{0,20}expired",
+                                     l, re.I)]
         alive = c.daemon.proc.returncode is None
         ok = alive and probe_s is not None and not unauthorized and f["freezes_over_1s"] == 0
         return check(r, ok, f"castd {'casting' if alive else 'EXITED'} after {minutes:g} min; {f['fps']} fps, longest gap "
@@ -869,8 +872,13 @@ def main() -> int:
     argv = sys.argv[1:]
     a = p.parse_args(argv)
     if not a.inner:
-        if Path(a.out).exists():
-            shutil.rmtree(a.out)
+        out = Path(a.out)
+        if out.exists() and any(out.iterdir()):
+            if not (out / "results.json").exists() and not (out / "gateway.log").exists():
+                print(f"Scripts/faults: {out} is not empty and holds no earlier results; choose another --out",
+                      file=sys.stderr)
+                return 2
+            shutil.rmtree(out)          # the previous run's results and logs
         return outer(a, argv)
     return asyncio.run(inner(a))
 
