@@ -72,10 +72,7 @@ public struct VideoSender: Sendable {
         case rtcp([UInt8])
     }
 
-    /// `unrepairableLoss`: a NACK for a packet castd sent but no longer holds (older than the
-    /// history): the receiver cannot repair its picture, so an IDR is the way out — sooner than
-    /// waiting for a PLI that some receivers send late (aiortc: seconds later) or never.
-    public enum KeyframeReason: Equatable, Sendable { case pictureLoss, fullIntraRequest, unrepairableLoss }
+    public enum KeyframeReason: Equatable, Sendable { case pictureLoss, fullIntraRequest }
 
     public enum Event: Equatable, Sendable {
         /// The encoder should produce an IDR now (already rate-limited to one per 500 ms).
@@ -320,17 +317,8 @@ public struct VideoSender: Sendable {
             pacer.enqueue(PacedPacket(packet: p, captureTime: now, isRetransmission: true),
                           size: p.encodedLength + (rtx == nil ? 0 : 2), urgent: true)
             events.append(.retransmit(sequenceNumber: seq))
-        case .rateLimited:
+        case .unknown, .rateLimited:
             statistics.nacksIgnored += 1
-        case .unknown:
-            statistics.nacksIgnored += 1
-            // Only for sequence numbers this stream has already used (not ones ahead of it:
-            // those are nobody's packets); the limiter keeps it to one IDR per 500 ms.
-            let behind = packetizer.nextSequenceNumber &- seq
-            if behind > 0, behind < 0x8000, keyframes.pictureLoss(now: now) {
-                statistics.keyframesRequested += 1
-                events.append(.keyframeRequested(.unrepairableLoss))
-            }
         }
     }
 }
