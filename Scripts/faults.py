@@ -415,15 +415,16 @@ async def cut_long(w: World) -> Result:
             rc = None
         took = time.monotonic() - t_cut
         rep = await c.report()
+        status = (await c.rx.cmd(cmd="status")).get("status")     # session-update end → disconnected
         offers = [x["negotiationId"] for x in rep["rows"] if x["type"] == "offer"]
         disc = [x["payload"] for x in rep["rows"] if x["type"] == "disconnect"]
         delays = [float(m) for l in c.log_lines("event=reconnect") for m in re.findall(r"delay_s=([0-9.]+)", l)]
         said = [l for l in c.daemon.stderr_lines if l.startswith("castd: ")]
         ok = (rc not in (None, 0) and delays == [1.0, 3.0, 7.0] and disc == [{"reason": "failed"}]
-              and len(set(offers)) == 4 and "disconnected" in rep["statuses"])
-        return check(r, ok, f"exit {rc} after {took:.0f} s; delays {delays}; disconnect {disc}; said {said}",
-                     exit=rc, delays=delays, offers=len(offers), seconds_to_exit=round(took, 1),
-                     statuses=rep["statuses"])
+              and len(set(offers)) == 4 and status == "disconnected")
+        return check(r, ok, f"exit {rc} after {took:.0f} s; delays {delays}; disconnect {disc}; session {status}; said {said}",
+                     exit=rc, delays=delays, offers=len(offers), seconds_to_exit=round(took, 1), session_status=status,
+                     statuses_seen_by_realtime=rep["statuses"])
 
 
 async def sigterm_under_load(w: World) -> Result:

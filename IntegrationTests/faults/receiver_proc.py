@@ -15,6 +15,7 @@ stdin, and answers each with one JSON line on stdout:
                                             (hostile rows); → {"inserted", "errors"}
   {"cmd":"tamper", "fingerprint": true}     later answers carry a wrong DTLS fingerprint
   {"cmd":"api", "name", "body"}             an /api/public call (e.g. session-end)
+  {"cmd":"status"}                          → {"status"} of the session row, read through REST
   {"cmd":"quit"}
 """
 from __future__ import annotations
@@ -121,6 +122,11 @@ async def main() -> None:
                     except ApiError as e:
                         errors.append(f"{e.status} {e.code}")
                 out({"inserted": inserted, "errors": errors[:20], "error_count": len(errors)})
+            elif cmd == "status":       # the session row as REST reads it (not through Realtime)
+                async with client.http.get(f"{client.config.supabase_url}/rest/v1/casting_sessions?id=eq.{session['sessionId']}"
+                                           "&select=status", headers=client._headers(await client.token())) as r:
+                    rows = await r.json(content_type=None)
+                out({"status": rows[0]["status"] if rows else None})
             elif cmd == "tamper":
                 answerer.tamper_fingerprint = bool(msg.get("fingerprint"))
                 out({"ok": True})
