@@ -7,6 +7,7 @@ import os
 import pathlib
 import signal
 import sys
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "IntegrationTests"))
@@ -79,6 +80,7 @@ class Daemon:
     def __init__(self, proc: asyncio.subprocess.Process):
         self.proc = proc
         self.stderr_lines: list[str] = []
+        self.stderr_times: list[float] = []   # time.monotonic() when each line arrived
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -93,6 +95,7 @@ class Daemon:
             line = await self.proc.stderr.readline()
             if not line:
                 return
+            self.stderr_times.append(time.monotonic())
             self.stderr_lines.append(line.decode().rstrip("\n"))
 
     def log_has(self, text: str) -> bool:

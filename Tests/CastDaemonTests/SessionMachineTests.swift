@@ -151,12 +151,31 @@ extension Array where Element == SessionMachine.Action {
     @Test func rowsForOtherNegotiationsAreIgnored() {
         var h = Harness()
         _ = h.startApproved()
-        #expect(h.send(.signal(.answer(sdp: "X", negotiationID: "old"))).isEmpty)
-        #expect(h.send(.signal(.iceCandidate(IceCandidatePayload(negotiationID: "old", candidate: "candidate:x")))).isEmpty)
-        #expect(h.machine.ignoredRows == 2)
+        // Ignored, but counted and logged (issue 8: every hostile row gets a logged rejection).
+        #expect(h.send(.signal(.answer(sdp: "X", negotiationID: "old")))
+                == [.rowIgnored(type: "answer", why: "other negotiation", total: 1)])
+        #expect(h.send(.signal(.iceCandidate(IceCandidatePayload(negotiationID: "old", candidate: "candidate:x"))))
+                == [.rowIgnored(type: "ice_candidate", why: "other negotiation", total: 2)])
+        #expect(h.send(.signal(.endOfCandidates(negotiationID: "old")))
+                == [.rowIgnored(type: "ice_candidate", why: "other negotiation", total: 3)])
+        #expect(h.machine.ignoredRows == 3)
         // A second answer for the current negotiation is ignored too.
         h.send(.signal(.answer(sdp: "A", negotiationID: "nid-1")))
-        #expect(h.send(.signal(.answer(sdp: "B", negotiationID: "nid-1"))).isEmpty)
+        #expect(h.send(.signal(.answer(sdp: "B", negotiationID: "nid-1")))
+                == [.rowIgnored(type: "answer", why: "answer already applied", total: 4)])
+    }
+
+    @Test func rowsASenderNeverHandlesAreCountedAndLogged() {
+        var h = Harness()
+        _ = h.startApproved()
+        #expect(h.send(.signal(.offer(sdp: "O", negotiationID: "nid-1")))
+                == [.rowIgnored(type: "offer", why: "a sender does not handle it", total: 1)])
+        #expect(h.send(.signal(.unknown(type: String(repeating: "t", count: 500))))
+                == [.rowIgnored(type: String(repeating: "t", count: 64), why: "unknown type", total: 2)])
+        #expect(h.send(.signal(.invalid(type: "answer", why: "no sdp")))
+                == [.rowIgnored(type: "answer", why: "no sdp", total: 3)])
+        #expect(h.send(.signal(.joinRequest(deviceName: nil)))
+                == [.rowIgnored(type: "join_request", why: "a sender does not handle it", total: 4)])
     }
 
     @Test func connectedIsReportedOnceThenHeartbeatsEvery30s() {

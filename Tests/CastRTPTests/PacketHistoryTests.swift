@@ -19,11 +19,11 @@ import CastCore
     @Test func nacksForPacketsNeverSentOrTooOldAreIgnored() {
         var h = PacketHistory()
         h.insert(packet(1), sentAt: ms(0))
-        h.insert(packet(2), sentAt: ms(500))
-        do { let v = h.resend(3, now: ms(600), rtt: .zero); #expect(v == .unknown) }
-        // Older than 1 s: gone; the newer one stays.
-        do { let v = h.resend(1, now: ms(1001), rtt: .zero); #expect(v == .unknown) }
-        do { let v = h.resend(2, now: ms(1001), rtt: .zero); #expect(v == .resend(packet(2))) }
+        h.insert(packet(2), sentAt: ms(2500))
+        do { let v = h.resend(3, now: ms(2600), rtt: .zero); #expect(v == .unknown) }
+        // Older than 3 s: gone; the newer one stays.
+        do { let v = h.resend(1, now: ms(3001), rtt: .zero); #expect(v == .unknown) }
+        do { let v = h.resend(2, now: ms(3001), rtt: .zero); #expect(v == .resend(packet(2))) }
         #expect(h.count == 1)
     }
 

@@ -336,6 +336,23 @@ struct Link {
         #expect(l.states == [.checking, .connected, .disconnected, .connected])
     }
 
+    @Test func whileDisconnectedConsentIsProbedOftenSoThePathsReturnIsNoticedQuickly() {
+        // Found by Scripts/faults (link cut 4 s): with a check every ~5 s the cast stayed
+        // frozen up to 5 s after the link came back.
+        for ms in [300, 1100, 2300, 3700, 4900, 6100, 8300] {   // the path returns at any phase of the probing
+            var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+            l.run(until: .zero + .seconds(1), stop: { $0.agent.state == .connected })
+            l.peer.answering = false
+            l.run(until: .zero + .seconds(60), stop: { $0.agent.state == .disconnected })
+            l.run(until: l.now + .milliseconds(ms))
+            l.peer.answering = true
+            let back = l.now
+            l.run(until: l.now + .seconds(10), stop: { $0.agent.state == .connected })
+            #expect(l.agent.state == .connected)
+            #expect(l.now - back <= .milliseconds(500) + .milliseconds(50), "returned after \(ms) ms")
+        }
+    }
+
     @Test func roleConflictWithALowerTieBreakerGets487() throws {
         var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
         l.peer.answering = false
@@ -539,5 +556,29 @@ struct Link {
         #expect(l.agent.pairs.count == 64)
         l.flush()
         #expect(l.events.filter { if case .needsResolution = $0.e { return true } else { return false } }.count == 16)
+    }
+
+    @Test func candidatesBeyondTheBoundsAreReportedAsDropped() throws {
+        var l = ICEAgentTests.link(hosts: [ICEAgentTests.v4], remote: [])
+        var kept = 0, dropped = 0
+        for i in 0..<100 {
+            let ok = l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 10.0.0.\(i + 1) 9 typ host"), now: .zero)
+            if ok { kept += 1 } else { dropped += 1 }
+        }
+        #expect(kept == 64 && dropped == 36)
+        // Unusable candidates are skipped, not reported: that is not the bound speaking.
+        #expect(l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 tcp 1 10.0.0.1 9 typ host tcptype active"), now: .zero))
+    }
+
+    @Test func oneHostnameRepeatedCannotGrowThePendingListWithoutBound() throws {
+        var l = ICEAgentTests.link(hosts: [ICEAgentTests.v4], remote: [])
+        var dropped = 0
+        for i in 0..<1000 {
+            let c = try ICECandidate(parsing: "candidate:\(i) 1 udp 1 same.local \(1000 + i) typ host")
+            if !l.agent.addRemoteCandidate(c, now: .zero) { dropped += 1 }
+        }
+        #expect(dropped == 1000 - 64)
+        l.agent.resolved(hostname: "same.local", to: [IPAddress("192.0.2.2")!], now: .zero)
+        #expect(l.agent.remoteCandidates.count == 64)
     }
 }

@@ -12,7 +12,7 @@ import asyncpg
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from . import auth, cleanup, ice, pairing, rest, sessions, static, stun
+from . import auth, cleanup, faults, ice, pairing, rest, sessions, static, stun
 from .context import Context
 from .db import as_service
 from .errors import api_error
@@ -92,10 +92,15 @@ async def build_app(settings: Settings, pool: asyncpg.Pool | None = None) -> web
     sessions.setup(app, ctx)
     ice.setup(app, ctx)
     static.setup(app, ctx)
+    hub_key = None
     if importlib.util.find_spec("gateway.realtime") is not None:
-        importlib.import_module("gateway.realtime").setup(app, ctx)
+        rt = importlib.import_module("gateway.realtime")
+        rt.setup(app, ctx)
+        hub_key = rt.HUB_KEY
     else:
         log.warning("gateway.realtime is missing: no /realtime/v1/websocket")
+    if settings.fault_hooks:
+        faults.setup(app, hub_key)
 
     async def lifecycle(_app):
         await write_db_settings(ctx)

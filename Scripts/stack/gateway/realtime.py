@@ -101,6 +101,8 @@ class Connection:
                     await self._send(self.state.on_frame(item[1], time.time()))
                 elif kind == "change":
                     await self._deliver(item[1])
+                elif kind == "missed":
+                    await self._send(self.state.on_changes_missed())
                 # Expiry deadlines may have passed while a read was running.
                 await self._send(self.state.on_tick(time.time()))
             aborted = self.transport is not None and self.transport.is_closing()
@@ -190,6 +192,7 @@ class Hub:
         """Hold one pooled connection in LISTEN; on any failure (PostgreSQL
         restarted, pool not ready yet) retry with backoff up to 5 s."""
         backoff = 0.2
+        had_listened = False
         while True:
             conn = None
             lost = asyncio.Event()
@@ -203,6 +206,13 @@ class Hub:
                 self._columns.clear()  # the schema may have changed across a restart
                 self._listening.set()
                 log.info("realtime event=listening channel=%s", NOTIFY_CHANNEL)
+                if had_listened:
+                    # Changes made while LISTEN was down were never announced: make every
+                    # subscriber rejoin (and backfill) rather than miss them silently.
+                    for c in list(self.connections):
+                        c.offer(("missed",))
+                    log.info("realtime event=resubscribe_all sockets=%d", len(self.connections))
+                had_listened = True
                 backoff = 0.2
                 while not lost.is_set() and not conn.is_closed():
                     try:

@@ -559,6 +559,14 @@ class SocketState:
 
     # ---- envelopes -----------------------------------------------------
 
+    def on_changes_missed(self) -> list[str]:
+        """The hub lost its LISTEN connection for a while: changes of that gap were never
+        announced. Like a crashed Phoenix channel, every joined channel gets phx_error (ref =
+        join_ref) and is dropped; clients rejoin and backfill what they missed."""
+        out = [encode_frame(self.vsn, c.topic, "phx_error", {}, c.join_ref, c.join_ref) for c in self.channels.values()]
+        self.channels.clear()
+        return out
+
     def _reply(self, topic: str, ref: str | None, join_ref: str | None, status: str, response: dict) -> str:
         return encode_frame(self.vsn, topic, "phx_reply", {"status": status, "response": response}, ref, join_ref)
 

@@ -37,6 +37,7 @@ class Settings:
     pair_failure_window: int = 600
     qr_failure_limit: int = 5
     realtime_idle_timeout: int = 60
+    fault_hooks: int = 0  # 1: /admin/faults/* for Scripts/faults (gateway/faults.py)
     turn_urls: tuple[str, ...] = ()
     turn_secret: str = field(default="", repr=False)
     turn_credential_ttl: int = 86400
@@ -49,7 +50,7 @@ INT_OPTIONS = [
     "port", "pg_port", "stun_port", "access_token_ttl", "pairing_window", "sender_auth",
     "sender_auth_cap", "heartbeat_silence", "cleanup_interval", "signaling_rate_limit",
     "signaling_rate_window", "pair_failure_limit", "pair_failure_window", "qr_failure_limit",
-    "turn_credential_ttl", "realtime_idle_timeout",
+    "turn_credential_ttl", "realtime_idle_timeout", "fault_hooks",
 ]
 STR_OPTIONS = ["host", "api_url", "supabase_url", "web_dir", "pg_host", "pg_user", "pg_database"]
 

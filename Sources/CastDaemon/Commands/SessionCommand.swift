@@ -114,7 +114,8 @@ final class ReadinessNotifier: @unchecked Sendable {
                         ("captured", m?.captured ?? 0), ("encoded", m?.encoded ?? 0), ("ring_dropped", m?.ringDropped ?? 0),
                         ("ring_skipped", m?.ringSkipped ?? 0),
                         ("frames_sent", v.framesSent), ("keyframes_sent", v.keyframesSent), ("kbytes_sent", v.bytesSent / 1024),
-                        ("nacks", v.nacksReceived), ("retransmits", v.retransmissionsSent),
+                        ("nacks", v.nacksReceived), ("retransmits", v.retransmissionsSent), ("nacks_ignored", v.nacksIgnored),
+                        ("keyframes_requested", v.keyframesRequested),
                         ("plis", v.pictureLossReceived), ("rtt_ms", v.roundTripTime.map { Int($0.seconds * 1000) } ?? -1),
                         ("dropped_before_connect", s.accessUnitsDropped), ("remote_type", s.selectedRemoteType ?? "-")]
                         + stageTimes().map { ($0.0, $0.1 as CustomStringConvertible) }))

@@ -14,6 +14,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     private let log: LogSink
     private let lock = NSLock()
     private var current: (nid: String, runner: PeerRunner)? = nil   // guarded by `lock`
+    private var ignoredCandidates = 0                                // guarded by `lock`
     private let onKeyframeRequest: @Sendable () -> Void
     private var mdnsProblemLogged = false   // guarded by `lock`
 
@@ -129,7 +130,13 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                                                            ("address", "\(parsed.address)"), ("transport", parsed.transport)]))
         }
         do { try await r.addRemoteCandidate(c.candidate) }
-        catch { log.write(LogLine(.warning, "remote_candidate_ignored", [("error", "\(error)")])) }
+        catch {
+            // Counted, and logged without flooding the journal: the first ten, then every hundredth.
+            let n = lock.withLock { ignoredCandidates += 1; return ignoredCandidates }
+            if n <= 10 || n % 100 == 0 {
+                log.write(LogLine(.warning, "remote_candidate_ignored", [("error", "\(error)"), ("ignored_total", n)]))
+            }
+        }
     }
 
     public func remoteEndOfCandidates(negotiationId nid: String) async {

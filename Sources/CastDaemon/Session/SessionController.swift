@@ -131,6 +131,8 @@ public actor SessionController {
                 onConnected?(nid)
             case .log(let text):
                 log.write(LogLine(.info, "session", [("detail", text)]))
+            case .rowIgnored(let type, let why, let total):
+                log.write(LogLine(.warning, "row_ignored", [("type", type), ("why", why), ("ignored_total", total)]))
             case .finish(let code, let message):
                 log.write(LogLine(code == 0 ? .notice : .error, "finish", [("exit", code), ("message", message)]))
                 return Outcome(exitCode: code, message: message)

@@ -62,6 +62,10 @@ public struct SessionMachine: Sendable {
         case connected(negotiationId: String)
         /// A line for the log (one event, key=value fields).
         case log(String)
+        /// A receiver row that castd does not act on (another negotiation, a second answer, a
+        /// type a sender never handles): logged with the running count (issue 8: every hostile
+        /// row gets a counted, logged rejection).
+        case rowIgnored(type: String, why: String, total: Int)
         /// Everything before this has been issued; exit with this code and
         /// tell the user this sentence.
         case finish(exitCode: Int32, message: String)
@@ -256,7 +260,8 @@ public struct SessionMachine: Sendable {
 
         case .answer(let sdp, let nid):
             // spec §6: answers with any other negotiationId are ignored.
-            guard nid == negotiationId, !answerApplied else { ignoredRows += 1; return }
+            guard nid == negotiationId else { return ignore("answer", "other negotiation") }
+            guard !answerApplied else { return ignore("answer", "answer already applied") }
             answerApplied = true
             actions.append(.applyAnswer(negotiationId: nid, sdp: sdp))
             // spec §6: candidates that arrived early are applied right after the answer.
@@ -265,12 +270,12 @@ public struct SessionMachine: Sendable {
             if remoteEnded { actions.append(.remoteEndOfCandidates(negotiationId: nid)) }
 
         case .iceCandidate(let c):
-            guard c.negotiationID == negotiationId else { ignoredRows += 1; return }
+            guard c.negotiationID == negotiationId else { return ignore("ice_candidate", "other negotiation") }
             if answerApplied { actions.append(.addRemoteCandidate(c)) }
             else { bufferedRemote.append(c) }
 
         case .endOfCandidates(let nid):
-            guard nid == negotiationId else { ignoredRows += 1; return }
+            guard nid == negotiationId else { return ignore("ice_candidate", "other negotiation") }
             if answerApplied { actions.append(.remoteEndOfCandidates(negotiationId: nid)) }
             else { remoteEnded = true }
 
@@ -286,9 +291,17 @@ public struct SessionMachine: Sendable {
                 finishQuietly(exitCode: 0, "The receiver ended the session (reason: \(Self.printable(raw))).")
             }
 
-        case .joinRequest, .offer, .unknown, .invalid:
-            ignoredRows += 1   // not addressed to a sender's logic; tolerated (contract addendum)
+        // Not addressed to a sender's logic; tolerated (contract addendum), but counted and logged.
+        case .joinRequest: ignore("join_request", "a sender does not handle it")
+        case .offer: ignore("offer", "a sender does not handle it")
+        case .unknown(let type): ignore(type, "unknown type")
+        case .invalid(let type, let why): ignore(type, why)
         }
+    }
+
+    private mutating func ignore(_ type: String, _ why: String) {
+        ignoredRows += 1
+        actions.append(.rowIgnored(type: String(type.prefix(64)), why: why, total: ignoredRows))
     }
 
     private mutating func handlePeerState(_ state: PeerConnectionState, now: Instant) {

@@ -144,32 +144,39 @@ public struct ICEAgent: Sendable {
 
     /// A candidate from the answer or a trickled `ice_candidate` row. Hostnames (mDNS) are
     /// held until `resolved(hostname:to:now:)`.
-    public mutating func addRemoteCandidate(_ c: ICECandidate, now: Instant) {
-        guard state != .closed, state != .failed, c.isUDP, c.component == 1 else { return }
-        if let u = c.ufrag, let r = remoteUfrag, u != r { return }
+    /// Returns false when the candidate is dropped because the bounds are reached (the caller
+    /// reports it); candidates that are simply not usable (TCP, RTCP, another generation) are
+    /// skipped quietly, as RFC 8445 allows.
+    @discardableResult
+    public mutating func addRemoteCandidate(_ c: ICECandidate, now: Instant) -> Bool {
+        guard state != .closed, state != .failed, c.isUDP, c.component == 1 else { return true }
+        if let u = c.ufrag, let r = remoteUfrag, u != r { return true }
         // Bounded state whatever the signaling channel delivers.
-        guard remoteCandidates.count < Self.maxRemoteCandidates else { return }
+        guard remoteCandidates.count < Self.maxRemoteCandidates else { return false }
         guard let addr = c.socketAddress else {
             let name = c.address.text
-            guard pendingHostnames[name] != nil || pendingHostnames.count < Self.maxPendingHostnames else { return }
+            guard pendingHostnames[name] != nil || pendingHostnames.count < Self.maxPendingHostnames,
+                  pendingHostnames[name, default: []].count + remoteCandidates.count < Self.maxRemoteCandidates
+            else { return false }
             if pendingHostnames[name] == nil { events.append(.needsResolution(hostname: name)) }
             pendingHostnames[name, default: []].append(c)
-            return
+            return true
         }
         if let i = remoteCandidates.firstIndex(where: { $0.socketAddress == addr }) {
             // A signalled candidate replaces a peer-reflexive one learned from a check (§7.3.1.3).
-            guard remoteCandidates[i].type == .prflx, c.type != .prflx else { return }
+            guard remoteCandidates[i].type == .prflx, c.type != .prflx else { return true }
             remoteCandidates[i] = c
             for j in pairs.indices where pairs[j].remote == addr { pairs[j].remotePriority = c.priority }
             sortPairs()
             // The prflx candidate was paired only with the socket its check arrived on.
             for l in localCandidates where l.candidate.type == .host { addPair(l, c) }
             startCheckingIfReady(now: now)
-            return
+            return true
         }
         remoteCandidates.append(c)
         for l in localCandidates where l.candidate.type == .host { addPair(l, c) }
         startCheckingIfReady(now: now)
+        return true
     }
 
     /// The mDNS answer for a hostname from a remote candidate (empty: unresolvable).
@@ -240,10 +247,14 @@ public struct ICEAgent: Sendable {
                 fail()
                 return
             }
-            if state == .connected, now - last >= config.disconnectedTimeout { setState(.disconnected) }
+            if state == .connected, now - last >= config.disconnectedTimeout {
+                setState(.disconnected)
+                nextConsentAt = now          // probe at once, then every consentRetryInterval
+            }
             if let n = nextConsentAt, n <= now {
                 sendRequest(on: key, kind: .consent(key), useCandidate: false, now: now)
-                nextConsentAt = now + jitter.scale(config.consentInterval, lo: 0.8, hi: 1.2)
+                nextConsentAt = now + (state == .disconnected ? config.consentRetryInterval
+                                                              : jitter.scale(config.consentInterval, lo: 0.8, hi: 1.2))
             }
         }
         if state == .checking, let s = checkingSince, now - s >= config.checkingTimeout { fail() }

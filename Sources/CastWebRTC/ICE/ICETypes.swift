@@ -52,6 +52,9 @@ public struct ICEConfig: Sendable {
     public var consentTimeout: Duration = .seconds(30)
     /// No consent response for this long → `.disconnected` (recovers on the next response).
     public var disconnectedTimeout: Duration = .seconds(7)
+    /// While `.disconnected`, a consent check this often instead of every ~5 s, so that the
+    /// path's return is noticed at once (browsers probe an unwritable connection faster too).
+    public var consentRetryInterval: Duration = .milliseconds(500)
     /// Give up when nothing is connected after this long in `.checking`.
     public var checkingTimeout: Duration = .seconds(30)
     /// RFC 8445 §6.1.2.5: at most 100 pairs.

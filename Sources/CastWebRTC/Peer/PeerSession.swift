@@ -192,8 +192,11 @@ public final class PeerSession {
     public func addRemoteCandidate(_ line: String, now: Instant) throws {
         let c = try ICECandidate(parsing: line)
         guard c.transport.lowercased() == "udp" else { return }   // castd speaks ICE over UDP only
-        ice.addRemoteCandidate(c, now: now)
+        let kept = ice.addRemoteCandidate(c, now: now)
         pump(now: now)
+        guard kept else {
+            throw CastError(.unsupported, "too many remote candidates for this negotiation (\(ICEAgent.maxRemoteCandidates) kept); candidate dropped")
+        }
     }
 
     public func remoteEndOfCandidates(now: Instant) {
