@@ -122,8 +122,9 @@ async def test_a_portal_dialog_nobody_answers_ends_the_cast_with_a_reason_instea
         rc, out = await cast.daemon.wait(timeout=10)
         log = cast.log
         assert rc == 1, log[-3000:]
-        assert "nobody is there" in out and "accept" in out, out   # the sentence for the person reading
-        assert "no restore token was saved" in out
+        said = out + log
+        assert "nobody is there" in said and "accept" in said, said[-3000:]   # the sentence for the person reading
+        assert "no restore token was saved" in said
         assert "event=capture_needs_user" in log
         assert "capture_open_failed" not in log                    # not retried as if it were a glitch
         assert [c["call"] for c in screen.calls()].count("Start") == 1

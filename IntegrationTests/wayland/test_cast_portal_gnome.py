@@ -2,7 +2,8 @@
 xdg-desktop-portal-gnome on the rig's session bus. The first `castd --capture portal` makes the GNOME portal show its
 "Screen Share" dialog on the rig's screen; the test accepts it with pointer clicks through
 org.gnome.Mutter.RemoteDesktop, castd saves the restore token (0600) and the receiver decodes the rig's picture. A
-second castd start offers the token and captures with no dialog and no click."""
+second castd start offers the token and captures with no dialog and no click. And when nobody clicks, castd gives
+up after --portal-timeout with disconnect reason `capture_needs_user` and exit 1."""
 from __future__ import annotations
 
 import asyncio
@@ -34,7 +35,7 @@ class PortalCastOnRig:
         self.stack, self.rig, self.state = stack, rig, state
         self.rx = self.answerer = self.daemon = None
 
-    async def start(self) -> "PortalCastOnRig":
+    async def start(self, *castd_args: str) -> "PortalCastOnRig":
         self.rx, rc, _, raw = await pair(self.stack, self.state, prefs={"resolution": "720p", "frameRate": 30})
         assert rc == 0, raw
         sid = self.rx.session["sessionId"]
@@ -43,7 +44,8 @@ class PortalCastOnRig:
         self.rig.give(self.state)
         env = self.rig.castd_env(castd_env(self.stack, self.state))
         p = await asyncio.create_subprocess_exec(
-            *self.rig.as_user([castd_binary(), "--session", sid, "--log-level", "debug", "--capture", "portal"]),
+            *self.rig.as_user([castd_binary(), "--session", sid, "--log-level", "debug", "--capture", "portal",
+                              *castd_args]),
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         self.daemon = Daemon(p)
         return self
@@ -132,5 +134,33 @@ async def test_real_gnome_portal_dialog_accepted_then_restore_token_skips_it(sta
         for cast in (first, second):
             if cast:
                 await cast.stop()
+        rig.stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.mark.timeout(120)
+async def test_real_gnome_portal_dialog_nobody_accepts_ends_the_cast_with_a_reason(stack):
+    """Nobody clicks: after --portal-timeout castd closes the portal session (the dialog goes away), sends disconnect
+    `capture_needs_user`, and exits 1 with a sentence; no token is saved."""
+    rig = MutterRig(W, H, portal=True)
+    state = pathlib.Path(tempfile.mkdtemp(prefix="castd-portal-gnome-"))
+    cast = None
+    try:
+        rig.start()
+        cast = await PortalCastOnRig(stack, rig, state).start("--portal-timeout", "4")
+        row = await cast.answerer.signals.wait_row(lambda r: r["message_type"] == "disconnect", timeout=60)
+        assert row["payload"] == {"reason": "capture_needs_user"}, cast.log[-3000:]
+        rc, _ = await cast.daemon.wait(timeout=10)
+        assert rc == 1, cast.log[-3000:]
+        assert "event=capture_needs_user" in cast.log and "nobody is there" in cast.log
+        assert "event=portal_started" not in cast.log
+        assert not (state / "castd" / "screencast-restore-token").exists()
+        # The portal session ended with castd (closed, and castd left the bus): no dialog is left on the screen
+        # (a grab independent of castd).
+        node = rig.screencast()
+        assert bars_match(rig.grab(node, 1)[0], tolerance=3)
+    finally:
+        if cast:
+            await cast.stop()
         rig.stop()
         shutil.rmtree(state, ignore_errors=True)
