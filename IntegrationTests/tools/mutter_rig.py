@@ -21,7 +21,7 @@ dialog is a GTK window on the rig's screen; `click(points)` clicks it through
 org.gnome.Mutter.RemoteDesktop (tools/mutter_click.py), and
 `portal_dialog_accept(w, h)` gives the points that pick the monitor and press Share.
 
-From a shell: `python3 -m tools.mutter_rig [--size WxH] [--static]` (run in
+From a shell: `python3 -m tools.mutter_rig [--size WxH] [--static] [--portal]` (run in
 IntegrationTests/) starts a rig, prints the environment to reach it, and
 stops it on Ctrl-C.
 """
@@ -262,13 +262,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description="Start a headless Mutter rig and keep it until Ctrl-C.")
     ap.add_argument("--size", default="1280x720")
     ap.add_argument("--static", action="store_true", help="draw the picture once (a damage-free screen)")
+    ap.add_argument("--portal", action="store_true", help="also run xdg-desktop-portal with xdg-desktop-portal-gnome")
     args = ap.parse_args()
     missing = missing_tools()
     if missing:
         print(f"cannot start a rig; missing: {', '.join(missing)} (Scripts/bootstrap installs them)", file=sys.stderr)
         return 1
     w, h = (int(v) for v in args.size.split("x"))
-    rig = MutterRig(w, h).start(animate=not args.static)
+    rig = MutterRig(w, h, portal=args.portal).start(animate=not args.static)
     print(f"# headless Mutter {w}x{h} running as {rig.account.pw_name}; its environment:")
     for k, v in rig.env().items():
         print(f"export {k}={v}")
