@@ -138,6 +138,29 @@ struct NullSink: LogSink { func write(_ line: LogLine) {} }
         #expect(await rec.inserted.contains(.disconnect(.senderEnded)) == false)
         #expect(await rec.updates == [.connected])
     }
+
+    /// The media side reports that capture waits for a person (the portal's dialog): the cast ends with
+    /// disconnect `capture_needs_user`, then `end`, media stopped, and exit 1 with the media's sentence.
+    @Test func captureNeedingAPersonEndsTheRunWithItsReasonAndExit1() async {
+        let rec = Recorder()
+        let clock = SystemMonotonicClock()
+        let signaling = FakeSignaling(recorder: rec, backfill: [
+            .approved(authExpiresAt: nil, prefs: StreamPrefs()),
+            .ready(status: .connecting),
+        ])
+        final class Box: @unchecked Sendable { var controller: SessionController? }
+        let box = Box()
+        let controller = SessionController(
+            machine: SessionMachine { "n1" }, signaling: signaling, peer: FakePeer(recorder: rec),
+            media: FakeMedia(recorder: rec), clock: clock, log: NullSink(),
+            onConnected: { _ in box.controller?.captureNeedsUser("Nobody accepted the dialog.") })
+        box.controller = controller
+        let outcome = await controller.run()
+        #expect(outcome == .init(exitCode: 1, message: "Nobody accepted the dialog."))
+        #expect(await rec.inserted.last == .disconnect(.other("capture_needs_user")))
+        #expect(await rec.updates == [.connected, .end])
+        #expect(await rec.media.last == "stop")
+    }
 }
 
 /// Which of the two ends the wait: no wall-clock bounds (a loaded machine
