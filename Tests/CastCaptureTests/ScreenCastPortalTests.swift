@@ -128,6 +128,26 @@ struct ScreenCastPortalTests {
         #expect(portal.calls().contains { $0.call == "Close" })
     }
 
+    /// A Start that never answers (a dialog with nobody at it): the wait ends with the
+    /// `captureNeedsUser` code, the session is closed, and nothing is saved.
+    @Test func anUnansweredStartNeedsAUserAndClosesTheSession() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64), extra: ["--never-answer"])
+        defer { portal.stop() }
+        let store = RestoreTokenStore(directory: session.runtimeDir + "/state-never")
+        #expect {
+            _ = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store,
+                                                          responseTimeout: .milliseconds(300)))
+        } throws: { e in
+            guard let e = e as? CastError else { return false }
+            return e.code == .captureNeedsUser && e.message.contains("nobody is there")
+        }
+        #expect(try store.load() == nil)
+        let calls = portal.calls().map(\.call)
+        #expect(calls.filter { $0 == "Start" }.count == 1 && calls.last == "Close")
+    }
+
     @Test func noPortalOnTheBusIsASentence() throws {
         let session = try PipeWireSession()
         defer { session.stop() }
