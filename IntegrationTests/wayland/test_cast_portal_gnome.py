@@ -35,9 +35,13 @@ class PortalCastOnRig:
         self.stack, self.rig, self.state = stack, rig, state
         self.rx = self.answerer = self.daemon = None
 
-    async def start(self, *castd_args: str) -> "PortalCastOnRig":
+    async def start(self, *castd_args: str, saved_token: str | None = None) -> "PortalCastOnRig":
         self.rx, rc, _, raw = await pair(self.stack, self.state, prefs={"resolution": "720p", "frameRate": 30})
         assert rc == 0, raw
+        if saved_token is not None:   # a token as castd would have saved it
+            token_file = self.state / "castd" / "screencast-restore-token"
+            token_file.write_text(saved_token + "\n")
+            token_file.chmod(0o600)
         sid = self.rx.session["sessionId"]
         self.answerer = ReceiverAnswerer(self.rx.client, sid, keep_frames=2)
         await self.answerer.start()
@@ -140,24 +144,32 @@ async def test_real_gnome_portal_dialog_accepted_then_restore_token_skips_it(sta
 
 @pytest.mark.timeout(120)
 async def test_real_gnome_portal_dialog_nobody_accepts_ends_the_cast_with_a_reason(stack):
-    """Nobody clicks: after --portal-timeout castd closes the portal session (the dialog goes away), sends disconnect
-    `capture_needs_user`, and exits 1 with a sentence; no token is saved."""
+    """Nobody clicks, and the saved token is one the portal does not know (stale): the GNOME portal does not refuse it
+    but shows its dialog. After --portal-timeout castd closes the portal session (the dialog goes away), sends
+    disconnect `capture_needs_user`, and exits 1 with a sentence that says the token was not accepted."""
     rig = MutterRig(W, H, portal=True)
     state = pathlib.Path(tempfile.mkdtemp(prefix="castd-portal-gnome-"))
     cast = None
     try:
         rig.start()
-        cast = await PortalCastOnRig(stack, rig, state).start("--portal-timeout", "4")
+        stale = "00000000-0000-4000-8000-000000000000"
+        node = rig.screencast()   # to look at the screen independently of castd
+        cast = await PortalCastOnRig(stack, rig, state).start("--portal-timeout", "10", saved_token=stale)
+        # The dialog shows up on the screen (it covers the middle bars) while castd waits.
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 10
+        while bars_match((await asyncio.to_thread(rig.grab, node, 1))[0], tolerance=3):
+            assert loop.time() < end and cast.daemon.proc.returncode is None, "no dialog seen:\n" + cast.log[-2000:]
         row = await cast.answerer.signals.wait_row(lambda r: r["message_type"] == "disconnect", timeout=60)
         assert row["payload"] == {"reason": "capture_needs_user"}, cast.log[-3000:]
         rc, _ = await cast.daemon.wait(timeout=10)
         assert rc == 1, cast.log[-3000:]
         assert "event=capture_needs_user" in cast.log and "nobody is there" in cast.log
+        assert "did not accept the saved restore token" in cast.log and stale not in cast.log
         assert "event=portal_started" not in cast.log
-        assert not (state / "castd" / "screencast-restore-token").exists()
+        assert (state / "castd" / "screencast-restore-token").read_text().strip() == stale   # nothing new saved
         # The portal session ended with castd (closed, and castd left the bus): no dialog is left on the screen
         # (a grab independent of castd).
-        node = rig.screencast()
         assert bars_match(rig.grab(node, 1)[0], tolerance=3)
     finally:
         if cast:
