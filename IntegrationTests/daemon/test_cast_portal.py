@@ -19,7 +19,7 @@ class PortalCast:
     """A paired aiortc receiver and `castd --capture portal` on the stand-in's screen."""
 
     @classmethod
-    async def start(cls, stack, tmp_path, screen: StandInScreenCast) -> "PortalCast":
+    async def start(cls, stack, tmp_path, screen: StandInScreenCast, *extra: str) -> "PortalCast":
         self = cls()
         self.rx, rc, _, raw = await pair(stack, tmp_path)
         assert rc == 0, raw
@@ -27,7 +27,7 @@ class PortalCast:
         await self.answerer.start()
         env = castd_env(stack, tmp_path, **screen.env())
         env.pop("DISPLAY", None)
-        self.daemon = await Daemon.start(env, self.rx.session["sessionId"], "--capture", "portal")
+        self.daemon = await Daemon.start(env, self.rx.session["sessionId"], "--capture", "portal", *extra)
         return self
 
     @property
@@ -102,4 +102,35 @@ async def test_a_static_portal_screen_still_reaches_the_receiver_every_second(st
         assert len(arrivals) <= 15, f"{len(arrivals)} frames: a static screen is not re-encoded at full rate"
         assert picture_error(frame, 320, 240) < 6
     finally:
+        screen.stop()
+
+
+async def test_a_portal_dialog_nobody_answers_ends_the_cast_with_a_reason_instead_of_hanging(stack, tmp_path):
+    """The portal's Start never answers (its dialog waits for a person; castd runs as a daemon with nobody there):
+    after --portal-timeout castd says so, sends disconnect `capture_needs_user`, ends the session and exits 1,
+    without asking the portal again."""
+    screen = await StandInScreenCast(320, 240, portal_args=("--never-answer",)).start()
+    cast = None
+    try:
+        cast = await PortalCast.start(stack, tmp_path, screen, "--portal-timeout", "2")
+        try:
+            row = await cast.answerer.signals.wait_row(lambda r: r["message_type"] == "disconnect", timeout=45)
+        except TimeoutError:
+            raise AssertionError("no disconnect row; castd said:\n" + cast.log[-3000:])
+        assert row["payload"] == {"reason": "capture_needs_user"}
+        await cast.answerer.signals.wait_status("disconnected", timeout=10)
+        rc, out = await cast.daemon.wait(timeout=10)
+        log = cast.log
+        assert rc == 1, log[-3000:]
+        said = out + log
+        assert "nobody is there" in said and "accept" in said, said[-3000:]   # the sentence for the person reading
+        assert "no restore token was saved" in said
+        assert "event=capture_needs_user" in log
+        assert "capture_open_failed" not in log                    # not retried as if it were a glitch
+        assert [c["call"] for c in screen.calls()].count("Start") == 1
+        assert not (tmp_path / "castd" / "screencast-restore-token").exists()
+    finally:
+        if cast:
+            for close in (cast.daemon.kill, cast.answerer.close, cast.rx.client.close):
+                await close()
         screen.stop()

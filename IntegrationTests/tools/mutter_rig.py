@@ -13,7 +13,15 @@ org.gnome.Mutter.ScreenCast and returns the PipeWire node id;
 `grab(node, count)` reads frames of that node back with GStreamer's
 `pipewiresrc`, independently of castd.
 
-From a shell: `python3 -m tools.mutter_rig [--size WxH] [--static]` (run in
+With `portal=True` the rig also runs the real `xdg-desktop-portal` with
+`xdg-desktop-portal-gnome` (XDG_CURRENT_DESKTOP=GNOME) on its bus, with
+their own XDG data/config homes in the runtime directory (so the permission
+store that keeps restore tokens starts empty). The GNOME portal's ScreenCast
+dialog is a GTK window on the rig's screen; `click(points)` clicks it through
+org.gnome.Mutter.RemoteDesktop (tools/mutter_click.py), and
+`portal_dialog_accept(w, h)` gives the points that pick the monitor and press Share.
+
+From a shell: `python3 -m tools.mutter_rig [--size WxH] [--static] [--portal]` (run in
 IntegrationTests/) starts a rig, prints the environment to reach it, and
 stops it on Ctrl-C.
 """
@@ -35,6 +43,20 @@ import numpy as np
 TOOLS = Path(__file__).resolve().parent
 RIG_USER = "castd-rig"
 REQUIRED = ["mutter", "pipewire", "wireplumber", "dbus-daemon", "gst-launch-1.0"]
+PORTAL = "/usr/libexec/xdg-desktop-portal"
+PORTAL_GNOME = "/usr/libexec/xdg-desktop-portal-gnome"
+
+
+def missing_portal() -> list[str]:
+    """What this machine lacks to run the real GNOME ScreenCast portal in a rig."""
+    return [p for p in (PORTAL, PORTAL_GNOME) if not os.access(p, os.X_OK)]
+
+
+def portal_dialog_accept(width: int, height: int) -> list[tuple[float, float]]:
+    """Where to click in xdg-desktop-portal-gnome 43's "Screen Share" dialog, centred on a WxH monitor: the
+    monitor's row (the only one), then the Share button of the header bar. Measured on 1280x720 (dialog 520x300)."""
+    cx, cy = width / 2, height / 2
+    return [(cx, cy + 25), (cx + 212, cy - 128)]
 
 
 def missing_tools() -> list[str]:
@@ -59,8 +81,9 @@ def rig_account() -> pwd.struct_passwd:
 
 
 class MutterRig:
-    def __init__(self, width: int = 1280, height: int = 720):
+    def __init__(self, width: int = 1280, height: int = 720, portal: bool = False):
         self.width, self.height = width, height
+        self.portal = portal
         self.account = rig_account()
         self.runtime_dir = ""
         self.procs: dict[str, subprocess.Popen] = {}
@@ -80,7 +103,12 @@ class MutterRig:
             "XDG_SESSION_TYPE": "wayland",
             "GDK_BACKEND": "wayland",
             "NO_AT_BRIDGE": "1",
-        }
+        } | ({
+            "XDG_CURRENT_DESKTOP": "GNOME",
+            "XDG_DATA_HOME": f"{self.runtime_dir}/data",
+            "XDG_CONFIG_HOME": f"{self.runtime_dir}/config",
+            "XDG_CACHE_HOME": f"{self.runtime_dir}/cache",
+        } if self.portal else {})
 
     def as_user(self, argv: list[str]) -> list[str]:
         if os.geteuid() != 0:
@@ -128,7 +156,7 @@ class MutterRig:
         os.chown(self.runtime_dir, self.account.pw_uid, self.account.pw_gid)
         os.chmod(self.runtime_dir, 0o700)
         # The rig's user may not be able to read the checkout (a clone under /root): copy its two clients.
-        for script in ("wayland_pattern.py", "mutter_screencast.py"):
+        for script in ("wayland_pattern.py", "mutter_screencast.py", "mutter_click.py"):
             shutil.copy(TOOLS / script, Path(self.runtime_dir) / script)
             os.chmod(Path(self.runtime_dir) / script, 0o755)
         try:
@@ -146,10 +174,23 @@ class MutterRig:
             line = self.pattern.stdout.readline()
             if b"drawing on wayland" not in line:
                 raise RuntimeError(f"the pattern client did not start: {self.tail('pattern')}")
+            if self.portal:
+                self.spawn("portal-gnome", [PORTAL_GNOME])
+                self.wait_for("xdg-desktop-portal-gnome",
+                              lambda: self.bus_has("org.freedesktop.impl.portal.desktop.gnome"), 20)
+                self.spawn("portal", [PORTAL])
+                self.wait_for("xdg-desktop-portal", lambda: self.bus_has("org.freedesktop.portal.Desktop"), 20)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def click(self, points: list[tuple[float, float]]) -> None:
+        """Left-clicks at each (x, y) of the monitor through org.gnome.Mutter.RemoteDesktop."""
+        argv = ["/usr/bin/python3", f"{self.runtime_dir}/mutter_click.py"] + [f"{v:g}" for p in points for v in p]
+        r = subprocess.run(self.as_user(argv), env=self.env(), capture_output=True, text=True, timeout=20)
+        if r.returncode != 0:
+            raise RuntimeError(f"clicking failed: {r.stderr[-500:]}")
 
     def give(self, path: Path) -> None:
         """Makes a tree the rig user's (e.g. castd's credentials written by a root `castd pair`)."""
@@ -221,13 +262,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description="Start a headless Mutter rig and keep it until Ctrl-C.")
     ap.add_argument("--size", default="1280x720")
     ap.add_argument("--static", action="store_true", help="draw the picture once (a damage-free screen)")
+    ap.add_argument("--portal", action="store_true", help="also run xdg-desktop-portal with xdg-desktop-portal-gnome")
     args = ap.parse_args()
     missing = missing_tools()
     if missing:
         print(f"cannot start a rig; missing: {', '.join(missing)} (Scripts/bootstrap installs them)", file=sys.stderr)
         return 1
     w, h = (int(v) for v in args.size.split("x"))
-    rig = MutterRig(w, h).start(animate=not args.static)
+    rig = MutterRig(w, h, portal=args.portal).start(animate=not args.static)
     print(f"# headless Mutter {w}x{h} running as {rig.account.pw_name}; its environment:")
     for k, v in rig.env().items():
         print(f"export {k}={v}")

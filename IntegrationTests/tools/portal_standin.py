@@ -73,6 +73,7 @@ class Portal(dbus.service.Object):
         self.bus = bus
         self.args = args
         self.offered = {}   # session path -> the restore token SelectSources got
+        self.pending = []   # Requests of Starts left unanswered (--never-answer)
 
     def record(self, call, options):
         with open(self.args.log, "a") as f:
@@ -120,6 +121,11 @@ class Portal(dbus.service.Object):
         self.record("Start", options)
         if self.args.cancel:
             return self.answer(sender, options["handle_token"], 1, {})
+        if self.args.never_answer:
+            # A dialog nobody accepts: the Request exists, its Response never comes.
+            path = "/org/freedesktop/portal/desktop/request/%s/%s" % (sender[1:].replace(".", "_"), options["handle_token"])
+            self.pending.append(Request(self.bus, path))
+            return dbus.ObjectPath(path)
         if self.args.reject_tokens and self.offered.get(str(session)):
             return self.answer(sender, options["handle_token"], 2, {})
         props = dbus.Dictionary({"size": dbus.Struct((dbus.Int32(self.args.width), dbus.Int32(self.args.height)), signature="ii"),
@@ -151,6 +157,8 @@ def main():
     p.add_argument("--cursor-modes", type=int, default=7)
     p.add_argument("--cancel", action="store_true", help="Start answers 'cancelled by the user'")
     p.add_argument("--reject-tokens", action="store_true", help="Start fails (response 2) when a restore token was offered")
+    p.add_argument("--never-answer", action="store_true",
+                   help="Start never answers (a dialog waiting for a person who is not there)")
     args = p.parse_args()
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     bus = dbus.bus.BusConnection(args.bus)

@@ -34,8 +34,9 @@ def expected_picture(width: int, height: int) -> np.ndarray:
 
 
 class StandInScreenCast:
-    def __init__(self, width: int, height: int, fps: int = 30, static: bool = False):
+    def __init__(self, width: int, height: int, fps: int = 30, static: bool = False, portal_args: tuple = ()):
         self.width, self.height, self.fps, self.static = width, height, fps, static
+        self.portal_args = list(portal_args)   # extra portal_standin.py flags, e.g. ("--never-answer",)
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="castd-wl."))
         os.chmod(self.dir, 0o700)
         self.log = self.dir / "portal.jsonl"
@@ -75,7 +76,7 @@ class StandInScreenCast:
         self.node = int(line.split()[3])
         portal = self._spawn(["/usr/bin/python3", str(HERE / "portal_standin.py"), "--bus", self.bus, "--node", str(self.node),
                               "--pipewire-socket", str(sock), "--log", str(self.log), "--width", str(self.width),
-                              "--height", str(self.height)], "portal", stdout=subprocess.PIPE)
+                              "--height", str(self.height), *self.portal_args], "portal", stdout=subprocess.PIPE)
         assert await self._line(portal) == "ready"
         return self
 

@@ -7,6 +7,29 @@ import Synchronization
 import Glibc
 #endif
 
+extension CastError.Code {
+    /// The portal waits for a person to accept its dialog and none is there.
+    public static let captureNeedsUser = Self("capture_needs_user")
+}
+
+/// How long castd waits for one Response of the portal: pure, the shell passes the time in.
+public struct PortalResponseWait: Sendable, Equatable {
+    public let timeout: Duration
+    public private(set) var deadline: Instant? = nil
+
+    public init(timeout: Duration) { self.timeout = timeout }
+
+    /// A call answered by a Response went out at `now`: the wait starts afresh.
+    public mutating func began(now: Instant) { deadline = now + timeout }
+
+    /// How long the shell may still block for the Response; nil when the wait is over
+    /// (then the machine gets `.timedOut`) or was never begun.
+    public func remaining(now: Instant) -> Duration? {
+        guard let deadline, now < deadline else { return nil }
+        return deadline - now
+    }
+}
+
 /// A started ScreenCast portal session: the streams, the PipeWire socket the
 /// portal opened for them, and the bus connection that keeps the session
 /// alive (the portal ends it when castd leaves the bus). `close` (or deinit)
@@ -96,7 +119,8 @@ public enum ScreenCastPortal {
 
     /// Runs CreateSession → SelectSources → Start → OpenPipeWireRemote, saving
     /// the new restore token. Throws a sentence when the portal is missing,
-    /// refuses, is cancelled, or waits for a dialog longer than `responseTimeout`.
+    /// refuses, is cancelled, or waits for a dialog longer than `responseTimeout`
+    /// (then the error's code is `.captureNeedsUser`: nobody is there to accept it).
     public static func start(options: Options = Options()) throws -> ScreenCastPortalSession {
         let bus = try SDBus.open(address: options.busAddress)
         var keep = false
@@ -132,7 +156,7 @@ public enum ScreenCastPortal {
                 throw CastError(.capture, sentence)
             case .closeAndFail(let call, let sentence):
                 _ = perform(call, bus: bus, waiter: waiter, options: options, fd: &fd, machine: &machine)
-                throw CastError(.capture, sentence)
+                throw CastError(machine.needsUser ? .captureNeedsUser : .capture, sentence)
             case .call(let call, let expect):
                 if let expect { try waiter.subscribe(bus, path: expect) }
                 action = perform(call, bus: bus, waiter: waiter, options: options, fd: &fd, machine: &machine)
@@ -191,19 +215,19 @@ public enum ScreenCastPortal {
         if let error { return machine.handle(.callFailed(error)) }
         if let returnedPath { machine.requestHandleReturned(returnedPath); try? waiter.subscribe(bus, path: returnedPath) }
         // Wait for the Response our machine expects (others are ignored by it).
-        let deadline = DispatchTime.now() + .nanoseconds(Int(options.responseTimeout.nanoseconds))
+        let clock = SystemMonotonicClock()
+        var wait = PortalResponseWait(timeout: options.responseTimeout)
+        wait.began(now: clock.now())
         while true {
             if let r = waiter.take() {
                 if let next = machine.handle(r) { return next }
                 continue
             }
-            let now = DispatchTime.now()
-            guard now < deadline else { return machine.handle(.timedOut) }
+            guard let left = wait.remaining(now: clock.now()) else { return machine.handle(.timedOut) }
             let r = sd_bus_process(bus, nil)
             if r < 0 { return machine.handle(.callFailed("the session bus connection failed (\(String(cString: strerror(-r))))")) }
             if r > 0 { continue }
-            let usec = (deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 1000
-            _ = sd_bus_wait(bus, usec)
+            _ = sd_bus_wait(bus, UInt64(max(1, left.totalNanoseconds / 1000)))
         }
     }
 }

@@ -94,6 +94,9 @@ public struct ScreenCastPortalMachine: Sendable {
     public let cursorMode: PortalCursorMode
     public private(set) var restoreToken: String?
     private var refusedToken = false
+    /// Set when Start went unanswered for the whole wait: the portal is showing its
+    /// dialog and nobody accepts it (a daemon with no person at the screen).
+    public private(set) var needsUser = false
     private(set) var step: Step = .idle
     private var tokenCounter = 0
     private let tokenPrefix: String
@@ -153,6 +156,13 @@ public struct ScreenCastPortalMachine: Sendable {
             return nil
         case (_, .callFailed(let message)):
             return fail("the ScreenCast portal refused \(stepName): \(message)")
+        case (.starting, .timedOut):
+            // A Start the portal would grant by itself (a restore token it accepts) answers at
+            // once; one still pending after the whole wait is a dialog waiting for a person.
+            needsUser = true
+            return fail("the ScreenCast portal did not answer Start in time: it is waiting for someone to accept its screen-sharing dialog, and nobody is there"
+                + (restoreToken != nil ? " (it did not accept the saved restore token)" : " (no restore token was saved)")
+                + "; run castd once in the desktop session and accept the dialog to store a token, or on GNOME use --capture mutter, which needs no dialog")
         case (_, .timedOut):
             return fail("the ScreenCast portal did not answer \(stepName) in time; it may be waiting for someone to accept a screen-sharing dialog, and castd has nobody to click it (run it once in a desktop session to store a restore token)")
         case (.openingRemote, .remoteOpened):

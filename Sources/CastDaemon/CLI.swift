@@ -45,6 +45,9 @@ public enum CLI {
                                          portal; XShm otherwise; `castd doctor` says which and why)
       --encoder auto|vaapi|x264          H.264 encoder (auto: VA-API, falling back to x264)
       --display :N   --output NAME   --no-cursor   (--output: an X11 output or a Mutter connector)
+      --portal-timeout SECONDS           how long the ScreenCast portal may wait for someone to
+                                         accept its dialog (default 60); then castd ends the cast
+                                         with disconnect reason capture_needs_user and exit 1
     Common options: --api-url URL --supabase-url URL --supabase-key KEY --log-level LEVEL --json
 
     Signals: SIGTERM or SIGINT ends a cast cleanly (disconnect row, session end,

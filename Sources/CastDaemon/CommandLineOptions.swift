@@ -38,6 +38,8 @@ public struct SessionOptions: Equatable, Sendable {
     public var display: String? = nil
     public var output: String? = nil
     public var cursor = true
+    /// How long the ScreenCast portal may leave a call unanswered (Start waits for a person at its dialog).
+    public var portalTimeout: Duration = .seconds(60)
     public var common = CommonOptions()
 }
 
@@ -110,6 +112,12 @@ public enum CommandLineParser {
                 case "--display": o.display = try value(a, &rest)
                 case "--output": o.output = try value(a, &rest)
                 case "--no-cursor": o.cursor = false
+                case "--portal-timeout":
+                    let v = try value(a, &rest)
+                    guard let s = Double(v), s.isFinite, s >= 0.1, s <= 3600 else {
+                        throw CastError(.badArgument, "--portal-timeout takes seconds from 0.1 to 3600 (got \(v))")
+                    }
+                    o.portalTimeout = .milliseconds(Int64((s * 1000).rounded()))
                 default:
                     if try !takeCommon(a, &rest, &o.common) { throw unknown(a) }
                 }

@@ -1,3 +1,4 @@
+import CastCore
 import Testing
 @testable import CastCapture
 
@@ -125,6 +126,42 @@ struct ScreenCastPortalMachineTests {
         guard case .closeAndFail(_, let sentence)? = m.handle(.timedOut) else { Issue.record("expected failure"); return }
         #expect(sentence.contains("did not answer Start in time"))
         #expect(sentence.contains("dialog"))
+    }
+
+    /// The shell's wait on a fake clock: a Start nobody answers (the dialog waits for a person)
+    /// times out exactly at the deadline, and only then the machine says a person is needed.
+    @Test func anUnansweredStartNeedsAUserAfterTheTimeoutAndNotBefore() {
+        let clock = ManualClock(Instant(nanoseconds: 5_000_000_000))
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: "stale", tokenPrefix: "t")
+        _ = m.begin()
+        _ = response(&m, base + "t_1", session: "/s")
+        _ = response(&m, base + "t_3")   // Start goes out now
+        var wait = PortalResponseWait(timeout: .seconds(60))
+        #expect(wait.remaining(now: clock.now()) == nil)   // not begun: nothing to wait for
+        wait.began(now: clock.now())
+        #expect(wait.remaining(now: clock.now()) == .seconds(60))
+        clock.advance(by: .milliseconds(59_999))
+        #expect(wait.remaining(now: clock.now()) == .milliseconds(1))
+        #expect(!m.needsUser)
+        clock.advance(by: .milliseconds(1))
+        #expect(wait.remaining(now: clock.now()) == nil)
+        guard case .closeAndFail(.closeSession(session: "/s"), let sentence)? = m.handle(.timedOut) else {
+            Issue.record("expected the session closed and a failure"); return
+        }
+        #expect(m.needsUser)
+        #expect(sentence.contains("nobody is there") && sentence.contains("did not accept the saved restore token"))
+        #expect(!sentence.contains("stale"))   // the token itself never appears
+        // A new call restarts the wait from its own send time.
+        wait.began(now: clock.now())
+        #expect(wait.remaining(now: clock.now() + .seconds(30)) == .seconds(30))
+    }
+
+    @Test func aTimeoutBeforeStartIsNotADialog() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: nil, tokenPrefix: "t")
+        _ = m.begin()
+        guard case .failed(let sentence)? = m.handle(.timedOut) else { Issue.record("expected failure"); return }
+        #expect(!m.needsUser)
+        #expect(sentence.contains("CreateSession"))
     }
 
     @Test func aStartWithoutStreamsFails() {

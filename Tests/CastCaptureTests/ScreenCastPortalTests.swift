@@ -113,12 +113,16 @@ struct ScreenCastPortalTests {
         #expect(portal.calls().first { $0.call == "SelectSources" }?.options["cursor_mode"] as? Int == 1)
     }
 
-    @Test func cancelInTheDialogIsASentenceAndNoTokenIsSaved() throws {
+    /// A session, a stand-in portal run with `extra` flags whose Start hands out no real node, and an empty token store.
+    func withFailingPortal(_ extra: [String], _ body: (PipeWireSession, StandInPortal, RestoreTokenStore) throws -> Void) throws {
         let session = try PipeWireSession()
         defer { session.stop() }
-        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64), extra: ["--cancel"])
+        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64), extra: extra)
         defer { portal.stop() }
-        let store = RestoreTokenStore(directory: session.runtimeDir + "/state-cancel")
+        try body(session, portal, RestoreTokenStore(directory: session.runtimeDir + "/state"))
+    }
+
+    @Test func cancelInTheDialogIsASentenceAndNoTokenIsSaved() throws { try withFailingPortal(["--cancel"]) { (session, portal, store) throws in
         #expect {
             _ = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store))
         } throws: { e in
@@ -126,7 +130,22 @@ struct ScreenCastPortalTests {
         }
         #expect(try store.load() == nil)
         #expect(portal.calls().contains { $0.call == "Close" })
-    }
+    } }
+
+    /// A Start that never answers (a dialog with nobody at it): the wait ends with the
+    /// `captureNeedsUser` code, the session is closed, and nothing is saved.
+    @Test func anUnansweredStartNeedsAUserAndClosesTheSession() throws { try withFailingPortal(["--never-answer"]) { (session, portal, store) throws in
+        #expect {
+            _ = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store,
+                                                          responseTimeout: .milliseconds(300)))
+        } throws: { e in
+            guard let e = e as? CastError else { return false }
+            return e.code == .captureNeedsUser && e.message.contains("nobody is there")
+        }
+        #expect(try store.load() == nil)
+        let calls = portal.calls().map(\.call)
+        #expect(calls.filter { $0 == "Start" }.count == 1 && calls.last == "Close")
+    } }
 
     @Test func noPortalOnTheBusIsASentence() throws {
         let session = try PipeWireSession()

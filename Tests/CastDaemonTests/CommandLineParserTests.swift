@@ -15,6 +15,18 @@ import CastCore
         #expect(!o.cursor && o.common.apiURL == "http://a" && o.common.logLevel == .debug)
     }
 
+    @Test func portalTimeoutIsSecondsWithADefaultOf60() throws {
+        guard case .session(let d) = try CommandLineParser.parse(["--session", id]) else { Issue.record("not a session"); return }
+        #expect(d.portalTimeout == .seconds(60))
+        guard case .session(let o) = try CommandLineParser.parse(["--session", id, "--portal-timeout", "2.5"]) else {
+            Issue.record("not a session"); return
+        }
+        #expect(o.portalTimeout == .milliseconds(2500))
+        for bad in ["0", "-1", "abc", "nan", "99999"] {
+            #expect(throws: CastError.self) { try CommandLineParser.parse(["--session", id, "--portal-timeout", bad]) }
+        }
+    }
+
     @Test func sessionIdMustBeAUUID() {
         #expect(throws: CastError.self) { try CommandLineParser.parse(["--session", "abc"]) }
         #expect(throws: CastError.self) { try CommandLineParser.parse(["--session"]) }

@@ -90,21 +90,28 @@ struct FakeMedia: MediaPort {
 struct NullSink: LogSink { func write(_ line: LogLine) {} }
 
 @Suite struct SessionControllerTests {
-    @Test func castsUntilStoppedThenSendsDisconnectAndEnd() async {
-        let rec = Recorder()
+    /// A cast on fakes, approved with `prefs` in a `connecting` session; once connected, `then` gets the controller.
+    static func cast(_ rec: Recorder, nid: String, prefs: StreamPrefs = StreamPrefs(), authFor: Duration? = nil,
+                     then: @escaping @Sendable (SessionController) -> Void) async -> SessionController.Outcome {
         let clock = SystemMonotonicClock()
         let signaling = FakeSignaling(recorder: rec, backfill: [
-            .approved(authExpiresAt: clock.now() + .seconds(3600), prefs: StreamPrefs(resolution: "720p", frameRate: 30)),
+            .approved(authExpiresAt: authFor.map { clock.now() + $0 }, prefs: prefs),
             .ready(status: .connecting),
         ])
         final class Box: @unchecked Sendable { var controller: SessionController? }
         let box = Box()
         let controller = SessionController(
-            machine: SessionMachine { "nid-fixed" }, signaling: signaling, peer: FakePeer(recorder: rec),
+            machine: SessionMachine { nid }, signaling: signaling, peer: FakePeer(recorder: rec),
             media: FakeMedia(recorder: rec), clock: clock, log: NullSink(),
-            onConnected: { _ in box.controller?.requestStop() })
+            onConnected: { _ in box.controller.map(then) })
         box.controller = controller
-        let outcome = await controller.run()
+        return await controller.run()
+    }
+
+    @Test func castsUntilStoppedThenSendsDisconnectAndEnd() async {
+        let rec = Recorder()
+        let outcome = await Self.cast(rec, nid: "nid-fixed", prefs: StreamPrefs(resolution: "720p", frameRate: 30),
+                                      authFor: .seconds(3600)) { $0.requestStop() }
 
         #expect(outcome == .init(exitCode: 0, message: "Cast stopped."))
         let inserted = await rec.inserted
@@ -137,6 +144,17 @@ struct NullSink: LogSink { func write(_ line: LogLine) {} }
         #expect(outcome == .init(exitCode: 0, message: "The receiver ended the session."))
         #expect(await rec.inserted.contains(.disconnect(.senderEnded)) == false)
         #expect(await rec.updates == [.connected])
+    }
+
+    /// The media side reports that capture waits for a person (the portal's dialog): the cast ends with
+    /// disconnect `capture_needs_user`, then `end`, media stopped, and exit 1 with the media's sentence.
+    @Test func captureNeedingAPersonEndsTheRunWithItsReasonAndExit1() async {
+        let rec = Recorder()
+        let outcome = await Self.cast(rec, nid: "n1") { $0.captureNeedsUser("Nobody accepted the dialog.") }
+        #expect(outcome == .init(exitCode: 1, message: "Nobody accepted the dialog."))
+        #expect(await rec.inserted.last == .disconnect(.other("capture_needs_user")))
+        #expect(await rec.updates == [.connected, .end])
+        #expect(await rec.media.last == "stop")
     }
 }
 

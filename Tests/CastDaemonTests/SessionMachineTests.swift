@@ -340,6 +340,19 @@ extension Array where Element == SessionMachine.Action {
         #expect(h.send(.peerState(negotiationId: "nid-1", .failed)).isEmpty)
     }
 
+    @Test func captureNeedingAPersonEndsWithItsReasonAndExit1() {
+        var h = Harness()
+        _ = h.startApproved()
+        let sentence = "ScreenCast portal: nobody accepted the dialog."
+        let a = h.send(.captureNeedsUser(sentence))
+        #expect(a == [.stopMedia, .closePeer, .insert(.disconnect(.other("capture_needs_user"))),
+                      .sessionUpdate(.end), .finish(exitCode: 1, message: sentence)])
+        #expect(h.machine.isEnded && h.machine.nextDeadline() == nil)
+        // Nothing after the end: no reconnect, no second disconnect row.
+        #expect(h.send(.captureNeedsUser(sentence)).isEmpty)
+        #expect(h.send(.peerState(negotiationId: "nid-1", .failed)).isEmpty)
+    }
+
     @Test func receiverStopEndsCleanlyWithItsSentence() {
         var h = Harness()
         _ = h.startApproved()

@@ -8,6 +8,8 @@ public protocol MediaPipeline: MediaPort {
     func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void)
     /// The receiver asked for a keyframe (PLI/FIR, already rate-limited).
     func requestKeyframe()
+    /// Who hears that capture cannot start without a person (the portal's dialog waits, nobody is there).
+    func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void)
 }
 
 enum MediaFactory {
@@ -36,7 +38,8 @@ enum MediaFactory {
 
     static func make(_ o: SessionOptions, environment: [String: String], log: LogSink) -> any MediaPipeline {
         let portal = ScreenCastPortal.Options(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 },
-                                              tokenStore: tokenStore(environment: environment), cursor: o.cursor)
+                                              tokenStore: tokenStore(environment: environment),
+                                              responseTimeout: o.portalTimeout, cursor: o.cursor)
         let mutter = MutterScreenCast.Options(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 },
                                               connector: o.output ?? "", cursorMode: o.cursor ? .metadata : .hidden)
         return CapturePipeline(options: o, log: log, backend: backend(o, environment: environment, log: log),

@@ -59,6 +59,7 @@ enum SessionCommand {
             machine: SessionMachine { UUID().uuidString.lowercased() },
             signaling: signaling, peer: peer, media: media, clock: clock, log: log,
             onConnected: { _ in notifier.connected() })
+        media.onNeedsUser { sentence in controller.captureNeedsUser(sentence) }
         let trap = SignalTrap { sig in
             log.write(LogLine(.notice, "signal", [("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT")]))
             controller.requestStop()

@@ -46,6 +46,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private let keyframeWanted = Atomic<Bool>(false)
     private let lock = NSLock()
     private var sink: (@Sendable ([UInt8], Instant) -> Void)? = nil   // guarded by `lock`
+    private var needsUser: (@Sendable (String) -> Void)? = nil          // guarded by `lock`
     private var stats = Statistics()                                 // guarded by `lock`
     private var finished: DispatchSemaphore? = nil                   // owner only
 
@@ -61,6 +62,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
 
     public func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void) { lock.withLock { self.sink = sink } }
     public func requestKeyframe() { keyframeWanted.store(true, ordering: .relaxed) }
+    public func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { needsUser = handler } }
     public var statistics: Statistics { lock.withLock { stats } }
 
     /// The stage summaries of the window since the last call, as key=value log fields
@@ -149,6 +151,14 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                         portal?.close()   // the cast ended; the next generation asks the portal again
                         portal = nil
                     }
+                } catch let e as CastError where e.code == .captureNeedsUser {
+                    // The dialog waits for a person who is not there: asking again would only
+                    // wait again. Say so, let the session end the cast, and stop trying.
+                    portal?.close()
+                    portal = nil
+                    log.write(LogLine(.error, "capture_needs_user", [("error", e.message)]))
+                    lock.withLock { needsUser }?(e.message)
+                    while running.load(ordering: .relaxed) { sleepWhileRunning(.seconds(1)) }
                 } catch {
                     portal?.close()
                     portal = nil

@@ -48,6 +48,10 @@ public actor SessionController {
     /// Asks the cast to stop (SIGTERM / SIGINT): disconnect row, end, exit 0.
     public nonisolated func requestStop() { events.yield(.input(.stopRequested)) }
 
+    /// Capture cannot start without a person (the portal's dialog waits): the cast ends
+    /// with a disconnect row saying so and exit 1.
+    public nonisolated func captureNeedsUser(_ sentence: String) { events.yield(.input(.captureNeedsUser(sentence))) }
+
     private nonisolated func feed(_ stream: AsyncStream<SessionMachine.Input>) -> Task<Void, Never> {
         let events = self.events
         return Task { for await e in stream { events.yield(.input(e)) } }

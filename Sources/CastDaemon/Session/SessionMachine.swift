@@ -42,6 +42,8 @@ public struct SessionMachine: Sendable {
         case stopRequested
         /// The signaling layer cannot go on (the identity is dead, the backend refuses us).
         case signalingFailed(String)
+        /// Capture waits for a person who is not there (the portal's dialog): the sentence says so.
+        case captureNeedsUser(String)
     }
 
     public enum Action: Sendable, Equatable {
@@ -110,6 +112,10 @@ public struct SessionMachine: Sendable {
     }
 
     public var isEnded: Bool { phase == .ended }
+
+    /// The disconnect reason when capture needs a person and none is there (not one of the
+    /// addendum's four: the receiver shows it raw, which says what to do).
+    public static let captureNeedsUserReason = DisconnectReason.other("capture_needs_user")
 
     // MARK: - Driving
 
@@ -218,6 +224,11 @@ public struct SessionMachine: Sendable {
 
         case .signalingFailed(let message):
             finishQuietly(exitCode: 1, "Signaling failed: \(message)")
+
+        case .captureNeedsUser(let sentence):
+            // Not a network fault: retrying cannot help until someone accepts the dialog. The
+            // receiver learns why from the reason (contract addendum: unknown reasons are shown raw).
+            endAsSender(reason: Self.captureNeedsUserReason, exitCode: 1, message: sentence)
         }
         pump(now: now)
     }
