@@ -40,7 +40,12 @@ SCENARIOS = {
     "1080p-busy": (1920, 1080, "busy"),
     "1440p-busy": (2560, 1440, "busy"),
     "720p-busy": (1280, 720, "busy"),
+    # Nothing on the screen changes, not even the timecode: what a sender costs while
+    # the desktop sits still (the target: castd below 5% of one core). No latency
+    # figures (no timecode to read), and gaps between frames are expected, not freezes.
+    "1080p-idle": (1920, 1080, "static"),
 }
+IDLE = {"1080p-idle"}
 SENDERS = ("castd", "gstreamer")
 PREFS = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
 FREEZE_S = 0.2
@@ -174,6 +179,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         cpu1, w1 = proctree.cpu_seconds(pid), time.monotonic()
         peak = proctree.peak_rss_mib(pid)
         rss_kinds = proctree.rss_breakdown_mib(pid)
+        rss_map = proctree.smaps_breakdown_mib(pid)
         stats = sender.castd_stats() if kind == "castd" else {}
     finally:
         await sender.stop()
@@ -196,6 +202,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "freezes": sum(1 for g in gaps if g > FREEZE_S), "longest_gap_ms": round(max(gaps, default=0) * 1000, 1),
         "cpu_s_per_min": round((cpu1 - cpu0) / span * 60, 2),
         "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
+        "rss_by_mapping_mib": rss_map,
         "mean_bitrate_bps": int(sum(n for _, n in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
         "decoded_sizes": sizes, "castd_stats": stats,
     }
@@ -242,7 +249,7 @@ async def run(args) -> dict:
         for name in args.scenario:
             w, h, bg = SCENARIOS[name]
             rounds: dict[str, list[dict]] = {k: [] for k in args.sender}
-            with BenchScreen(w, h, bg, timecode=True, fps=args.painter_fps) as screen:
+            with BenchScreen(w, h, bg, timecode=name not in IDLE, fps=args.painter_fps) as screen:
                 for i in range(args.rounds):
                     order = args.sender if i % 2 == 0 else tuple(reversed(args.sender))
                     for kind in order:
@@ -254,7 +261,10 @@ async def run(args) -> dict:
                             r = {"sender": kind, "error": str(e)[:2000]}
                         r["round"] = i + 1
                         rounds[kind].append(r)
-            entry = {"scenario": name, "screen": f"{w}x{h}", "background": bg}
+            entry = {"scenario": name, "screen": f"{w}x{h}", "background": bg, "timecode": name not in IDLE}
+            if name in IDLE:
+                entry["note"] = ("a still screen without a timecode: no latency; frames are the sender's refreshes, "
+                                 "and 'freezes' count its gaps between them")
             for kind in SENDERS:
                 ok = [r for r in rounds.get(kind, []) if "error" not in r]
                 entry[kind] = summarize(ok) if ok else None
@@ -290,7 +300,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, help="rounds per sender and scenario (default 3; --quick 1)")
     ap.add_argument("--seconds", type=float, help="measured seconds per round (default 20; --quick 8)")
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds after the first frame before measuring")
-    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all four)")
+    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all five)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS), help="repeatable (default: both)")
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "bench"), help="directory for bench.json and the plots")
