@@ -49,6 +49,11 @@ IDLE = {"1080p-idle"}
 SENDERS = ("castd", "gstreamer")
 PREFS = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
 FREEZE_S = 0.2
+CASTD: str | None = None   # --castd: another build of castd (before/after comparisons); default this tree's release build
+
+
+def castd_binary() -> str:
+    return CASTD or binary("castd")
 
 
 def log(msg: str) -> None:
@@ -90,12 +95,12 @@ class SenderProc:
     async def start(self, pin: str, session_id: str) -> int:
         env = castd_env(self.stack, self.home, DISPLAY=self.screen.display)
         if self.kind == "castd":
-            pair = await asyncio.create_subprocess_exec(binary("castd"), "pair", "--pin", pin, "--json", env=env,
+            pair = await asyncio.create_subprocess_exec(castd_binary(), "pair", "--pin", pin, "--json", env=env,
                                                         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             self.procs.append(pair)
             self._spawn_readers(pair)
             await _wait_for(self.out, '"paired"', pair, 30)
-            daemon = await asyncio.create_subprocess_exec(binary("castd"), "--session", session_id, "--log-level", "info",
+            daemon = await asyncio.create_subprocess_exec(castd_binary(), "--session", session_id, "--log-level", "info",
                                                           env=env, stdout=asyncio.subprocess.PIPE,
                                                           stderr=asyncio.subprocess.PIPE)
             self.procs.append(daemon)
@@ -242,7 +247,7 @@ RATIO_KEYS = ("glass_to_glass_median_ms", "glass_to_glass_p95_ms", "approval_to_
 async def run(args) -> dict:
     stack = devstack_up()
     out = {"command": " ".join(["Scripts/bench"] + sys.argv[1:]), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "config": {"rounds": args.rounds, "seconds_per_round": args.seconds, "warmup_s": args.warmup,
+           "config": {"castd": castd_binary(), "rounds": args.rounds, "seconds_per_round": args.seconds, "warmup_s": args.warmup,
                       "painter_fps": args.painter_fps, "freeze_threshold_ms": FREEZE_S * 1000, "prefs": PREFS},
            "scenarios": []}
     try:
@@ -303,8 +308,12 @@ def main() -> int:
     ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all five)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS), help="repeatable (default: both)")
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
+    ap.add_argument("--castd", help="the castd binary to run (default: this tree's release build), "
+                                     "e.g. another checkout's, to compare before and after a change")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "bench"), help="directory for bench.json and the plots")
     args = ap.parse_args()
+    global CASTD
+    CASTD = args.castd
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.seconds = args.seconds or (8.0 if args.quick else 20.0)
     args.scenario = args.scenario or list(SCENARIOS)

@@ -75,8 +75,10 @@ def smaps_breakdown_mib(pid: int, top: int = 8) -> dict:
     """Where one process's resident memory is, from /proc/PID/smaps: anonymous
     ([heap] and unnamed mappings: malloc arenas, encoder buffers), thread stacks,
     System V shared memory (castd's XShm ring), and file mappings grouped by
-    file (the largest `top` by name, the rest summed)."""
-    kinds = {"anon": 0, "stack": 0, "shm": 0, "files": 0}
+    file (the largest `top` by name, the rest summed). `files_pss` is the file
+    mappings' proportional share: pages shared with other processes (the Swift
+    runtime, libc...) counted once per sharer."""
+    kinds = {"anon": 0, "stack": 0, "shm": 0, "files": 0, "files_pss": 0}
     files: dict[str, int] = {}
     name = ""
     try:
@@ -87,6 +89,9 @@ def smaps_breakdown_mib(pid: int, top: int = 8) -> dict:
                     parts = line.split(None, 5)
                     name = parts[5].strip() if len(parts) > 5 else ""
                     continue
+                is_file = bool(name) and not name.startswith(("[", "/SYSV", "/dev/shm"))
+                if head == "Pss:" and is_file:
+                    kinds["files_pss"] += int(line.split()[1])
                 if head != "Rss:":
                     continue
                 kib = int(line.split()[1])
