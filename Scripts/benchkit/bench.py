@@ -40,10 +40,20 @@ SCENARIOS = {
     "1080p-busy": (1920, 1080, "busy"),
     "1440p-busy": (2560, 1440, "busy"),
     "720p-busy": (1280, 720, "busy"),
+    # Nothing on the screen changes, not even the timecode: what a sender costs while
+    # the desktop sits still (the target: castd below 5% of one core). No latency
+    # figures (no timecode to read), and gaps between frames are expected, not freezes.
+    "1080p-idle": (1920, 1080, "static"),
 }
+IDLE = {"1080p-idle"}
 SENDERS = ("castd", "gstreamer")
 PREFS = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
 FREEZE_S = 0.2
+CASTD: str | None = None   # --castd: another build of castd (before/after comparisons); default this tree's release build
+
+
+def castd_binary() -> str:
+    return CASTD or binary("castd")
 
 
 def log(msg: str) -> None:
@@ -85,12 +95,12 @@ class SenderProc:
     async def start(self, pin: str, session_id: str) -> int:
         env = castd_env(self.stack, self.home, DISPLAY=self.screen.display)
         if self.kind == "castd":
-            pair = await asyncio.create_subprocess_exec(binary("castd"), "pair", "--pin", pin, "--json", env=env,
+            pair = await asyncio.create_subprocess_exec(castd_binary(), "pair", "--pin", pin, "--json", env=env,
                                                         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             self.procs.append(pair)
             self._spawn_readers(pair)
             await _wait_for(self.out, '"paired"', pair, 30)
-            daemon = await asyncio.create_subprocess_exec(binary("castd"), "--session", session_id, "--log-level", "info",
+            daemon = await asyncio.create_subprocess_exec(castd_binary(), "--session", session_id, "--log-level", "info",
                                                           env=env, stdout=asyncio.subprocess.PIPE,
                                                           stderr=asyncio.subprocess.PIPE)
             self.procs.append(daemon)
@@ -174,6 +184,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         cpu1, w1 = proctree.cpu_seconds(pid), time.monotonic()
         peak = proctree.peak_rss_mib(pid)
         rss_kinds = proctree.rss_breakdown_mib(pid)
+        rss_map = proctree.smaps_breakdown_mib(pid)
         stats = sender.castd_stats() if kind == "castd" else {}
     finally:
         await sender.stop()
@@ -196,6 +207,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "freezes": sum(1 for g in gaps if g > FREEZE_S), "longest_gap_ms": round(max(gaps, default=0) * 1000, 1),
         "cpu_s_per_min": round((cpu1 - cpu0) / span * 60, 2),
         "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
+        "rss_by_mapping_mib": rss_map,
         "mean_bitrate_bps": int(sum(n for _, n in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
         "decoded_sizes": sizes, "castd_stats": stats,
     }
@@ -235,14 +247,14 @@ RATIO_KEYS = ("glass_to_glass_median_ms", "glass_to_glass_p95_ms", "approval_to_
 async def run(args) -> dict:
     stack = devstack_up()
     out = {"command": " ".join(["Scripts/bench"] + sys.argv[1:]), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "config": {"rounds": args.rounds, "seconds_per_round": args.seconds, "warmup_s": args.warmup,
+           "config": {"castd": castd_binary(), "rounds": args.rounds, "seconds_per_round": args.seconds, "warmup_s": args.warmup,
                       "painter_fps": args.painter_fps, "freeze_threshold_ms": FREEZE_S * 1000, "prefs": PREFS},
            "scenarios": []}
     try:
         for name in args.scenario:
             w, h, bg = SCENARIOS[name]
             rounds: dict[str, list[dict]] = {k: [] for k in args.sender}
-            with BenchScreen(w, h, bg, timecode=True, fps=args.painter_fps) as screen:
+            with BenchScreen(w, h, bg, timecode=name not in IDLE, fps=args.painter_fps) as screen:
                 for i in range(args.rounds):
                     order = args.sender if i % 2 == 0 else tuple(reversed(args.sender))
                     for kind in order:
@@ -254,7 +266,10 @@ async def run(args) -> dict:
                             r = {"sender": kind, "error": str(e)[:2000]}
                         r["round"] = i + 1
                         rounds[kind].append(r)
-            entry = {"scenario": name, "screen": f"{w}x{h}", "background": bg}
+            entry = {"scenario": name, "screen": f"{w}x{h}", "background": bg, "timecode": name not in IDLE}
+            if name in IDLE:
+                entry["note"] = ("a still screen without a timecode: no latency; frames are the sender's refreshes, "
+                                 "and 'freezes' count its gaps between them")
             for kind in SENDERS:
                 ok = [r for r in rounds.get(kind, []) if "error" not in r]
                 entry[kind] = summarize(ok) if ok else None
@@ -290,11 +305,15 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, help="rounds per sender and scenario (default 3; --quick 1)")
     ap.add_argument("--seconds", type=float, help="measured seconds per round (default 20; --quick 8)")
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds after the first frame before measuring")
-    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all four)")
+    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all five)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS), help="repeatable (default: both)")
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
+    ap.add_argument("--castd", help="the castd binary to run (default: this tree's release build), "
+                                     "e.g. another checkout's, to compare before and after a change")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "bench"), help="directory for bench.json and the plots")
     args = ap.parse_args()
+    global CASTD
+    CASTD = args.castd
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.seconds = args.seconds or (8.0 if args.quick else 20.0)
     args.scenario = args.scenario or list(SCENARIOS)

@@ -69,3 +69,47 @@ def rss_breakdown_mib(pid: int) -> dict:
     buffers), file-backed (mostly shared libraries, shared with other processes)
     and shared memory (castd's XShm ring segments)."""
     return {k: round(_status_kib(pid, k) / 1024, 1) for k in ("RssAnon", "RssFile", "RssShmem")}
+
+
+def smaps_breakdown_mib(pid: int, top: int = 8) -> dict:
+    """Where one process's resident memory is, from /proc/PID/smaps: anonymous
+    ([heap] and unnamed mappings: malloc arenas, encoder buffers), thread stacks,
+    System V shared memory (castd's XShm ring), and file mappings grouped by
+    file (the largest `top` by name, the rest summed). `files_pss` is the file
+    mappings' proportional share: pages shared with other processes (the Swift
+    runtime, libc...) counted once per sharer."""
+    kinds = {"anon": 0, "stack": 0, "shm": 0, "files": 0, "files_pss": 0}
+    files: dict[str, int] = {}
+    name = ""
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                head = line.split(None, 1)[0]
+                if "-" in head and not head.endswith(":"):          # a mapping's header line
+                    parts = line.split(None, 5)
+                    name = parts[5].strip() if len(parts) > 5 else ""
+                    continue
+                is_file = bool(name) and not name.startswith(("[", "/SYSV", "/dev/shm"))
+                if head == "Pss:" and is_file:
+                    kinds["files_pss"] += int(line.split()[1])
+                if head != "Rss:":
+                    continue
+                kib = int(line.split()[1])
+                if name.startswith("/SYSV") or name.startswith("/dev/shm"):
+                    kinds["shm"] += kib
+                elif name.startswith("[stack"):
+                    kinds["stack"] += kib
+                elif name == "" or name == "[heap]" or name.startswith("[anon"):
+                    kinds["anon"] += kib
+                elif name.startswith("["):                            # [vdso], [vvar]...
+                    kinds["files"] += kib
+                else:
+                    kinds["files"] += kib
+                    base = name.rsplit("/", 1)[-1]
+                    files[base] = files.get(base, 0) + kib
+    except OSError:
+        return {}
+    out = {k: round(v / 1024, 1) for k, v in kinds.items()}
+    ranked = sorted(files.items(), key=lambda kv: -kv[1])
+    out["largest_files"] = {k: round(v / 1024, 1) for k, v in ranked[:top]}
+    return out

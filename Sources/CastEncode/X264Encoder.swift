@@ -82,6 +82,10 @@ public final class X264Encoder: VideoEncoder {
         guard x264_param_apply_profile(&p, "baseline") == 0 else {
             throw CastError(.encoder, "x264: the baseline profile rejected these settings")
         }
+        // Memory (issue 7): without huge pages x264's worst-case-sized bitstream buffers
+        // cost only the pages a frame writes, not 2 MiB each; its picture buffers are
+        // written in full either way. Best effort: a refusal changes nothing else.
+        _ = castd_disable_transparent_huge_pages()
         guard let h = castd_x264_encoder_open(&p) else {
             throw CastError(.encoder, "x264: x264_encoder_open failed for \(config.size) at \(config.frameRate) fps")
         }

@@ -49,6 +49,17 @@ import CastMedia
         #expect(slices <= 4)
     }
 
+    /// x264 would put its worst-case bitstream buffers on 2 MiB huge pages (issue 7):
+    /// opening an encoder turns transparent huge pages off for the process.
+    @Test func openingAnEncoderTurnsTransparentHugePagesOff() throws {
+        let enc = try X264Encoder(config: EncoderConfig(size: FrameSize(width: 320, height: 240), frameRate: 30,
+                                                        bitrate: 500_000))
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let line = status.split(separator: "\n").first { $0.hasPrefix("THP_enabled:") }
+        #expect(line.map { $0.hasSuffix("0") } == true, "\(line ?? "no THP_enabled line")")
+        _ = enc
+    }
+
     @Test func levelIsFortyFor1080p30AndThirtyOneUpTo720p30() {
         #expect(X264Encoder.level(for: FrameSize(width: 1920, height: 1080), frameRate: 30) == 40)
         #expect(X264Encoder.level(for: FrameSize(width: 1280, height: 720), frameRate: 30) == 31)

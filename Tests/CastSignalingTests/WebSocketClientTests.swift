@@ -12,6 +12,19 @@ import Testing
         #expect(throws: CastError.self) { try WebSocketClient.Target(url: "ftp://x/") }
     }
 
+    @Test func targetsParseIPv6PortsQueriesAndRejectNonsense() throws {
+        let v6 = try WebSocketClient.Target(url: "WS://[::1]:8080?x=1#frag")
+        #expect(v6 == WebSocketClient.Target(secure: false, host: "::1", port: 8080, pathAndQuery: "/?x=1"))
+        #expect(v6.hostHeader == "[::1]:8080")
+        let plain = try WebSocketClient.Target(url: "wss://user@example.org/a%20b/c?q=%2F")
+        #expect(plain == WebSocketClient.Target(secure: true, host: "example.org", port: 443, pathAndQuery: "/a%20b/c?q=%2F"))
+        #expect(try WebSocketClient.Target(url: "ws://h").pathAndQuery == "/")
+        for bad in ["", "ws://", "ws:///path", "ws://h:70000/", "ws://h:/", "ws://h:0/", "ws://h:8a/", "ws://[::1/",
+                    "ws://[::1]x/", "ws://a b/", "ws://hé/", "ws:/h/", "h:80"] {
+            #expect(throws: CastError.self, "\(bad)") { try WebSocketClient.Target(url: bad) }
+        }
+    }
+
     @Test func echoesOverLoopbackAndClosesCleanly() async throws {
         let server = try LoopbackWebSocketServer(reply: { ["echo:" + $0] })
         let ws = try WebSocketClient(url: "ws://127.0.0.1:\(server.port)/socket")

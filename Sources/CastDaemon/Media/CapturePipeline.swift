@@ -227,7 +227,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             let wait = pacer.nextTick - clock.now()
             if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
             let now = clock.now()
-            let outcome = source.capture(onlyIfChanged: !pacer.refreshDue(now: now))
+            // A keyframe request (the peer just connected, or the receiver sent a PLI) reads the
+            // screen now, changed or not: on a still screen the next refresh could be 900 ms away.
+            let wanted = keyframeWanted.load(ordering: .relaxed)
+            let outcome = source.capture(onlyIfChanged: !wanted && !pacer.refreshDue(now: now))
             switch outcome {
             case .frame:
                 _ = pacer.decide(now: now, changed: true)

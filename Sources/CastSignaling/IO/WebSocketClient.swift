@@ -30,20 +30,49 @@ public final class WebSocketClient: Sendable {
             self.secure = secure; self.host = host; self.port = port; self.pathAndQuery = pathAndQuery
         }
 
-        /// Parses `ws://` and `wss://` URLs (`http(s)://` map to them).
+        /// Parses `ws://` and `wss://` URLs (`http(s)://` map to them): scheme, host (a
+        /// name, IPv4, or IPv6 in brackets), optional port, path and query; user
+        /// info and fragment are dropped. ASCII only. By hand, not with URLComponents,
+        /// whose host getter pages in ICU's IDNA data (issue 7: castd's memory).
         public init(url: String) throws {
-            guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty else {
-                throw CastError(.usage, "Not a WebSocket URL: \(url.prefix(80))")
-            }
+            let bad = CastError(.usage, "Not a WebSocket URL: \(url.prefix(80))")
+            guard url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }), let sep = url.range(of: "://") else { throw bad }
+            let scheme = url[..<sep.lowerBound].lowercased()
             switch scheme {
             case "ws", "http": secure = false
             case "wss", "https": secure = true
-            default: throw CastError(.usage, "Not a WebSocket URL scheme: \(scheme)")
+            default: throw CastError(.usage, "Not a WebSocket URL scheme: \(scheme.prefix(20))")
             }
-            self.host = host
-            port = UInt16(c.port ?? (secure ? 443 : 80))
-            let q = c.percentEncodedQuery.map { "?" + $0 } ?? ""
-            pathAndQuery = (c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath) + q
+            var rest = url[sep.upperBound...]
+            if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
+            let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+            var authority = rest[..<authorityEnd]
+            if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+            var portText: Substring? = nil
+            if authority.hasPrefix("[") {
+                guard let close = authority.firstIndex(of: "]") else { throw bad }
+                host = String(authority[authority.index(after: authority.startIndex)..<close])
+                let after = authority[authority.index(after: close)...]
+                if !after.isEmpty {
+                    guard after.hasPrefix(":") else { throw bad }
+                    portText = after.dropFirst()
+                }
+            } else if let colon = authority.firstIndex(of: ":") {
+                host = String(authority[..<colon])
+                portText = authority[authority.index(after: colon)...]
+            } else {
+                host = String(authority)
+            }
+            guard !host.isEmpty else { throw bad }
+            if let portText {
+                guard !portText.isEmpty, portText.allSatisfy(\.isASCII), portText.allSatisfy(\.isNumber),
+                      let p = UInt16(portText), p > 0 else { throw bad }
+                port = p
+            } else {
+                port = secure ? 443 : 80
+            }
+            let tail = rest[authorityEnd...]
+            pathAndQuery = tail.hasPrefix("/") ? String(tail) : "/" + tail
         }
 
         var hostHeader: String {
