@@ -352,12 +352,12 @@ async def loss_scenario(w: World, name: str, seconds: float, **impair) -> Result
         f = frame_figures(rep["frames"], t0, t1)
         rstats = w.router.stats()["a->b"]
         figs = {**f, "impairment": desc, "nacks": delta(st, "nacks"), "retransmits": delta(st, "retransmits"),
-                "plis": delta(st, "plis"), "rtt_ms": st[-1].get("rtt_ms") if st else None,
+                "copies": delta(st, "copies"), "plis": delta(st, "plis"), "rtt_ms": st[-1].get("rtt_ms") if st else None,
                 "router_lost": rstats["lost_random"] + rstats["lost_burst"],
                 "offers": sum(1 for x in rep["rows"] if x["type"] == "offer")}
         ok = f["fps"] >= 24 and f["freezes_over_1s"] == 0 and c.daemon.proc.returncode is None
         return check(r, ok, f"{f['fps']} fps, longest gap {f['max_gap_s']} s, {figs['retransmits']} retransmissions "
-                            f"for {figs['nacks']} NACKs", **figs)
+                            f"for {figs['nacks']} NACKs, {figs['copies']} redundant copies", **figs)
 
 
 async def cut_short(w: World, name="link cut 4 s", seconds=4.0) -> Result:
@@ -779,13 +779,7 @@ NOT_IMPLEMENTED = [
 # failure of one of these on its own goal is reported as KNOWN (in the table, the JSON and
 # the summary) and does not fail the run; a pass is reported as a pass; a scenario that
 # breaks (status error) still fails. Remove a row from here once its fix lands.
-KNOWN_OPEN = {
-    "5% loss, 40 ms RTT, 10 ms jitter":
-        "issue #8: aiortc re-NACKs a lost retransmission only on its next loss; at a screen's low "
-        "packet rate a twice-lost packet can freeze it for up to ~4 s (passes on a quiet machine)",
-    "5% loss for 60 s": "issue #8: as above (longest gap 1.7 s in the last full run)",
-    "5% burst loss (Gilbert–Elliott)": "issue #8: as above (longest gap 4.0 s in the last full run)",
-}
+KNOWN_OPEN: dict[str, str] = {}
 
 
 LOSSY = {"delay_ms": 20, "jitter_ms": 10}          # 40 ms RTT, 10 ms jitter each way

@@ -62,7 +62,9 @@ import CastCore
         var rng = SeededRandom(seed: 7)
         var sender = try VideoSender(configuration: .init(payloadType: 102, rtxPayloadType: 103, cname: "loop",
                                                           extensionIDs: .init(transportCC: 3),
-                                                          wallclockOffset: .seconds(1_700_000_000)),
+                                                          wallclockOffset: .seconds(1_700_000_000),
+                                                          // NACK/RTX alone here (LossProtectionTests cover the copies).
+                                                          lossProtection: .off),
                                      random: &rng)
         var rx = Receiver(mediaSSRC: sender.ssrc, rtxSSRC: sender.rtxSSRC!)
         let oneWay = Duration.milliseconds(20)

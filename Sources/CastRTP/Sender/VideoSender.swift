@@ -36,6 +36,8 @@ public struct VideoSender: Sendable {
         public var keyframeMinimumInterval: Duration
         /// Resend spacing before any RTT has been measured.
         public var initialRTT: Duration
+        /// Redundant RTX copies while loss is seen on a sparse stream (needs RTX).
+        public var lossProtection: LossProtection.Configuration
 
         public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, cname: String,
                     mtu: Int = RTPConstants.defaultMTU, srtpOverhead: Int = 16,
@@ -43,7 +45,8 @@ public struct VideoSender: Sendable {
                     playoutDelay: (minimum: Duration, maximum: Duration) = (.zero, .zero),
                     pacer: Pacer<PacedPacket>.Configuration = .init(), history: PacketHistory.Limits = .init(),
                     reportInterval: Duration = .seconds(1), wallclockOffset: Duration,
-                    keyframeMinimumInterval: Duration = .milliseconds(500), initialRTT: Duration = .milliseconds(100)) {
+                    keyframeMinimumInterval: Duration = .milliseconds(500), initialRTT: Duration = .milliseconds(100),
+                    lossProtection: LossProtection.Configuration = .init()) {
             self.payloadType = payloadType
             self.rtxPayloadType = rtxPayloadType
             self.cname = cname
@@ -57,6 +60,7 @@ public struct VideoSender: Sendable {
             self.wallclockOffset = wallclockOffset
             self.keyframeMinimumInterval = keyframeMinimumInterval
             self.initialRTT = initialRTT
+            self.lossProtection = lossProtection
         }
     }
 
@@ -65,6 +69,8 @@ public struct VideoSender: Sendable {
         var packet: RTPPacket
         var captureTime: Instant
         var isRetransmission: Bool
+        /// A redundant copy from `LossProtection` (sent over RTX, not counted as a retransmission).
+        var isCopy = false
     }
 
     public enum Datagram: Equatable, Sendable {
@@ -89,6 +95,8 @@ public struct VideoSender: Sendable {
         public var packetsSent = 0
         public var bytesSent = 0
         public var retransmissionsSent = 0
+        /// Redundant RTX copies sent by loss protection.
+        public var copiesSent = 0
         public var nacksReceived = 0
         /// NACKed packets no longer in the history, or resent less than an RTT ago.
         public var nacksIgnored = 0
@@ -111,6 +119,7 @@ public struct VideoSender: Sendable {
     private var reports: RTCPSenderState
     private var keyframes: KeyframeRequestLimiter
     private var transportCC: TransportCCTracker
+    private var protection: LossProtection
     private let extensionLength: Int
 
     public var ssrc: UInt32 { packetizer.ssrc }
@@ -159,7 +168,12 @@ public struct VideoSender: Sendable {
                                   wallclockOffset: configuration.wallclockOffset)
         keyframes = KeyframeRequestLimiter(minimumInterval: configuration.keyframeMinimumInterval)
         transportCC = TransportCCTracker(initialSequenceNumber: 1)
+        // Copies must not repeat a sequence number of the media stream (SRTP replay): RTX only.
+        protection = LossProtection(configuration: configuration.rtxPayloadType == nil ? .off : configuration.lossProtection)
     }
+
+    /// Whether packets sent now would get redundant copies.
+    public func isProtecting(now: Instant) -> Bool { protection.isActive(now: now) }
 
     // MARK: Media in
 
@@ -188,6 +202,11 @@ public struct VideoSender: Sendable {
     /// Everything due at `now`: paced RTP packets, then an SR + SDES compound when due.
     public mutating func poll(now: Instant) -> [Datagram] {
         var out: [Datagram] = []
+        for seq in protection.due(now: now) {
+            guard let p = history.packet(seq) else { continue }   // aged out meanwhile
+            pacer.enqueue(PacedPacket(packet: p, captureTime: now, isRetransmission: true, isCopy: true),
+                          size: p.encodedLength + 2)
+        }
         for item in pacer.poll(now: now) {
             if let d = transmit(item, now: now) { out.append(d) }
         }
@@ -200,12 +219,7 @@ public struct VideoSender: Sendable {
 
     /// When `poll` should be called next (nil: only when new input arrives).
     public var nextDeadline: Instant? {
-        switch (pacer.nextDeadline, reports.nextReportAt) {
-        case let (a?, b?): return min(a, b)
-        case let (a?, nil): return a
-        case let (nil, b?): return b
-        case (nil, nil): return nil
-        }
+        [pacer.nextDeadline, reports.nextReportAt, protection.nextDeadline].compactMap { $0 }.min()
     }
 
     /// An RTCP BYE for our SSRCs (RFC 3550 §6.6), for a clean stop.
@@ -243,8 +257,13 @@ public struct VideoSender: Sendable {
 
         if !item.isRetransmission {
             history.insert(item.packet, sentAt: now)
+            protection.sent(item.packet.header.sequenceNumber, bytes: bytes.count, kind: .original, now: now)
+        } else if item.isCopy {
+            statistics.copiesSent += 1
+            protection.sent(item.packet.header.sequenceNumber, bytes: bytes.count, kind: .copy, now: now)
         } else {
             statistics.retransmissionsSent += 1
+            protection.sent(item.packet.header.sequenceNumber, bytes: bytes.count, kind: .retransmission, now: now)
         }
         if packet.header.ssrc == ssrc {
             reports.packetSent(payloadLength: packet.payload.count, rtpTimestamp: packet.header.timestamp,
@@ -271,6 +290,7 @@ public struct VideoSender: Sendable {
             case .senderReport(let sr): handle(sr.reports, now: now, into: &events)
             case .nack(let nack) where nack.mediaSSRC == ssrc:
                 statistics.nacksReceived += 1
+                protection.lossSeen(now: now)
                 for seq in nack.lostSequenceNumbers { handleNACK(seq, now: now, into: &events) }
             case .pictureLoss(let pli) where pli.mediaSSRC == ssrc:
                 statistics.pictureLossReceived += 1
@@ -289,10 +309,13 @@ public struct VideoSender: Sendable {
             case .remb(let remb):
                 let e = BandwidthEstimate(source: .remb, bitsPerSecond: remb.bitrate)
                 statistics.bandwidth = e
+                protection.bandwidthEstimated(bitsPerSecond: e.bitsPerSecond, now: now)
                 events.append(.bandwidthEstimate(e))
             case .transportCC(let fb):
                 if let e = transportCC.estimate(fb) {
                     statistics.bandwidth = e
+                    // An arrival rate, not a capacity: it only tells of loss here.
+                    if let f = e.lossFraction, f > 0 { protection.lossSeen(now: now) }
                     events.append(.bandwidthEstimate(e))
                 }
             default:
@@ -304,6 +327,7 @@ public struct VideoSender: Sendable {
 
     private mutating func handle(_ blocks: [ReportBlock], now: Instant, into events: inout [Event]) {
         for b in blocks where b.ssrc == ssrc {
+            if b.fractionLost > 0 { protection.lossSeen(now: now) }
             let s = reports.received(b, now: now)
             statistics.receiver = s
             if let rtt = s.roundTripTime { statistics.roundTripTime = rtt }

@@ -1,0 +1,219 @@
+import Testing
+import CastCore
+@testable import CastRTP
+
+@Suite struct LossProtectionTests {
+    @Test func offUntilLossIsSeenThenEveryPacketGetsACopyPerDelay() {
+        var p = LossProtection()
+        p.sent(1, bytes: 1000, kind: .original, now: ms(0))
+        #expect(!p.isActive(now: ms(0)) && p.pendingCount == 0)
+        p.lossSeen(now: ms(10))
+        p.sent(2, bytes: 1000, kind: .original, now: ms(20))
+        #expect(p.isActive(now: ms(20)))
+        #expect(p.nextDeadline == ms(80))
+        #expect(p.due(now: ms(79)).isEmpty)
+        #expect(p.due(now: ms(80)) == [2])
+        #expect(p.nextDeadline == ms(270))
+        #expect(p.due(now: ms(400)) == [2])
+        #expect(p.nextDeadline == nil && p.copiesScheduled == 2)
+    }
+
+    @Test func retransmissionsAreCopiedToo() {
+        var p = LossProtection(configuration: .init(copyDelays: [.milliseconds(50)]))
+        p.lossSeen(now: ms(0))
+        p.sent(7, bytes: 1200, kind: .retransmission, now: ms(5))
+        #expect(p.due(now: ms(55)) == [7])
+    }
+
+    @Test func copiesFromTwoDelaysComeOutInDueOrder() {
+        var p = LossProtection(configuration: .init(copyDelays: [.milliseconds(10), .milliseconds(30)]))
+        p.lossSeen(now: ms(0))
+        p.sent(1, bytes: 100, kind: .original, now: ms(0))    // copies due at 10 and 30
+        p.sent(2, bytes: 100, kind: .original, now: ms(15))   // copies due at 25 and 45
+        #expect(p.due(now: ms(40)) == [1, 2, 1])
+        #expect(p.due(now: ms(45)) == [2])
+    }
+
+    @Test func lossIsForgottenAfterTheMemory() {
+        var p = LossProtection(configuration: .init(lossMemory: .seconds(10)))
+        p.lossSeen(now: ms(0))
+        #expect(p.isActive(now: ms(10_000)))
+        #expect(!p.isActive(now: ms(10_001)))
+        p.sent(1, bytes: 100, kind: .original, now: ms(10_001))
+        #expect(p.pendingCount == 0)
+    }
+
+    @Test func aDensePacketRateTurnsItOff() {
+        var p = LossProtection(configuration: .init(maxPacketsPerSecond: 100))
+        p.lossSeen(now: ms(0))
+        // 100 packets in the last second: still on; the 101st within the same second: off.
+        for i in 0..<100 { p.sent(UInt16(i), bytes: 100, kind: .original, now: ms(Int64(i) * 5)) }
+        #expect(p.isActive(now: ms(499)))
+        p.sent(100, bytes: 100, kind: .original, now: ms(500))
+        #expect(!p.isActive(now: ms(500)))
+        // A second later the window has emptied and it is on again.
+        #expect(p.isActive(now: ms(1500)))
+    }
+
+    @Test func theBitRateBudgetBoundsIt() {
+        // 2 copies: media × 3 must fit. 100 kB in the last second = 0.8 Mbit/s media → 2.4 Mbit/s in all.
+        var p = LossProtection(configuration: .init(maxTotalBitsPerSecond: 3_000_000))
+        p.lossSeen(now: ms(0))
+        for i in 0..<100 { p.sent(UInt16(i), bytes: 1000, kind: .original, now: ms(Int64(i))) }
+        #expect(p.isActive(now: ms(100)))
+        for i in 100..<130 { p.sent(UInt16(i), bytes: 1000, kind: .original, now: ms(Int64(i))) }   // 1.04 Mbit/s × 3
+        #expect(!p.isActive(now: ms(130)))
+        // Retransmissions and copies do not count as media here.
+        var q = LossProtection(configuration: .init(maxTotalBitsPerSecond: 3_000_000))
+        q.lossSeen(now: ms(0))
+        for i in 0..<200 { q.sent(UInt16(i), bytes: 1000, kind: i % 2 == 0 ? .copy : .retransmission, now: ms(Int64(i))) }
+        #expect(q.isActive(now: ms(200)))
+    }
+
+    @Test func aREMBBelowTheMediaRateOrFallingTurnsItOff() {
+        var p = LossProtection(configuration: .init(congestionHold: .seconds(5)))
+        p.lossSeen(now: ms(0))
+        // 10 kB of media in the last second: 80 kbit/s.
+        for i in 0..<10 { p.sent(UInt16(i), bytes: 1000, kind: .original, now: ms(Int64(i) * 10)) }
+        // An application-limited receiver's estimate (≈ 1.5 × what it gets) does not stop the copies,
+        // though they add twice the media rate.
+        p.bandwidthEstimated(bitsPerSecond: 120_000, now: ms(100))
+        #expect(p.isActive(now: ms(100)))
+        // Nor does a rise, or a small dip.
+        p.bandwidthEstimated(bitsPerSecond: 200_000, now: ms(200))
+        p.bandwidthEstimated(bitsPerSecond: 181_000, now: ms(300))
+        #expect(p.isActive(now: ms(300)))
+        // A back-off (more than 10 % down) holds them for 5 s.
+        p.bandwidthEstimated(bitsPerSecond: 162_000, now: ms(400))
+        #expect(!p.isActive(now: ms(400)))
+        #expect(!p.isActive(now: ms(5399)))
+        for i in 10..<20 { p.sent(UInt16(i), bytes: 1000, kind: .original, now: ms(5300 + Int64(i))) }
+        #expect(p.isActive(now: ms(5400)))
+        // An estimate below the media rate itself: off.
+        p.bandwidthEstimated(bitsPerSecond: 158_000, now: ms(5400))     // −2.5 %: no back-off
+        #expect(p.isActive(now: ms(5400)))
+        p.bandwidthEstimated(bitsPerSecond: 79_000, now: ms(5400))
+        #expect(!p.isActive(now: ms(11_000)) )
+        for i in 20..<30 { p.lossSeen(now: ms(11_000)); p.sent(UInt16(i), bytes: 1000, kind: .original, now: ms(11_000)) }
+        #expect(!p.isActive(now: ms(11_000)))                          // 80 kbit/s of media > 79 kbit/s
+    }
+
+    @Test func pendingCopiesAreBounded() {
+        var p = LossProtection(configuration: .init(copyDelays: [.seconds(1)], maxPacketsPerSecond: 10_000,
+                                                    maxTotalBitsPerSecond: .max / 8, maxPending: 4))
+        p.lossSeen(now: ms(0))
+        for i in 0..<10 { p.sent(UInt16(i), bytes: 10, kind: .original, now: ms(Int64(i))) }
+        #expect(p.pendingCount == 4 && p.copiesDropped == 6)
+        #expect(p.due(now: ms(2000)) == [6, 7, 8, 9])
+    }
+
+    @Test func disabledOrWithoutDelaysItNeverCopies() {
+        for c in [LossProtection.Configuration.off, .init(copyDelays: [])] {
+            var p = LossProtection(configuration: c)
+            p.lossSeen(now: ms(0))
+            p.sent(1, bytes: 100, kind: .original, now: ms(0))
+            #expect(!p.isActive(now: ms(0)) && p.pendingCount == 0)
+        }
+    }
+}
+
+/// The sender against a receiver that NACKs the way aiortc does (only when a new
+/// gap appears, never again on a timer), over a link losing 5 % of packets in
+/// both directions, on a fake clock: a sparse screen stream of one packet per
+/// frame at 30 fps for a minute. Without protection some packet stays missing
+/// for over a second (the receiver's jitter buffer would freeze that long);
+/// with it every packet arrives within a few hundred milliseconds.
+@Suite struct VideoSenderLossProtectionTests {
+    struct Outcome { var worstDelay: Duration; var missing: Int; var copies: Int; var retransmissions: Int; var bytes: Int }
+
+    func run(protection: LossProtection.Configuration, seed: UInt64) throws -> Outcome {
+        var rng = SeededRandom(seed: seed)
+        var sender = try VideoSender(configuration: .init(payloadType: 102, rtxPayloadType: 103, cname: "sim",
+                                                          wallclockOffset: .seconds(1_700_000_000),
+                                                          lossProtection: protection),
+                                     random: &rng)
+        struct InFlight { var at: Instant; var toReceiver: Bool; var bytes: [UInt8] }
+        var link: [InFlight] = []
+        let oneWay = Duration.milliseconds(20)
+        var sentAt: [UInt16: Instant] = [:]
+        var arrivedAt: [UInt16: Instant] = [:]
+        var maxSeq: UInt16?
+        var missing: Set<UInt16> = []
+        var now = Instant.zero, nextFrame = Instant.zero
+        let end = ms(60_000)
+        func lose() -> Bool { Double(rng.next() % 10_000) < 500 }   // 5 %
+
+        while now < end {
+            if now >= nextFrame {
+                try sender.send(accessUnit: [0, 0, 0, 1, 0x41] + Array(repeating: 0x33, count: 700), captureTime: now, now: now)
+                nextFrame = nextFrame + .nanoseconds(33_333_333)
+            }
+            for d in sender.poll(now: now) {
+                guard case .rtp(let b) = d else { continue }
+                let p = try RTPPacket.parse(b)
+                if p.header.ssrc == sender.ssrc, sentAt[p.header.sequenceNumber] == nil { sentAt[p.header.sequenceNumber] = now }
+                if !lose() { link.append(InFlight(at: now + oneWay, toReceiver: true, bytes: b)) }
+            }
+            for f in link where f.at <= now {
+                if f.toReceiver {
+                    var p = try RTPPacket.parse(f.bytes)
+                    if p.header.ssrc == sender.rtxSSRC {
+                        p = try RTXEncoder.unwrap(p, originalSSRC: sender.ssrc, originalPayloadType: 102)
+                    }
+                    let seq = p.header.sequenceNumber
+                    if arrivedAt[seq] == nil { arrivedAt[seq] = now }
+                    // aiortc's NackGenerator: a NACK for the whole missing set, only when a new gap shows.
+                    var newGap = false
+                    if let m = maxSeq {
+                        if seq &- m < 0x8000, seq != m {
+                            var s = m &+ 1
+                            while s != seq { missing.insert(s); newGap = true; s &+= 1 }
+                            maxSeq = seq
+                        } else {
+                            missing.remove(seq)
+                        }
+                    } else {
+                        maxSeq = seq
+                    }
+                    if newGap, !lose() {
+                        let nack = try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 9, mediaSSRC: sender.ssrc,
+                                                                                 lost: missing.sorted()))])
+                        link.append(InFlight(at: now + oneWay, toReceiver: false, bytes: nack))
+                    }
+                } else {
+                    _ = sender.handleRTCP(f.bytes, now: now)
+                }
+            }
+            link.removeAll { $0.at <= now }
+            var next = nextFrame
+            if let d = sender.nextDeadline, d > now { next = min(next, d) }
+            if let l = link.map(\.at).min() { next = min(next, max(l, now + .nanoseconds(1))) }
+            now = max(next, now + .nanoseconds(1))
+        }
+        // A receiver cannot know of packets lost before the first one it got.
+        let first = arrivedAt.compactMap { seq, _ in sentAt[seq] }.min() ?? .zero
+        var worst = Duration.zero, lost = 0
+        for (seq, t) in sentAt where t > first && t < end - .seconds(2) {
+            if let a = arrivedAt[seq] { worst = max(worst, a - t) } else { lost += 1 }
+        }
+        let s = sender.statistics
+        return Outcome(worstDelay: worst, missing: lost, copies: s.copiesSent, retransmissions: s.retransmissionsSent,
+                       bytes: s.bytesSent)
+    }
+
+    @Test func aReceiverThatNACKsOnlyOnNewGapsIsKeptWhole() throws {
+        for seed: UInt64 in [1, 2, 3] {
+            let off = try run(protection: .off, seed: seed)
+            let on = try run(protection: .init(), seed: seed)
+            // The failure mode is real in this model: without copies a packet waits over a second.
+            #expect(off.worstDelay > .seconds(1), "seed \(seed): \(off.worstDelay)")
+            #expect(off.copies == 0)
+            // With copies (60 and 250 ms later) nothing waits long and nothing is lost.
+            #expect(on.missing == 0, "seed \(seed)")
+            #expect(on.worstDelay < .milliseconds(400), "seed \(seed): \(on.worstDelay)")
+            #expect(on.copies > 3000)
+            // The price: about three times the bytes of this sparse stream.
+            #expect(on.bytes < off.bytes * 7 / 2)
+        }
+    }
+}
