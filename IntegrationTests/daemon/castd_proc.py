@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import pathlib
@@ -122,3 +123,26 @@ class Daemon:
         if self.proc.returncode is None:
             self.proc.kill()
             await self.proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def answered_cast(stack, state_home, env: dict, *daemon_args: str, keep_frames: int = 2, prefs=None):
+    """castd paired (the receiver approving with `prefs`), an aiortc answerer on that session, and
+    `castd --session` (with `env`, e.g. the screen's) casting to it. Yields (answerer, daemon);
+    kills castd and closes the answerer and the receiver's client after."""
+    from tools.receiver_answerer import ReceiverAnswerer   # aiortc, for the tests that cast only
+    rx, rc, _, raw = await pair(stack, state_home, prefs=prefs)
+    try:
+        assert rc == 0, raw
+        answerer = ReceiverAnswerer(rx.client, rx.session["sessionId"], keep_frames=keep_frames)
+        await answerer.start()
+        try:
+            daemon = await Daemon.start(env, rx.session["sessionId"], *daemon_args)
+            try:
+                yield answerer, daemon
+            finally:
+                await daemon.kill()
+        finally:
+            await answerer.close()
+    finally:
+        await rx.client.close()

@@ -1,21 +1,27 @@
 """castd casting a real (Xvfb) screen end to end: capture → x264 → RTP/SRTP → an aiortc receiver
 that decodes the frames, through the local stack's signaling."""
 import asyncio
+import contextlib
 
-from castd_proc import Daemon, castd_env, pair
-from tools.receiver_answerer import ReceiverAnswerer
+from castd_proc import answered_cast, castd_env
 from xscreen import XScreen, bar_colours, bars_match
 
 
-async def test_cast_of_an_xvfb_screen_decodes_to_the_pattern(stack, tmp_path):
-    screen = await XScreen(1280, 720).start()
-    rx, rc, events, raw = await pair(stack, tmp_path, prefs={"autoQuality": True, "resolution": "1080p", "frameRate": 30})
-    assert rc == 0, raw
-    sid = rx.session["sessionId"]
-    answerer = ReceiverAnswerer(rx.client, sid, keep_frames=3)
-    await answerer.start()
-    daemon = await Daemon.start(castd_env(stack, tmp_path, DISPLAY=screen.display), sid)
+@contextlib.asynccontextmanager
+async def xvfb_cast(stack, tmp_path, width: int, height: int, **kwargs):
+    """An Xvfb screen of that size and castd casting it to an aiortc answerer (castd_proc.answered_cast,
+    `kwargs` passed on). Yields (answerer, daemon); stops everything after."""
+    screen = await XScreen(width, height).start()
     try:
+        async with answered_cast(stack, tmp_path, castd_env(stack, tmp_path, DISPLAY=screen.display), **kwargs) as cast:
+            yield cast
+    finally:
+        screen.stop()
+
+
+async def test_cast_of_an_xvfb_screen_decodes_to_the_pattern(stack, tmp_path):
+    prefs = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
+    async with xvfb_cast(stack, tmp_path, 1280, 720, keep_frames=3, prefs=prefs) as (answerer, daemon):
         await answerer.wait_frames(45, timeout=40)
         frame = answerer.last_frame
         assert frame.shape == (720, 1280, 3)
@@ -28,32 +34,16 @@ async def test_cast_of_an_xvfb_screen_decodes_to_the_pattern(stack, tmp_path):
         daemon.signal()
         rc, out = await daemon.wait(timeout=5)
         assert rc == 0
-    finally:
-        await daemon.kill()
-        await answerer.close()
-        await rx.client.close()
-        screen.stop()
     log = "\n".join(daemon.stderr_lines)
     assert "event=capture_started" in log and "backend=xshm" in log
     assert "kind=x264" in log
 
 
 async def test_a_larger_screen_is_downscaled_to_1080p(stack, tmp_path):
-    screen = await XScreen(2560, 1440).start()
-    rx, rc, events, raw = await pair(stack, tmp_path)
-    sid = rx.session["sessionId"]
-    answerer = ReceiverAnswerer(rx.client, sid, keep_frames=2)
-    await answerer.start()
-    daemon = await Daemon.start(castd_env(stack, tmp_path, DISPLAY=screen.display), sid)
-    try:
+    async with xvfb_cast(stack, tmp_path, 2560, 1440, keep_frames=2) as (answerer, daemon):
         await answerer.wait_frames(20, timeout=60)
         frame = answerer.last_frame
         assert frame.shape == (1080, 1920, 3)
         assert bars_match(frame, tolerance=12), bar_colours(frame)
-    finally:
         daemon.signal()
         await daemon.wait(timeout=10)
-        await daemon.kill()
-        await answerer.close()
-        await rx.client.close()
-        screen.stop()

@@ -20,7 +20,7 @@ sys.path.insert(0, str(HERE))
 from aiortc import RTCPeerConnection, RTCSessionDescription  # noqa: E402
 
 from devsender import DevSender  # noqa: E402
-from tools.mdns_responder import MDNSResponder  # noqa: E402
+from tools.mdns_responder import MDNSResponder, group_users  # noqa: E402
 
 RECEIVER_IP = "10.99.0.1"
 
@@ -47,6 +47,7 @@ async def main(clip: str, mode: str) -> dict:
             blockers.append(b)
     responder = await MDNSResponder("127.0.0.1", answer=(mode == "answer"), announce=(mode == "announce")).start() \
         if mode != "blocked" else None
+    members_before = group_users("lo")   # the responder's membership, before castd runs
     sender = await DevSender.start(Path(clip), "--fps", "30", "--seconds", "30")
     pc = RTCPeerConnection()
     frames = 0
@@ -94,11 +95,13 @@ async def main(clip: str, mode: str) -> dict:
                 await asyncio.sleep(6)
             else:
                 await asyncio.sleep(1.5)   # one more stats line after the media flows
+            members_during = group_users("lo")
         finally:
             fwd.cancel()
     finally:
         await pc.close()
         rc = await sender.stop()
+        members_after = group_users("lo")   # castd gone, the responder still up
         if responder:
             responder.close()
         for b in blockers:
@@ -113,6 +116,9 @@ async def main(clip: str, mode: str) -> dict:
         "stats": sender.stats(),
         "queries_heard": responder.queries_heard.get(name, 0) if responder else 0,
         "responses_sent": responder.responses_sent if responder else 0,
+        # castd's own group memberships on lo while it cast and after it exited, per the kernel.
+        "castd_joined": {k: members_during[k] - members_before[k] for k in members_before},
+        "castd_joined_after_exit": {k: members_after[k] - members_before[k] for k in members_before},
         "tail": log[-12:] if frames < 30 else [],
     }
 

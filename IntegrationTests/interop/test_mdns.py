@@ -5,15 +5,19 @@ namespace this test creates (so no multicast leaves the machine). See netns_mdns
 - `answer`: castd's query on 224.0.0.251:5353 is answered;
 - `announce`: the responder only announces the name, before the candidate is signalled
   (what Chromium does in this container), and castd takes it from its cache. castd joins
-  the mDNS group itself only when the first `.local` candidate arrives, but its socket on
-  port 5353 is already bound and Linux delivers a group's datagrams to every socket bound
-  to the port once any socket of the host joined (IP_MULTICAST_ALL, on by default) — here
-  the responder's, with Chromium on the same host Chromium's own;
+  the mDNS group itself only when it sends its first query, so here it never joins: its
+  socket on port 5353 hears the announcement because Linux delivers a group's datagrams to
+  every socket bound to the port once any socket of the host joined (IP_MULTICAST_ALL, on
+  by default) — here the responder's, with Chromium on the same host Chromium's own;
 - `silent`: nothing is heard; castd gives the name up after 5 s and ICE connects through
   the peer-reflexive candidate the receiver's checks reveal (the control: without mDNS the
   selected remote is not a host candidate);
 - `blocked`: another socket holds port 5353 exclusively; castd says so once and casts anyway
   (peer-reflexive).
+
+Whether castd joined the group is read from the kernel (the users of 224.0.0.251 / ff02::fb
+on lo in /proc/net/igmp{,6}, during the cast minus before it): one membership per family it
+listens on exactly when it queried (`answer`, `silent`), none otherwise (`announce`, `blocked`).
 """
 import json
 import os
@@ -38,6 +42,12 @@ def small_clip(tmp_path_factory) -> Path:
         "-x264-params", "keyint=30:min-keyint=30:scenecut=0:bframes=0", "-f", "h264", str(path),
     ], check=True)
     return path
+
+
+def expected_memberships(res: dict, queried: bool) -> dict:
+    """castd's own group memberships on lo: one per family it listens on there, once it queried."""
+    listening = res["listening"][0].get("interfaces", []) if res["listening"] else []
+    return {v: int(queried and f"lo/{v}" in listening) for v in ("v4", "v6")}
 
 
 def run_in_namespace(clip: Path, mode: str) -> dict:
@@ -78,6 +88,11 @@ def test_castd_resolves_a_local_candidate_and_selects_it_as_a_host_candidate(sma
         # Resolved from the announcement heard before the candidate: castd never had to ask.
         assert res["queries_heard"] == 0, res
         assert res["selected"][0]["remoteType"] == "host", res
+    # castd joins the group when its first query leaves: it joined (IGMP, and MLD where it
+    # listens on IPv6) after asking, and never when the announcement had already answered.
+    assert res["castd_joined"] == expected_memberships(res, queried=(mode == "answer")), res
+    assert res["castd_joined"]["v4"] == (1 if mode == "answer" else 0), res
+    assert res["castd_joined_after_exit"] == {"v4": 0, "v6": 0}, res
 
 
 @pytest.mark.timeout(120)
@@ -87,6 +102,7 @@ def test_without_an_answer_the_name_is_given_up_and_ice_uses_the_peer_reflexive_
     assert res["exit"] == 0, res
     assert res["frames"] >= 30, res
     assert res["queries_heard"] >= 2, res           # asked, and asked again
+    assert res["castd_joined"]["v4"] == 1 and res["castd_joined"] == expected_memberships(res, queried=True), res
     assert res["resolved"] == [], res
     assert len(res["unresolved"]) == 1, res
     assert res["stats"]["selectedRemoteType"] == "prflx", res
@@ -102,4 +118,5 @@ def test_when_port_5353_is_taken_castd_says_so_and_connects_without_mdns(small_c
     assert [m["type"] for m in res["listening"]] == ["mdnsUnavailable"], res
     assert "5353" in res["listening"][0]["message"] and "Address already in use" in res["listening"][0]["message"], res
     assert res["resolved"] == [] and len(res["unresolved"]) == 1, res   # given up at once
+    assert res["castd_joined"] == {"v4": 0, "v6": 0}, res                # no socket, no membership
     assert res["stats"]["selectedRemoteType"] == "prflx", res

@@ -64,6 +64,29 @@ def response(name: str, ip: str, ttl: int = 120) -> bytes:
     return header + rr
 
 
+def group_users(device: str | None = None) -> dict[str, int]:
+    """How many sockets of this network namespace are joined to the mDNS groups on `device`
+    (None: summed over every interface but lo), per the kernel (the Users column of
+    /proc/net/igmp and /proc/net/igmp6): {"v4": n, "v6": n}."""
+    def counted(name: str) -> bool:
+        return name == device if device else name != "lo"
+    users = {"v4": 0, "v6": 0}
+    current = None
+    with open("/proc/net/igmp") as f:
+        for line in f.read().splitlines()[1:]:
+            fields = line.split()
+            if not line[:1].isspace() and len(fields) > 1:
+                current = fields[1].rstrip(":")   # a 10-character name runs into the colon
+            elif current and counted(current) and fields and fields[0] == "FB0000E0":   # 224.0.0.251, host order
+                users["v4"] += int(fields[1])
+    with open("/proc/net/igmp6") as f:
+        for line in f.read().splitlines():
+            fields = line.split()
+            if len(fields) > 3 and counted(fields[1]) and fields[2] == "ff0200000000000000000000000000fb":
+                users["v6"] += int(fields[3])
+    return users
+
+
 class MDNSResponder(asyncio.DatagramProtocol):
     def __init__(self, interface_ip: str = "127.0.0.1", *, answer: bool = True, announce: bool = False):
         self.interface_ip = interface_ip

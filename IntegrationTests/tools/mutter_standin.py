@@ -16,13 +16,13 @@ Run with the system python3 (python3-dbus and python3-gi from Debian). It
 prints "ready" on stdout once the name is owned.
 """
 import argparse
-import json
 import sys
 
 import dbus
-import dbus.mainloop.glib
 import dbus.service
 from gi.repository import GLib
+
+from dbus_standin import StandIn, serve
 
 NAME = "org.gnome.Mutter.ScreenCast"
 PATH = "/org/gnome/Mutter/ScreenCast"
@@ -78,10 +78,9 @@ class Session(dbus.service.Object):
             self.Closed()
 
 
-class ScreenCast(dbus.service.Object):
+class ScreenCast(StandIn):
     def __init__(self, bus, args):
-        super().__init__(bus, PATH)
-        self.bus, self.args = bus, args
+        super().__init__(bus, PATH, NAME, args)
         self.sessions: list[Session] = []
         self.counter = 0
 
@@ -89,18 +88,7 @@ class ScreenCast(dbus.service.Object):
         self.counter += 1
         return self.counter
 
-    def record(self, call, options):
-        with open(self.args.log, "a") as f:
-            f.write(json.dumps({"call": call, "options": options}) + "\n")
-
-    @dbus.service.method(dbus.PROPERTIES_IFACE, in_signature="ss", out_signature="v")
-    def Get(self, interface, name):
-        return self.GetAll(interface)[name]
-
-    @dbus.service.method(dbus.PROPERTIES_IFACE, in_signature="s", out_signature="a{sv}")
-    def GetAll(self, interface):
-        if interface != NAME:
-            raise dbus.exceptions.DBusException("no such interface", name="org.freedesktop.DBus.Error.UnknownInterface")
+    def properties(self):
         return {"Version": dbus.Int32(4)}
 
     @dbus.service.method(NAME, in_signature="a{sv}", out_signature="o")
@@ -119,19 +107,10 @@ class ScreenCast(dbus.service.Object):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--bus", required=True, help="session bus address")
     p.add_argument("--node", type=int, required=True, help="PipeWire node id each started stream announces")
     p.add_argument("--connector", default="Virtual-1", help="the one monitor connector besides \"\"")
     p.add_argument("--no-node", action="store_true", help="Start succeeds but no stream is ever announced")
-    p.add_argument("--log", required=True)
-    args = p.parse_args()
-    dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
-    bus = dbus.bus.BusConnection(args.bus)
-    ScreenCast(bus, args)
-    name = dbus.service.BusName(NAME, bus, do_not_queue=True)
-    print("ready", flush=True)
-    GLib.MainLoop().run()
-    del name
+    serve(NAME, p, ScreenCast)
 
 
 if __name__ == "__main__":

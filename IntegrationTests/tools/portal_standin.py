@@ -15,34 +15,21 @@ Run with the system python3 (python3-dbus and python3-gi from Debian). It
 prints "ready" on stdout once the name is owned.
 """
 import argparse
-import json
 import secrets
 import socket
 import sys
 
 import dbus
-import dbus.mainloop.glib
 import dbus.service
 from gi.repository import GLib
+
+from dbus_standin import StandIn, serve
 
 BUS_NAME = "org.freedesktop.portal.Desktop"
 PORTAL_PATH = "/org/freedesktop/portal/desktop"
 SCREENCAST = "org.freedesktop.portal.ScreenCast"
 REQUEST = "org.freedesktop.portal.Request"
 SESSION = "org.freedesktop.portal.Session"
-
-
-def plain(value):
-    """D-Bus values as JSON-able Python values."""
-    if isinstance(value, (dbus.Dictionary, dict)):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (dbus.Array, dbus.Struct, list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, dbus.Boolean):
-        return bool(value)
-    if isinstance(value, (dbus.UInt32, dbus.Int32, dbus.UInt64, dbus.Int64, int)):
-        return int(value)
-    return str(value)
 
 
 class Request(dbus.service.Object):
@@ -67,17 +54,11 @@ class Session(dbus.service.Object):
         self.remove_from_connection()
 
 
-class Portal(dbus.service.Object):
+class Portal(StandIn):
     def __init__(self, bus, args):
-        super().__init__(bus, PORTAL_PATH)
-        self.bus = bus
-        self.args = args
+        super().__init__(bus, PORTAL_PATH, SCREENCAST, args)
         self.offered = {}   # session path -> the restore token SelectSources got
         self.pending = []   # Requests of Starts left unanswered (--never-answer)
-
-    def record(self, call, options):
-        with open(self.args.log, "a") as f:
-            f.write(json.dumps({"call": call, "options": plain(options)}) + "\n")
 
     def answer(self, sender, token, code, results):
         """A Request object at the path the caller predicted; its Response goes out after the method returns."""
@@ -92,14 +73,7 @@ class Portal(dbus.service.Object):
         GLib.timeout_add(5, emit)
         return dbus.ObjectPath(path)
 
-    @dbus.service.method(dbus.PROPERTIES_IFACE, in_signature="ss", out_signature="v")
-    def Get(self, interface, name):
-        return self.GetAll(interface)[name]
-
-    @dbus.service.method(dbus.PROPERTIES_IFACE, in_signature="s", out_signature="a{sv}")
-    def GetAll(self, interface):
-        if interface != SCREENCAST:
-            raise dbus.exceptions.DBusException("no such interface", name="org.freedesktop.DBus.Error.UnknownInterface")
+    def properties(self):
         return {"AvailableSourceTypes": dbus.UInt32(7), "AvailableCursorModes": dbus.UInt32(self.args.cursor_modes),
                 "version": dbus.UInt32(4)}
 
@@ -148,10 +122,8 @@ class Portal(dbus.service.Object):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--bus", required=True, help="session bus address")
     p.add_argument("--node", type=int, required=True, help="PipeWire node id Start hands out")
     p.add_argument("--pipewire-socket", required=True)
-    p.add_argument("--log", required=True)
     p.add_argument("--width", type=int, default=1920)
     p.add_argument("--height", type=int, default=1080)
     p.add_argument("--cursor-modes", type=int, default=7)
@@ -159,14 +131,7 @@ def main():
     p.add_argument("--reject-tokens", action="store_true", help="Start fails (response 2) when a restore token was offered")
     p.add_argument("--never-answer", action="store_true",
                    help="Start never answers (a dialog waiting for a person who is not there)")
-    args = p.parse_args()
-    dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
-    bus = dbus.bus.BusConnection(args.bus)
-    Portal(bus, args)
-    name = dbus.service.BusName(BUS_NAME, bus, do_not_queue=True)
-    print("ready", flush=True)
-    GLib.MainLoop().run()
-    del name
+    serve(BUS_NAME, p, Portal)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "daemon"))
-from castd_proc import Daemon, castd_env, pair  # noqa: E402
-from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
+from castd_proc import answered_cast, castd_env  # noqa: E402
 from tools.wayland_standin import HERE, StandInScreenCast, expected_picture, installed  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not installed(), reason="pipewire, wireplumber or dbus-daemon missing (Scripts/bootstrap)")
@@ -26,35 +25,28 @@ async def test_a_session_closed_by_gnome_is_reported_and_reopened(stack, tmp_pat
     mutter = screen._spawn(["/usr/bin/python3", str(HERE / "mutter_standin.py"), "--bus", screen.bus,
                             "--node", str(screen.node), "--log", str(log)], "mutter", stdout=subprocess.PIPE)
     assert await screen._line(mutter) == "ready"
-    rx, rc, _, raw = await pair(stack, tmp_path)
-    assert rc == 0, raw
-    answerer = ReceiverAnswerer(rx.client, rx.session["sessionId"], keep_frames=2)
-    await answerer.start()
     env = castd_env(stack, tmp_path, **screen.env())
     env.pop("DISPLAY", None)
-    daemon = await Daemon.start(env, rx.session["sessionId"], "--capture", "mutter")
     try:
-        await answerer.wait_frames(10, timeout=60)
-        await daemon.wait_log("event=mutter_cast")
-        subprocess.run(["dbus-send", f"--bus={screen.bus}", "--print-reply", "--dest=org.gnome.Mutter.ScreenCast",
-                        "/org/gnome/Mutter/ScreenCast", "org.castd.StandIn.CloseAll"], check=True, capture_output=True)
-        await daemon.wait_log("event=capture_ended", timeout=10)
+        async with answered_cast(stack, tmp_path, env, "--capture", "mutter") as (answerer, daemon):
+            await answerer.wait_frames(10, timeout=60)
+            await daemon.wait_log("event=mutter_cast")
+            subprocess.run(["dbus-send", f"--bus={screen.bus}", "--print-reply", "--dest=org.gnome.Mutter.ScreenCast",
+                            "/org/gnome/Mutter/ScreenCast", "org.castd.StandIn.CloseAll"], check=True, capture_output=True)
+            await daemon.wait_log("event=capture_ended", timeout=10)
 
-        async def reopened():
-            while sum("event=mutter_cast" in l for l in daemon.stderr_lines) < 2:
-                await asyncio.sleep(0.05)
-        await asyncio.wait_for(reopened(), 15)
-        seen = len(answerer.frames)
-        await answerer.wait_frames(seen + 10, timeout=30)   # the picture keeps coming through the new session
-        frame = answerer.last_frame
-        daemon.signal()
-        rc, _ = await daemon.wait(timeout=10)
-        assert rc == 0
-        calls = [json.loads(l)["call"] for l in log.read_text().splitlines()]
+            async def reopened():
+                while sum("event=mutter_cast" in l for l in daemon.stderr_lines) < 2:
+                    await asyncio.sleep(0.05)
+            await asyncio.wait_for(reopened(), 15)
+            seen = len(answerer.frames)
+            await answerer.wait_frames(seen + 10, timeout=30)   # the picture keeps coming through the new session
+            frame = answerer.last_frame
+            daemon.signal()
+            rc, _ = await daemon.wait(timeout=10)
+            assert rc == 0
+            calls = [json.loads(l)["call"] for l in log.read_text().splitlines()]
     finally:
-        await daemon.kill()
-        await answerer.close()
-        await rx.client.close()
         screen.stop()
     text = "\n".join(daemon.stderr_lines)
     ended = [l for l in daemon.stderr_lines if "event=capture_ended" in l]

@@ -34,88 +34,74 @@ final class StandInMutter: StandInService {
                              "pipewire, wireplumber, dbus-daemon or python3-dbus is missing (Scripts/bootstrap installs them)"))
 struct MutterScreenCastTests {
     @Test func framesFromTheAnnouncedNodeThenClosedEndsTheCastWithASentence() throws {
-        let session = try PipeWireSession()
-        defer { session.stop() }
         let size = FrameSize(width: 320, height: 200)
-        let producer = try PipeWirePatternProducer(remote: session.remote, options: .init(size: size, cursor: true))
-        defer { producer.stop() }
-        let node = try producer.nodeId()
-        let mutter = try StandInMutter(session: session, node: node)
-        defer { mutter.stop() }
+        try withPatternNode(size: size) { session, node in
+            let mutter = try StandInMutter(session: session, node: node)
+            defer { mutter.stop() }
 
-        let probe = MutterScreenCast.probe(busAddress: session.busAddress)
-        #expect(probe.available)
-        #expect(probe.detail.hasPrefix("org.gnome.Mutter.ScreenCast version 4"))
+            let probe = MutterScreenCast.probe(busAddress: session.busAddress)
+            #expect(probe.available)
+            #expect(probe.detail.hasPrefix("org.gnome.Mutter.ScreenCast version 4"))
 
-        let cast = try MutterScreenCast.start(options: .init(busAddress: session.busAddress, connector: "Virtual-1"))
-        #expect(cast.grant.node == node)
-        #expect(cast.grant.cursorMode == .metadata)
-        #expect(cast.poll() == nil)
-        let record = try #require(mutter.calls().first { $0.call == "RecordMonitor" })
-        #expect(record.options["connector"] as? String == "Virtual-1")
-        #expect(record.options["cursor-mode"] as? Int == 2)
+            let cast = try MutterScreenCast.start(options: .init(busAddress: session.busAddress, connector: "Virtual-1"))
+            #expect(cast.grant.node == node)
+            #expect(cast.grant.cursorMode == .metadata)
+            #expect(cast.poll() == nil)
+            let record = try #require(mutter.calls().first { $0.call == "RecordMonitor" })
+            #expect(record.options["connector"] as? String == "Virtual-1")
+            #expect(record.options["cursor-mode"] as? Int == 2)
 
-        // The node Mutter announced carries the picture.
-        let src = try PipeWireSource(options: .init(remote: session.remote, node: cast.grant.node))
-        #expect(src.size == size)
-        guard case .frame = nextFrame(src) else { Issue.record("no frame from the announced node"); return }
-        let read = try #require(src.ring.takeNewest())
-        #expect(rgb(read.slot, read.frame, x: 300, y: 150) == PipeWirePatternProducer.colour(x: 300, y: 150))
-        src.ring.finishRead(read)
+            // The node Mutter announced carries the picture.
+            try expectPatternFrames(remote: session.remote, node: cast.grant.node, size: size)
 
-        // Mutter closes the session (its monitor went away): poll says so, and keeps saying so.
-        try mutter.closeAll(busAddress: session.busAddress)
-        #expect(mutter.count("CloseAll") == 1)
-        var sentence: String? = nil
-        for _ in 0..<200 where sentence == nil {
-            sentence = cast.poll()
-            if sentence == nil { Thread.sleep(forTimeInterval: 0.01) }
+            // Mutter closes the session (its monitor went away): poll says so, and keeps saying so.
+            try mutter.closeAll(busAddress: session.busAddress)
+            #expect(mutter.count("CloseAll") == 1)
+            var sentence: String? = nil
+            for _ in 0..<200 where sentence == nil {
+                sentence = cast.poll()
+                if sentence == nil { Thread.sleep(forTimeInterval: 0.01) }
+            }
+            #expect(sentence?.hasPrefix("Mutter ScreenCast: GNOME closed the screen-cast session /org/gnome/Mutter/ScreenCast/Session/") == true)
+            #expect(cast.poll() == sentence)
+            // Already closed by Mutter: teardown does not Stop it again.
+            cast.close()
+            #expect(mutter.count("Stop") == 0)
         }
-        #expect(sentence?.hasPrefix("Mutter ScreenCast: GNOME closed the screen-cast session /org/gnome/Mutter/ScreenCast/Session/") == true)
-        #expect(cast.poll() == sentence)
-        // Already closed by Mutter: teardown does not Stop it again.
-        cast.close()
-        #expect(mutter.count("Stop") == 0)
     }
 
     @Test func teardownStopsARunningCastOnce() throws {
-        let session = try PipeWireSession()
-        defer { session.stop() }
-        let mutter = try StandInMutter(session: session, node: 7)
-        defer { mutter.stop() }
-        let cast = try MutterScreenCast.start(options: .init(busAddress: session.busAddress, cursorMode: .hidden))
-        #expect(cast.grant.node == 7)
-        #expect(mutter.calls().first { $0.call == "RecordMonitor" }?.options["connector"] as? String == "")
-        cast.close()
-        cast.close()
-        #expect(mutter.count("Stop") == 1)
+        try withStandIn({ try StandInMutter(session: $0, node: 7) }) { session, mutter in
+            let cast = try MutterScreenCast.start(options: .init(busAddress: session.busAddress, cursorMode: .hidden))
+            #expect(cast.grant.node == 7)
+            #expect(mutter.calls().first { $0.call == "RecordMonitor" }?.options["connector"] as? String == "")
+            cast.close()
+            cast.close()
+            #expect(mutter.count("Stop") == 1)
+        }
     }
 
     @Test func anUnknownConnectorIsRefusedInWordsAndTheSessionStopped() throws {
-        let session = try PipeWireSession()
-        defer { session.stop() }
-        let mutter = try StandInMutter(session: session, node: 7)
-        defer { mutter.stop() }
-        #expect {
-            _ = try MutterScreenCast.start(options: .init(busAddress: session.busAddress, connector: "HDMI-9"))
-        } throws: { e in
-            let m = (e as? CastError)?.message ?? ""
-            return m.hasPrefix("Mutter ScreenCast: Mutter refused RecordMonitor(HDMI-9)") && m.contains("Unknown monitor HDMI-9")
+        try withStandIn({ try StandInMutter(session: $0, node: 7) }) { session, mutter in
+            #expect {
+                _ = try MutterScreenCast.start(options: .init(busAddress: session.busAddress, connector: "HDMI-9"))
+            } throws: { e in
+                let m = (e as? CastError)?.message ?? ""
+                return m.hasPrefix("Mutter ScreenCast: Mutter refused RecordMonitor(HDMI-9)") && m.contains("Unknown monitor HDMI-9")
+            }
+            #expect(mutter.count("Stop") == 1)
         }
-        #expect(mutter.count("Stop") == 1)
     }
 
     @Test func noNodeAnnouncedTimesOutInWords() throws {
-        let session = try PipeWireSession()
-        defer { session.stop() }
-        let mutter = try StandInMutter(session: session, node: 7, extra: ["--no-node"])
-        defer { mutter.stop() }
-        #expect {
-            _ = try MutterScreenCast.start(options: .init(busAddress: session.busAddress, nodeTimeout: .milliseconds(300)))
-        } throws: { e in
-            (e as? CastError)?.message == "Mutter ScreenCast: Mutter announced no PipeWire stream within the wait after Start."
+        try withStandIn({ try StandInMutter(session: $0, node: 7, extra: ["--no-node"]) }) { session, mutter in
+            #expect {
+                _ = try MutterScreenCast.start(options: .init(busAddress: session.busAddress, nodeTimeout: .milliseconds(300)))
+            } throws: { e in
+                (e as? CastError)?.message == "Mutter ScreenCast: Mutter announced no PipeWire stream within the wait after Start."
+            }
+            #expect(mutter.count("Stop") == 1)
         }
-        #expect(mutter.count("Stop") == 1)
     }
 
     @Test func noMutterOnTheBusIsASentence() throws {

@@ -20,106 +20,95 @@ final class StandInPortal: StandInService {
                              "pipewire, wireplumber, dbus-daemon or python3-dbus is missing (Scripts/bootstrap installs them)"))
 struct ScreenCastPortalTests {
     @Test func framesThroughThePortalAndTheRestoreTokenSavedAndOfferedNextTime() throws {
-        let session = try PipeWireSession()
-        defer { session.stop() }
         let size = FrameSize(width: 320, height: 200)
-        let producer = try PipeWirePatternProducer(remote: session.remote, options: .init(size: size, cursor: true))
-        defer { producer.stop() }
-        let node = try producer.nodeId()
-        let portal = try StandInPortal(session: session, node: node, size: size)
-        defer { portal.stop() }
-        let stateDir = session.runtimeDir + "/state/castd"
-        let store = RestoreTokenStore(directory: stateDir)
+        try withPatternNode(size: size) { session, node in
+            let portal = try StandInPortal(session: session, node: node, size: size)
+            defer { portal.stop() }
+            let stateDir = session.runtimeDir + "/state/castd"
+            let store = RestoreTokenStore(directory: stateDir)
 
-        let probe = ScreenCastPortal.probe(busAddress: session.busAddress)
-        #expect(probe.available)
-        #expect(probe.version == 4)
+            let probe = ScreenCastPortal.probe(busAddress: session.busAddress)
+            #expect(probe.available)
+            #expect(probe.version == 4)
 
-        var tokens: [String] = []
-        for run in 0..<2 {
-            let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store))
-            #expect(cast.grant.streams == [PortalStream(node: node, width: 320, height: 200, sourceType: 1)])
-            #expect(cast.grant.cursorMode == .metadata)
-            #expect(cast.grant.offeredRestoreToken == (run == 1))
-            let token = try #require(cast.grant.restoreToken)
-            tokens.append(token)
-            #expect(try store.load() == token)
+            var tokens: [String] = []
+            for run in 0..<2 {
+                let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store))
+                #expect(cast.grant.streams == [PortalStream(node: node, width: 320, height: 200, sourceType: 1)])
+                #expect(cast.grant.cursorMode == .metadata)
+                #expect(cast.grant.offeredRestoreToken == (run == 1))
+                let token = try #require(cast.grant.restoreToken)
+                tokens.append(token)
+                #expect(try store.load() == token)
 
-            // The portal's socket reaches the real daemon: frames, pixel for pixel, with the cursor drawn.
-            let src = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.streams[0].node))
-            #expect(src.size == size)
-            guard case .frame = nextFrame(src) else { Issue.record("no frame through the portal"); return }
-            let read = try #require(src.ring.takeNewest())
-            #expect(rgb(read.slot, read.frame, x: 300, y: 150) == PipeWirePatternProducer.colour(x: 300, y: 150))
-            src.ring.finishRead(read)
-            cast.close()
+                // The portal's socket reaches the real daemon: frames, pixel for pixel, with the cursor drawn.
+                try expectPatternFrames(remote: cast.remote, node: cast.grant.streams[0].node, size: size)
+                cast.close()
+            }
+            #expect(tokens[0] != tokens[1])
+
+            // What castd asked for: a monitor, cursor as metadata, persist until revoked; the token on the second run only.
+            let selects = portal.calls().filter { $0.call == "SelectSources" }
+            #expect(selects.count == 2)
+            #expect(selects.first?.options["types"] as? Int == 1)
+            #expect(selects.first?.options["cursor_mode"] as? Int == 4)
+            #expect(selects.first?.options["persist_mode"] as? Int == 2)
+            #expect(selects.first?.options["restore_token"] == nil)
+            #expect(selects.last?.options["restore_token"] as? String == tokens[0])
+            #expect(portal.calls().filter { $0.call == "Close" }.count == 2)
+
+            // The token file is private.
+            var st = stat()
+            #expect(stat(store.file, &st) == 0 && st.st_mode & 0o777 == 0o600)
+            #expect(stat(stateDir, &st) == 0 && st.st_mode & 0o777 == 0o700)
         }
-        #expect(tokens[0] != tokens[1])
-
-        // What castd asked for: a monitor, cursor as metadata, persist until revoked; the token on the second run only.
-        let selects = portal.calls().filter { $0.call == "SelectSources" }
-        #expect(selects.count == 2)
-        #expect(selects.first?.options["types"] as? Int == 1)
-        #expect(selects.first?.options["cursor_mode"] as? Int == 4)
-        #expect(selects.first?.options["persist_mode"] as? Int == 2)
-        #expect(selects.first?.options["restore_token"] == nil)
-        #expect(selects.last?.options["restore_token"] as? String == tokens[0])
-        #expect(portal.calls().filter { $0.call == "Close" }.count == 2)
-
-        // The token file is private.
-        var st = stat()
-        #expect(stat(store.file, &st) == 0 && st.st_mode & 0o777 == 0o600)
-        #expect(stat(stateDir, &st) == 0 && st.st_mode & 0o777 == 0o700)
     }
 
     @Test func embeddedCursorWhenMetadataIsNotOffered() throws {
-        let session = try PipeWireSession()
-        defer { session.stop() }
-        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64), extra: ["--cursor-modes", "3"])
-        defer { portal.stop() }
-        let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress))
-        defer { cast.close() }
-        #expect(cast.grant.cursorMode == .embedded)
-        #expect(portal.calls().first { $0.call == "SelectSources" }?.options["cursor_mode"] as? Int == 2)
+        try withNodelessPortal(["--cursor-modes", "3"]) { session, portal in
+            let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress))
+            defer { cast.close() }
+            #expect(cast.grant.cursorMode == .embedded)
+            #expect(portal.calls().first { $0.call == "SelectSources" }?.options["cursor_mode"] as? Int == 2)
+        }
     }
 
     @Test func aRefusedTokenFallsBackToAskingAndSavesTheNewOne() throws {
-        let session = try PipeWireSession()
-        defer { session.stop() }
-        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64), extra: ["--reject-tokens"])
-        defer { portal.stop() }
-        let store = RestoreTokenStore(directory: session.runtimeDir + "/state-stale")
-        try store.save("stale-token")
-        let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store))
-        defer { cast.close() }
-        #expect(cast.grant.refusedRestoreToken)
-        #expect(!cast.grant.offeredRestoreToken)
-        let fresh = try #require(cast.grant.restoreToken)
-        #expect(try store.load() == fresh)
-        let calls = portal.calls()
-        #expect(calls.map(\.call) == ["CreateSession", "SelectSources", "Start", "Close",
-                                      "CreateSession", "SelectSources", "Start", "OpenPipeWireRemote"])
-        #expect(calls.filter { $0.call == "SelectSources" }.map { $0.options["restore_token"] as? String } == ["stale-token", nil])
+        try withNodelessPortal(["--reject-tokens"]) { session, portal in
+            let store = RestoreTokenStore(directory: session.runtimeDir + "/state-stale")
+            try store.save("stale-token")
+            let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store))
+            defer { cast.close() }
+            #expect(cast.grant.refusedRestoreToken)
+            #expect(!cast.grant.offeredRestoreToken)
+            let fresh = try #require(cast.grant.restoreToken)
+            #expect(try store.load() == fresh)
+            let calls = portal.calls()
+            #expect(calls.map(\.call) == ["CreateSession", "SelectSources", "Start", "Close",
+                                          "CreateSession", "SelectSources", "Start", "OpenPipeWireRemote"])
+            #expect(calls.filter { $0.call == "SelectSources" }.map { $0.options["restore_token"] as? String } == ["stale-token", nil])
+        }
     }
 
     @Test func noCursorAsksForAHiddenOne() throws {
-        let session = try PipeWireSession()
-        defer { session.stop() }
-        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64))
-        defer { portal.stop() }
-        let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, cursor: false))
-        defer { cast.close() }
-        #expect(cast.grant.cursorMode == .hidden)
-        #expect(portal.calls().first { $0.call == "SelectSources" }?.options["cursor_mode"] as? Int == 1)
+        try withNodelessPortal([]) { session, portal in
+            let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, cursor: false))
+            defer { cast.close() }
+            #expect(cast.grant.cursorMode == .hidden)
+            #expect(portal.calls().first { $0.call == "SelectSources" }?.options["cursor_mode"] as? Int == 1)
+        }
     }
 
     /// A session, a stand-in portal run with `extra` flags whose Start hands out no real node, and an empty token store.
     func withFailingPortal(_ extra: [String], _ body: (PipeWireSession, StandInPortal, RestoreTokenStore) throws -> Void) throws {
-        let session = try PipeWireSession()
-        defer { session.stop() }
-        let portal = try StandInPortal(session: session, node: 1, size: FrameSize(width: 64, height: 64), extra: extra)
-        defer { portal.stop() }
-        try body(session, portal, RestoreTokenStore(directory: session.runtimeDir + "/state"))
+        try withNodelessPortal(extra) { session, portal in
+            try body(session, portal, RestoreTokenStore(directory: session.runtimeDir + "/state"))
+        }
+    }
+
+    /// A session and a stand-in portal run with `extra` flags handing out node 1 (not a real one), 64x64.
+    func withNodelessPortal(_ extra: [String], _ body: (PipeWireSession, StandInPortal) throws -> Void) throws {
+        try withStandIn({ try StandInPortal(session: $0, node: 1, size: FrameSize(width: 64, height: 64), extra: extra) }, body)
     }
 
     @Test func cancelInTheDialogIsASentenceAndNoTokenIsSaved() throws { try withFailingPortal(["--cancel"]) { (session, portal, store) throws in

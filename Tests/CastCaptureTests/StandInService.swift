@@ -1,5 +1,8 @@
 import Foundation
+import Testing
 import CastCore
+import CastMedia
+@testable import CastCapture
 
 /// A D-Bus stand-in service from IntegrationTests/tools (the ScreenCast
 /// portal's or Mutter's), run with the system python3 on a test session's
@@ -58,4 +61,41 @@ class StandInService {
     }
 
     deinit { stop() }
+}
+
+/// What the stand-in tests (portal, Mutter) start from: a private PipeWire session with
+/// castd's pattern producer offering a `size` picture, cursor drawn, as a real node.
+/// `body` gets the session and that node's id; everything stops after it.
+func withPatternNode(size: FrameSize, _ body: (PipeWireSession, UInt32) throws -> Void) throws {
+    let session = try PipeWireSession()
+    defer { session.stop() }
+    let producer = try PipeWirePatternProducer(remote: session.remote, options: .init(size: size, cursor: true))
+    defer { producer.stop() }
+    try body(session, try producer.nodeId())
+}
+
+/// Reads `node` through `remote` (what a stand-in handed out): it has the size the
+/// producer offers and its first frame carries the producer's picture (one pixel checked).
+func expectPatternFrames(remote: PipeWireRemote, node: UInt32, size: FrameSize,
+                         sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let src = try PipeWireSource(options: .init(remote: remote, node: node))
+    #expect(src.size == size, sourceLocation: sourceLocation)
+    guard case .frame = nextFrame(src) else {
+        Issue.record("no frame from node \(node)", sourceLocation: sourceLocation)
+        return
+    }
+    let read = try #require(src.ring.takeNewest(), sourceLocation: sourceLocation)
+    #expect(rgb(read.slot, read.frame, x: 300, y: 150) == PipeWirePatternProducer.colour(x: 300, y: 150),
+            sourceLocation: sourceLocation)
+    src.ring.finishRead(read)
+}
+
+/// A private PipeWire session with no node on it and the stand-in `make` starts on its bus
+/// (for what needs no frames); both stop after `body`.
+func withStandIn<S: StandInService>(_ make: (PipeWireSession) throws -> S, _ body: (PipeWireSession, S) throws -> Void) throws {
+    let session = try PipeWireSession()
+    defer { session.stop() }
+    let service = try make(session)
+    defer { service.stop() }
+    try body(session, service)
 }

@@ -8,13 +8,14 @@ import Glibc
 /// The IO half of mDNS (RFC 6762): one UDP socket on port 5353, shared with any
 /// other responder on the host (SO_REUSEADDR + SO_REUSEPORT; Chromium and avahi
 /// bind it too). It joins the mDNS group of its family on each interface given
-/// only when `joinGroups()` is called: the peer calls it when the receiver first
-/// names a `.local` candidate, so a receiver that shows real addresses (aiortc,
-/// a Chrome with mDNS hiding off) never makes this host send IGMP/MLD reports.
-/// Sending to the group sends one copy out of every interface, so a query
-/// reaches responders on loopback and on the LAN alike; multicast loop is on, so
-/// announcements of processes on this host (Chromium's) are heard — even before
-/// `joinGroups()` when another socket of the host joined the group on that
+/// just before it sends its first datagram, i.e. the first query castd really
+/// sends (the resolver asks only for a name it has not heard announced), so a
+/// receiver that shows real addresses (aiortc, a Chrome with mDNS hiding off),
+/// or one whose announcement was heard first, never makes castd send IGMP/MLD
+/// reports. Sending to the group sends one copy out of every interface, so a
+/// query reaches responders on loopback and on the LAN alike; multicast loop is
+/// on, so announcements of processes on this host (Chromium's) are heard — even
+/// before castd joins when another socket of the host joined the group on that
 /// interface, as Linux delivers group datagrams to every socket bound to the
 /// port (IP_MULTICAST_ALL, on by default).
 public final class MulticastDNSSocket: DatagramSocket, @unchecked Sendable {
@@ -22,10 +23,10 @@ public final class MulticastDNSSocket: DatagramSocket, @unchecked Sendable {
     public let local: SocketAddress
     /// Where each copy of a group datagram leaves: an IPv4 interface address, or an IPv6 interface index.
     private let outgoing: [Outgoing]
-    /// Names of the interfaces the group is joined on (by `joinGroups()`) and queries leave through.
+    /// Names of the interfaces queries leave through and the group is joined on (at the first send).
     public let interfaces: [String]
-    /// What `joinGroups()` did, once it ran.
-    private var joined: [String]? = nil
+    /// The interfaces that joined the group, once the first send joined it (nil before); owner thread only.
+    public private(set) var joined: [String]? = nil
 
     enum Outgoing {
         case v4(in_addr)
@@ -89,12 +90,11 @@ public final class MulticastDNSSocket: DatagramSocket, @unchecked Sendable {
         self.interfaces = names
     }
 
-    /// Joins the group on every interface picked at init (idempotent; call it on the
-    /// socket's owner thread). Returns the names of the interfaces that joined; an
-    /// interface that refuses is skipped (queries still leave through it).
-    @discardableResult
-    public func joinGroups() -> [String] {
-        if let joined { return joined }
+    /// Joins the group on every interface picked at init, once (the first `send` does it,
+    /// so that the answers to that query are heard). An interface that refuses is
+    /// skipped (queries still leave through it).
+    private func joinGroups() {
+        guard joined == nil else { return }
         var ok: [String] = []
         for (o, name) in zip(outgoing, interfaces) {
             switch o {
@@ -115,14 +115,15 @@ public final class MulticastDNSSocket: DatagramSocket, @unchecked Sendable {
             }
         }
         joined = ok
-        return ok
     }
 
     deinit { close(fd) }
 
-    /// Sends one copy out of every interface; true when at least one left.
+    /// Joins the group (first call only), then sends one copy out of every interface;
+    /// true when at least one left. Call it on the socket's owner thread.
     @discardableResult
     public func send(_ bytes: [UInt8], to address: SocketAddress) -> Bool {
+        joinGroups()
         var sent = false
         for o in outgoing {
             switch o {

@@ -35,9 +35,6 @@ public final class PeerRunner: @unchecked Sendable {
     private let continuation: AsyncStream<PeerSession.Event>.Continuation
     private let driver: DatagramDriver<PeerSession>
     private var closed = false   // touched by the owner only
-    /// Joined to the mDNS group on the driver's thread when the receiver first names a `.local` candidate.
-    private let mdnsSockets: [MulticastDNSSocket]
-    private let mdnsJoined = MDNSJoinFlag()
 
     /// Unix time at the monotonic clock's zero, for RTCP sender reports.
     static func wallclockOffset(clock: MonotonicClock) -> Duration {
@@ -81,7 +78,6 @@ public final class PeerRunner: @unchecked Sendable {
         mdnsProblem = problem
         mdnsInterfaces = mdnsSockets.flatMap { m in m.interfaces.map { "\($0)/\(m.local.ip.isIPv6 ? "v6" : "v4")" } }
         let mdnsEndpoints = mdnsSockets.map(\.local)
-        self.mdnsSockets = mdnsSockets
         sockets += mdnsSockets as [any DatagramSocket]
         let (stream, cont) = AsyncStream.makeStream(of: PeerSession.Event.self, bufferingPolicy: .unbounded)
         events = stream
@@ -110,25 +106,13 @@ public final class PeerRunner: @unchecked Sendable {
     }
 
     public func applyAnswer(_ sdp: String) async throws {
-        let join = joinsMDNS(sdp)
-        try await perform { [mdnsSockets] core, now in
-            if join { for m in mdnsSockets { m.joinGroups() } }
-            try core.applyAnswer(sdp, now: now)
-        }
+        try await perform { core, now in try core.applyAnswer(sdp, now: now) }
     }
 
+    /// A `.local` candidate's name is resolved from what mDNS heard, or queried; the
+    /// mDNS sockets join their group when that first query leaves (`MulticastDNSSocket.send`).
     public func addRemoteCandidate(_ line: String) async throws {
-        let join = joinsMDNS(line)
-        try await perform { [mdnsSockets] core, now in
-            if join { for m in mdnsSockets { m.joinGroups() } }
-            try core.addRemoteCandidate(line, now: now)
-        }
-    }
-
-    /// Whether `text` (an answer or a candidate line) names a `.local` host and the
-    /// group is not joined yet: only then does this host start listening for mDNS.
-    private func joinsMDNS(_ text: String) -> Bool {
-        !mdnsSockets.isEmpty && text.contains(".local") && mdnsJoined.set()
+        try await perform { core, now in try core.addRemoteCandidate(line, now: now) }
     }
 
     public func remoteEndOfCandidates() {
@@ -151,18 +135,5 @@ public final class PeerRunner: @unchecked Sendable {
         driver.perform { core, now in core.close(now: now) }
         driver.stop()
         continuation.finish()
-    }
-}
-
-/// Set once, from any task.
-final class MDNSJoinFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done = false
-    /// True for the first caller only.
-    func set() -> Bool {
-        lock.lock(); defer { lock.unlock() }
-        if done { return false }
-        done = true
-        return true
     }
 }
