@@ -451,6 +451,96 @@ async def sigterm_under_load(w: World) -> Result:
                             f"statuses {rep['statuses']}", exit=rc, exit_s=round(took, 2), disconnect_row_s=row_s)
 
 
+async def receiver_stop(w: World) -> Result:
+    r = Result("receiver Stop", "session-end by the receiver: castd stops capture and media and exits 0 within 2 s, "
+                                "saying the receiver ended the session (spec §9)")
+    async with casting(w, r.name) as c:
+        t0 = time.monotonic()
+        res = await c.rx.cmd(cmd="api", name="session-end", body={"sessionId": c.session_id})
+        try:
+            rc, _ = await c.daemon.wait(timeout=15)
+        except asyncio.TimeoutError:
+            rc = None
+        took = round(time.monotonic() - t0, 2)
+        said = any("event=finish exit=0" in l and "receiver ended the session" in l for l in c.daemon.stderr_lines)
+        # No media after the end: the router's RTP count towards the receiver stays put.
+        rtp0 = w.router.stats()["a->b"]["classes"]["rtp"]["packets"]
+        await asyncio.sleep(1.0)
+        rtp1 = w.router.stats()["a->b"]["classes"]["rtp"]["packets"]
+        ok = res.get("ok") and rc == 0 and took <= 2.0 and said and rtp1 == rtp0
+        return check(r, ok, f"exit {rc} {took} s after session-end; message {'given' if said else 'MISSING'}; "
+                            f"{rtp1 - rtp0} RTP packets in the second after exit", exit=rc, exit_s=took,
+                     rtp_after_exit=rtp1 - rtp0)
+
+
+class CapStack:
+    """A third stack whose sender authorization is capped at 75 s from connected_at (spec §10's
+    12 h cap, compressed), with the cleanup job every 5 s."""
+    stack = None
+    CAP_S = 75
+
+    @classmethod
+    def get(cls, w: World):
+        if cls.stack is None:
+            from conftest import devstack_up
+            cls.stack = devstack_up(listen="0.0.0.0", sender_auth_cap=cls.CAP_S, cleanup_interval=5, fault_hooks=1)
+        return cls.stack
+
+    @classmethod
+    def stop(cls, w: World) -> None:
+        from conftest import devstack_down
+        if cls.stack is not None:
+            gw = Path(cls.stack.state_dir) / "gateway.log"
+            if gw.exists():
+                shutil.copy(gw, w.out / "gateway-cap.log")
+            devstack_down(cls.stack.state_dir)
+            cls.stack = None
+
+
+async def authorization_cap(w: World) -> Result:
+    r = Result("authorization expiry at the cap", "the heartbeat brings sender_auth_expires_at down to connected_at + "
+               f"cap ({CapStack.CAP_S} s here, 12 h in production); at that time castd stops with 'Authorization "
+               "expired; pair again.' and a non-zero exit (within 2 s), and the cleanup job ends the session (spec §10)")
+    from conftest import db
+    stack = CapStack.get(w)
+    async with casting(w, r.name, stack=stack) as c:
+        conn = await db(stack)
+        try:
+            row = None
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:      # until a heartbeat has applied the cap
+                row = await conn.fetchrow("select connected_at, sender_auth_expires_at, "
+                                          "extract(epoch from sender_auth_expires_at - now()) as left_s "
+                                          "from public.casting_sessions where id = $1", __import__("uuid").UUID(c.session_id))
+                if row and row["connected_at"] and (row["sender_auth_expires_at"] - row["connected_at"]).total_seconds() <= CapStack.CAP_S + 1:
+                    break
+                await asyncio.sleep(1)
+            capped = row is not None and row["connected_at"] is not None and \
+                (row["sender_auth_expires_at"] - row["connected_at"]).total_seconds() <= CapStack.CAP_S + 1
+            expires_mono = time.monotonic() + float(row["left_s"]) if capped else None
+            try:
+                rc, _ = await c.daemon.wait(timeout=CapStack.CAP_S + 30)
+            except asyncio.TimeoutError:
+                rc = None
+            exit_at = time.monotonic()
+            said = any("Authorization expired; pair again." in l for l in c.daemon.stderr_lines)
+            late = round(exit_at - expires_mono, 2) if expires_mono else None
+            status = None
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                status = (await c.rx.cmd(cmd="status")).get("status")
+                if status in ("disconnected", "expired"):
+                    break
+                await asyncio.sleep(1)
+        finally:
+            await conn.close()
+        ok = (capped and rc not in (None, 0) and said and late is not None and -0.5 <= late <= 2.0
+              and status == "disconnected")
+        return check(r, ok, f"cap applied: {capped}; castd exit {rc} {late} s after the expiry; message "
+                            f"{'given' if said else 'MISSING'}; session {status}", capped=capped, exit=rc,
+                     exit_after_expiry_s=late, status=status)
+
+
 async def hostile_rows(w: World) -> list[Result]:
     """Hostile or broken receiver rows against one running cast: each must be refused by the stack or
     rejected by castd with a log line, and the cast must go on."""
@@ -767,8 +857,6 @@ def credential_modes(w: World) -> Result:
 
 
 NOT_IMPLEMENTED = [
-    ("receiver Stop", "session-end by the receiver: castd stops, exit 0 (covered by IntegrationTests/daemon)"),
-    ("authorization expiry at the 12 h cap", "castd stops with 'Authorization expired; pair again.'"),
     ("Chromium receiver under loss", "the same loss figures with Chromium as the viewer"),
     ("TLS: self-signed endpoint refused", "HTTPS/WSS verification on unless the development flag is given"),
     ("consent freshness", "media stops to a peer that stops answering (30 s)"),
@@ -797,6 +885,8 @@ SCENARIOS = [
     ("hostile rows", True, hostile_rows, (), {}),
     ("hostile: wrong DTLS fingerprint", True, wrong_fingerprint, (), {}),
     ("SIGTERM under load", True, sigterm_under_load, (), {}),
+    ("receiver Stop", True, receiver_stop, (), {}),
+    ("authorization expiry at the cap", False, authorization_cap, (), {}),
     ("Realtime socket cut ×5", False, realtime_cuts, (), {}),
     ("gateway restart", False, gateway_restart, (), {}),
     ("PostgreSQL restart", False, postgres_restart, (), {}),
@@ -840,6 +930,7 @@ async def inner(a: argparse.Namespace) -> int:
                 await run(name, fn, *args, **kw)
     finally:
         TokenStack.stop(w)
+        CapStack.stop(w)
         await w.stop()
     results.append(secrets_grep(w))
     results.append(credential_modes(w))
