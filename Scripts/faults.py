@@ -473,36 +473,15 @@ async def receiver_stop(w: World) -> Result:
                      rtp_after_exit=rtp1 - rtp0)
 
 
-class CapStack:
-    """A third stack whose sender authorization is capped at 75 s from connected_at (spec §10's
-    12 h cap, compressed), with the cleanup job every 5 s."""
-    stack = None
-    CAP_S = 75
-
-    @classmethod
-    def get(cls, w: World):
-        if cls.stack is None:
-            from conftest import devstack_up
-            cls.stack = devstack_up(listen="0.0.0.0", sender_auth_cap=cls.CAP_S, cleanup_interval=5, fault_hooks=1)
-        return cls.stack
-
-    @classmethod
-    def stop(cls, w: World) -> None:
-        from conftest import devstack_down
-        if cls.stack is not None:
-            gw = Path(cls.stack.state_dir) / "gateway.log"
-            if gw.exists():
-                shutil.copy(gw, w.out / "gateway-cap.log")
-            devstack_down(cls.stack.state_dir)
-            cls.stack = None
+AUTH_CAP_S = 75       # the sender authorization cap of the third stack (12 h in production)
 
 
 async def authorization_cap(w: World) -> Result:
     r = Result("authorization expiry at the cap", "the heartbeat brings sender_auth_expires_at down to connected_at + "
-               f"cap ({CapStack.CAP_S} s here, 12 h in production); at that time castd stops with 'Authorization "
+               f"cap ({AUTH_CAP_S} s here, 12 h in production); at that time castd stops with 'Authorization "
                "expired; pair again.' and a non-zero exit (within 2 s), and the cleanup job ends the session (spec §10)")
     from conftest import db
-    stack = CapStack.get(w)
+    stack = CAP_STACK.get(w)
     async with casting(w, r.name, stack=stack) as c:
         conn = await db(stack)
         try:
@@ -512,14 +491,14 @@ async def authorization_cap(w: World) -> Result:
                 row = await conn.fetchrow("select connected_at, sender_auth_expires_at, "
                                           "extract(epoch from sender_auth_expires_at - now()) as left_s "
                                           "from public.casting_sessions where id = $1", __import__("uuid").UUID(c.session_id))
-                if row and row["connected_at"] and (row["sender_auth_expires_at"] - row["connected_at"]).total_seconds() <= CapStack.CAP_S + 1:
+                if row and row["connected_at"] and (row["sender_auth_expires_at"] - row["connected_at"]).total_seconds() <= AUTH_CAP_S + 1:
                     break
                 await asyncio.sleep(1)
             capped = row is not None and row["connected_at"] is not None and \
-                (row["sender_auth_expires_at"] - row["connected_at"]).total_seconds() <= CapStack.CAP_S + 1
+                (row["sender_auth_expires_at"] - row["connected_at"]).total_seconds() <= AUTH_CAP_S + 1
             expires_mono = time.monotonic() + float(row["left_s"]) if capped else None
             try:
-                rc, _ = await c.daemon.wait(timeout=CapStack.CAP_S + 30)
+                rc, _ = await c.daemon.wait(timeout=AUTH_CAP_S + 30)
             except asyncio.TimeoutError:
                 rc = None
             exit_at = time.monotonic()
@@ -716,35 +695,40 @@ async def sigkill_then_restart(w: World) -> Result:
                      statuses=rep["statuses"], ended_after_s=ended_s, restart_exit=rc, said=said)
 
 
-class TokenStack:
-    """A second stack for the scenarios that need other durations: 60 s access tokens and a
-    compressed signaling budget (60 rows per 20 s) for the P0429 storm."""
-    stack = None
+class ExtraStack:
+    """A further stack for the scenarios that need other durations, started on first use and
+    stopped at the end of the run (its gateway log kept as gateway-<tag>.log)."""
 
-    @classmethod
-    def get(cls, w: World):
-        if cls.stack is None:
+    def __init__(self, tag: str, **options):
+        self.tag, self.options, self.stack = tag, options, None
+
+    def get(self, w: World):
+        if self.stack is None:
             from conftest import devstack_up
-            cls.stack = devstack_up(listen="0.0.0.0", access_token_ttl=60, signaling_rate_limit=60,
-                                    signaling_rate_window=20, fault_hooks=1)
-        return cls.stack
+            self.stack = devstack_up(listen="0.0.0.0", fault_hooks=1, **self.options)
+        return self.stack
 
-    @classmethod
-    def stop(cls, w: World) -> None:
+    def stop(self, w: World) -> None:
         from conftest import devstack_down
-        if cls.stack is not None:
-            gw = Path(cls.stack.state_dir) / "gateway.log"
+        if self.stack is not None:
+            gw = Path(self.stack.state_dir) / "gateway.log"
             if gw.exists():
-                shutil.copy(gw, w.out / "gateway-tokens.log")
-            devstack_down(cls.stack.state_dir)
-            cls.stack = None
+                shutil.copy(gw, w.out / f"gateway-{self.tag}.log")
+            devstack_down(self.stack.state_dir)
+            self.stack = None
+
+
+# 60 s access tokens, and a compressed signaling budget (60 rows per 20 s) for the P0429 storm.
+TOKEN_STACK = ExtraStack("tokens", access_token_ttl=60, signaling_rate_limit=60, signaling_rate_window=20)
+# The sender authorization capped at AUTH_CAP_S from connected_at, the cleanup job every 5 s.
+CAP_STACK = ExtraStack("cap", sender_auth_cap=AUTH_CAP_S, cleanup_interval=5)
 
 
 async def short_tokens(w: World) -> Result:
     minutes = w.a.token_minutes
     r = Result(f"60 s access tokens over {minutes:g} min", "castd refreshes before expiry: no 401 reaches it, the cast "
                                                          "goes on, signaling works at the end (issue 8 §3)")
-    async with casting(w, r.name, stack=TokenStack.get(w)) as c:
+    async with casting(w, r.name, stack=TOKEN_STACK.get(w)) as c:
         t0 = time.monotonic()
         await asyncio.sleep(minutes * 60)
         probe_s = await c.probe("end", timeout=30)
@@ -766,7 +750,7 @@ async def p0429_storm(w: World) -> Result:
     r = Result("P0429 storm", "the receiver's rows exhaust the session's budget (60 rows / 20 s here) while castd must "
                               "re-offer: castd backs off on P0429, its rows arrive once the window allows, the viewer "
                               "resumes, nothing crashes (issue 8 §3)")
-    async with casting(w, r.name, stack=TokenStack.get(w)) as c:
+    async with casting(w, r.name, stack=TOKEN_STACK.get(w)) as c:
         await asyncio.sleep(2)
         storm = await c.rx.cmd(cmd="insert", rows=[{"message_type": f"refresh_{i}", "payload": {}} for i in range(80)],
                                timeout=120)
@@ -929,8 +913,8 @@ async def inner(a: argparse.Namespace) -> int:
             if quick or not a.quick:
                 await run(name, fn, *args, **kw)
     finally:
-        TokenStack.stop(w)
-        CapStack.stop(w)
+        TOKEN_STACK.stop(w)
+        CAP_STACK.stop(w)
         await w.stop()
     results.append(secrets_grep(w))
     results.append(credential_modes(w))
