@@ -563,11 +563,32 @@ struct Link {
         var kept = 0, dropped = 0
         for i in 0..<100 {
             let ok = l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 10.0.0.\(i + 1) 9 typ host"), now: .zero)
-            if ok { kept += 1 } else { dropped += 1 }
+            if ok == .kept { kept += 1 } else if ok == .overBound { dropped += 1 }
         }
         #expect(kept == 64 && dropped == 36)
+        // A refused address is reported as such even with the bound reached.
+        #expect(l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 udp 1 224.0.0.1 9 typ host"), now: .zero) == .refusedAddress)
         // Unusable candidates are skipped, not reported: that is not the bound speaking.
-        #expect(l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 tcp 1 10.0.0.1 9 typ host tcptype active"), now: .zero))
+        #expect(l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 tcp 1 10.0.0.1 9 typ host tcptype active"), now: .zero) == .skipped)
+    }
+
+    @Test func candidatesThatAreNoUnicastDestinationAreRefusedAndNeverChecked() throws {
+        var l = ICEAgentTests.link(hosts: [ICEAgentTests.v4, ICEAgentTests.v6], remote: [])
+        let bad = ["224.0.0.251 5353", "239.255.255.250 1900", "255.255.255.255 9", "0.0.0.0 9", "0.1.2.3 9",
+                   "240.0.0.1 9", "192.0.2.9 0", ":: 9", "ff02::fb 5353", "::ffff:192.0.2.9 9"]
+        for (i, a) in bad.enumerated() {
+            let c = try ICECandidate(parsing: "candidate:\(i) 1 udp 2113937151 \(a) typ host")
+            #expect(l.agent.addRemoteCandidate(c, now: .zero) == .refusedAddress, "\(a)")
+        }
+        // An mDNS name that resolves to a multicast address is refused the same way.
+        let hidden = try ICECandidate(parsing: "candidate:20 1 udp 2113937151 trap.local 9 typ host")
+        #expect(l.agent.addRemoteCandidate(hidden, now: .zero) == .kept)
+        l.agent.resolved(hostname: "trap.local", to: [IPAddress("224.0.0.1")!], now: .zero)
+        #expect(l.agent.remoteCandidates.isEmpty && l.agent.pairs.isEmpty)
+        l.run(until: .zero + .seconds(5))
+        #expect(l.sent.isEmpty)
+        // A unicast one is still taken (the documentation range counts as unicast here).
+        #expect(l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:30 1 udp 1 192.0.2.9 9 typ host"), now: l.now) == .kept)
     }
 
     @Test func oneHostnameRepeatedCannotGrowThePendingListWithoutBound() throws {
@@ -575,7 +596,7 @@ struct Link {
         var dropped = 0
         for i in 0..<1000 {
             let c = try ICECandidate(parsing: "candidate:\(i) 1 udp 1 same.local \(1000 + i) typ host")
-            if !l.agent.addRemoteCandidate(c, now: .zero) { dropped += 1 }
+            if l.agent.addRemoteCandidate(c, now: .zero) == .overBound { dropped += 1 }
         }
         #expect(dropped == 1000 - 64)
         l.agent.resolved(hostname: "same.local", to: [IPAddress("192.0.2.2")!], now: .zero)

@@ -144,39 +144,53 @@ public struct ICEAgent: Sendable {
 
     /// A candidate from the answer or a trickled `ice_candidate` row. Hostnames (mDNS) are
     /// held until `resolved(hostname:to:now:)`.
-    /// Returns false when the candidate is dropped because the bounds are reached (the caller
-    /// reports it); candidates that are simply not usable (TCP, RTCP, another generation) are
-    /// skipped quietly, as RFC 8445 allows.
+    /// What became of a remote candidate.
+    public enum RemoteCandidateOutcome: Equatable, Sendable {
+        /// Kept (or held for its hostname's resolution).
+        case kept
+        /// Not usable here and skipped quietly, as RFC 8445 allows (TCP, RTCP, another generation,
+        /// already known).
+        case skipped
+        /// Dropped because the bounds are reached (the caller reports it).
+        case overBound
+        /// Its address is no unicast destination (multicast, broadcast, unspecified, port 0):
+        /// refused, so that checks never go there (the caller reports it).
+        case refusedAddress
+    }
+
+    /// A candidate from the answer or a trickled `ice_candidate` row. Hostnames (mDNS) are
+    /// held until `resolved(hostname:to:now:)`.
     @discardableResult
-    public mutating func addRemoteCandidate(_ c: ICECandidate, now: Instant) -> Bool {
-        guard state != .closed, state != .failed, c.isUDP, c.component == 1 else { return true }
-        if let u = c.ufrag, let r = remoteUfrag, u != r { return true }
+    public mutating func addRemoteCandidate(_ c: ICECandidate, now: Instant) -> RemoteCandidateOutcome {
+        guard state != .closed, state != .failed, c.isUDP, c.component == 1 else { return .skipped }
+        if let u = c.ufrag, let r = remoteUfrag, u != r { return .skipped }
+        if let addr = c.socketAddress, !addr.ip.isUnicastDestination || addr.port == 0 { return .refusedAddress }
         // Bounded state whatever the signaling channel delivers.
-        guard remoteCandidates.count < Self.maxRemoteCandidates else { return false }
+        guard remoteCandidates.count < Self.maxRemoteCandidates else { return .overBound }
         guard let addr = c.socketAddress else {
             let name = c.address.text
             guard pendingHostnames[name] != nil || pendingHostnames.count < Self.maxPendingHostnames,
                   pendingHostnames[name, default: []].count + remoteCandidates.count < Self.maxRemoteCandidates
-            else { return false }
+            else { return .overBound }
             if pendingHostnames[name] == nil { events.append(.needsResolution(hostname: name)) }
             pendingHostnames[name, default: []].append(c)
-            return true
+            return .kept
         }
         if let i = remoteCandidates.firstIndex(where: { $0.socketAddress == addr }) {
             // A signalled candidate replaces a peer-reflexive one learned from a check (§7.3.1.3).
-            guard remoteCandidates[i].type == .prflx, c.type != .prflx else { return true }
+            guard remoteCandidates[i].type == .prflx, c.type != .prflx else { return .skipped }
             remoteCandidates[i] = c
             for j in pairs.indices where pairs[j].remote == addr { pairs[j].remotePriority = c.priority }
             sortPairs()
             // The prflx candidate was paired only with the socket its check arrived on.
             for l in localCandidates where l.candidate.type == .host { addPair(l, c) }
             startCheckingIfReady(now: now)
-            return true
+            return .kept
         }
         remoteCandidates.append(c)
         for l in localCandidates where l.candidate.type == .host { addPair(l, c) }
         startCheckingIfReady(now: now)
-        return true
+        return .kept
     }
 
     /// The mDNS answer for a hostname from a remote candidate (empty: unresolvable).

@@ -192,10 +192,14 @@ public final class PeerSession {
     public func addRemoteCandidate(_ line: String, now: Instant) throws {
         let c = try ICECandidate(parsing: line)
         guard c.transport.lowercased() == "udp" else { return }   // castd speaks ICE over UDP only
-        let kept = ice.addRemoteCandidate(c, now: now)
+        let outcome = ice.addRemoteCandidate(c, now: now)
         pump(now: now)
-        guard kept else {
+        switch outcome {
+        case .kept, .skipped: return
+        case .overBound:
             throw CastError(.unsupported, "too many remote candidates for this negotiation (\(ICEAgent.maxRemoteCandidates) kept); candidate dropped")
+        case .refusedAddress:
+            throw CastError(.unsupported, "candidate address \(c.socketAddress.map { "\($0)" } ?? "?") is no unicast destination (multicast, broadcast, unspecified or port 0); candidate refused")
         }
     }
 

@@ -49,6 +49,19 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether a datagram may be sent here as to one peer: not unspecified or "this network"
+    /// (0.0.0.0/8, ::), not multicast (224.0.0.0/4, ff00::/8), not the IPv4 reserved and
+    /// broadcast block (240.0.0.0/4), not IPv4-mapped IPv6 (::ffff:0:0/96, an IPv4 target
+    /// in disguise). A remote candidate elsewhere would make ICE checks a flood tool.
+    public var isUnicastDestination: Bool {
+        switch self {
+        case .v4(let b): return b[0] != 0 && b[0] < 224
+        case .v6(let b):
+            if b.allSatisfy({ $0 == 0 }) || b[0] == 0xff { return false }
+            return !(b[0..<10].allSatisfy { $0 == 0 } && b[10] == 0xff && b[11] == 0xff)
+        }
+    }
+
     /// fe80::/10 (RFC 4291 §2.5.6).
     public var isLinkLocal: Bool {
         switch self {
