@@ -168,6 +168,39 @@ def test_set_changes_the_impairment_at_run_time_and_stats_classify_udp_payloads(
     assert (cl["stun"]["packets"], cl["dtls"]["packets"], cl["rtp"]["packets"], cl["rtcp"]["packets"]) == (1, 1, 1, 1)
 
 
+def test_drop_class_drops_one_payload_class_in_one_direction_only():
+    stun, rtp = b"\x01\x01" + b"\0" * 18, b"\x80\x60" + b"\0" * 20     # a binding success; RTP
+    with Netns() as na, Netns() as nb, RouterProc(na.name, nb.name) as r:
+        tx, rx = udp_pair(na, nb)
+        assert r.control(cmd="set", drop_class="rtp", drop_dir="sideways")["ok"] is False
+        assert r.control(cmd="set", drop_class="video")["ok"] is False
+        assert r.control(cmd="set", drop_class="stun", drop_dir="b->a") == {"ok": True}
+        a_addr, b_addr = tx.getsockname(), rx.getsockname()
+        tx.settimeout(0.5)
+        # b→a: STUN is dropped, RTP passes; a→b: both pass.
+        for _ in range(5):
+            rx.sendto(stun, a_addr)
+            rx.sendto(rtp, a_addr)
+            tx.sendto(stun, b_addr)
+            tx.sendto(rtp, b_addr)
+        at_a, at_b = [], []
+        for sock, into in ((tx, at_a), (rx, at_b)):
+            try:
+                while True:
+                    into.append(sock.recv(2048))
+            except (socket.timeout, BlockingIOError):
+                pass
+        st = r.stats()
+        # Back to forwarding everything.
+        assert r.control(cmd="set", drop_class=None) == {"ok": True}
+        rx.sendto(stun, a_addr)
+        assert tx.recv(2048) == stun
+    assert sorted(at_a) == [rtp] * 5
+    assert sorted(at_b) == sorted([stun] * 5 + [rtp] * 5)
+    assert st["b->a"]["lost_class"] == 5 and st["a->b"]["lost_class"] == 0
+    assert st["b->a"]["classes"]["stun"]["packets"] == 5 and st["b->a"]["forwarded"] == 5
+
+
 def test_carries_a_4_mbps_stream_with_delay_without_loss():
     # 4 Mbit/s as 1200-byte datagrams for 3 s: ≈ 417 packets/s.
     n, size = 1250, 1200

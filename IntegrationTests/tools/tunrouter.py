@@ -21,6 +21,9 @@ answer per line):
   {"cmd":"cut"}  drop everything (both directions, queued packets too)
   {"cmd":"restore"}
   {"cmd":"set", "delay_ms":…, "jitter_ms":…, "loss":…, "burst":"p,r", "reorder":…}
+  {"cmd":"set", "drop_class":"stun", "drop_dir":"b->a"}  drop every packet of one class
+                  (stun, dtls, rtp, rtcp, other) in one direction ("a->b", "b->a" or
+                  "both"); "drop_class": null (or "") stops dropping
   {"cmd":"stats"} counters per direction (a→b, b→a): packets read, forwarded, lost
                   (random / burst / cut), and read packets by UDP payload class
                   (stun, dtls, rtp, rtcp, other) with bytes.
@@ -91,13 +94,26 @@ class Impairment:
     reorder_gap_ms: float = 10.0
     loss: float = 0.0
     burst: tuple[float, float, float, float] | None = None   # p, r, h, k
+    drop_class: str | None = None     # every packet of this class in drop_dir is dropped
+    drop_dir: str = "both"
 
     def update(self, d: dict) -> None:
+        if "drop_class" in d and d["drop_class"] and d["drop_class"] not in CLASSES:
+            raise ValueError(f"drop_class takes one of {', '.join(CLASSES)}")
+        if "drop_dir" in d and d["drop_dir"] not in ("a->b", "b->a", "both"):
+            raise ValueError("drop_dir takes a->b, b->a or both")
         for k in ("delay_ms", "jitter_ms", "reorder", "reorder_gap_ms", "loss"):
             if k in d:
                 setattr(self, k, float(d[k]))
         if "burst" in d:
             self.burst = parse_burst(d["burst"]) if d["burst"] else None
+        if "drop_class" in d:
+            self.drop_class = d["drop_class"] or None
+        if "drop_dir" in d:
+            self.drop_dir = d["drop_dir"]
+
+    def drops(self, direction: str, cls: str) -> bool:
+        return cls == self.drop_class and self.drop_dir in ("both", direction)
 
 
 def parse_burst(text: str) -> tuple[float, float, float, float]:
@@ -119,7 +135,8 @@ class Direction:
     bad: bool = False                 # Gilbert–Elliott state
     last_due: float = 0.0
     counters: dict = field(default_factory=lambda: {"read": 0, "forwarded": 0, "lost_random": 0,
-                                                    "lost_burst": 0, "lost_cut": 0, "write_errors": 0})
+                                                    "lost_burst": 0, "lost_cut": 0, "lost_class": 0,
+                                                    "write_errors": 0})
     classes: dict = field(default_factory=lambda: {c: [0, 0] for c in CLASSES})
 
     def decide(self, imp: Impairment, now: float) -> float | None:
@@ -183,7 +200,10 @@ class Router:
         elif cmd == "restore":
             self.set_cut(False)
         elif cmd == "set":
-            self.imp.update(msg)
+            try:
+                self.imp.update(msg)
+            except ValueError as e:
+                return {"ok": False, "error": str(e)}
         elif cmd == "stats":
             return {"ok": True, "stats": self.stats()}
         elif cmd == "stop":
@@ -199,11 +219,15 @@ class Router:
             except BlockingIOError:
                 return
             d.counters["read"] += 1
-            c = d.classes[classify(pkt)]
+            cls = classify(pkt)
+            c = d.classes[cls]
             c[0] += 1
             c[1] += len(pkt)
             if self.cut:
                 d.counters["lost_cut"] += 1
+                continue
+            if self.imp.drops(d.name, cls):
+                d.counters["lost_class"] += 1
                 continue
             due = d.decide(self.imp, now)
             if due is None:

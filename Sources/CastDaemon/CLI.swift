@@ -49,6 +49,11 @@ public enum CLI {
                                          accept its dialog (default 60); then castd ends the cast
                                          with disconnect reason capture_needs_user and exit 1
     Common options: --api-url URL --supabase-url URL --supabase-key KEY --log-level LEVEL --json
+      --dev-trust-certificate PEM   DEVELOPMENT ONLY: also trust the certificate(s) in this PEM
+                                    file (e.g. a self-signed backend) for HTTPS and WSS, besides
+                                    the system CAs; host names are still checked; castd warns on
+                                    every start (env CASTD_DEV_TRUST_CERTIFICATE). HTTPS and WSS
+                                    are always verified; there is no way to turn that off.
 
     Signals: SIGTERM or SIGINT ends a cast cleanly (disconnect row, session end,
     exit 0 within 2 s); a second signal exits at once.

@@ -14,6 +14,9 @@ public struct CommonOptions: Equatable, Sendable {
     public var apiURL: String? = nil
     public var supabaseURL: String? = nil
     public var supabaseKey: String? = nil
+    /// Development only: a PEM file whose certificate(s) castd trusts for HTTPS and WSS
+    /// besides the system CA store (`--dev-trust-certificate`, `CASTD_DEV_TRUST_CERTIFICATE`).
+    public var devTrustCertificate: String? = nil
     public var logLevel: LogLine.Level = .info
     public var json = false
     public init() {}
@@ -137,6 +140,10 @@ public enum CommandLineParser {
         case "--api-url": c.apiURL = try value(a, &rest)
         case "--supabase-url": c.supabaseURL = try value(a, &rest)
         case "--supabase-key": c.supabaseKey = try value(a, &rest)
+        case "--dev-trust-certificate":
+            let v = try value(a, &rest)
+            guard !v.isEmpty else { throw CastError(.badArgument, "--dev-trust-certificate takes the path of a PEM file") }
+            c.devTrustCertificate = v
         case "--json": c.json = true
         case "--log-level":
             let v = try value(a, &rest)

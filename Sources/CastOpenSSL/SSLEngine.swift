@@ -41,6 +41,9 @@ public final class SSLEngine {
         case system
         /// Only these PEM certificates (tests, private deployments).
         case pem(String)
+        /// The system CA store and these PEM certificates besides (castd's
+        /// development flag: a backend with a self-signed certificate).
+        case systemAnd(String)
     }
 
     /// DTLS-SRTP configuration (RFC 5763 §5, RFC 5764 §4.1).
@@ -167,6 +170,11 @@ public final class SSLEngine {
                     throw OpenSSLError.drain("loading the system CA store")
                 }
             case .pem(let pem):
+                try Self.addTrustAnchors(pem, to: ctx)
+            case .systemAnd(let pem):
+                guard SSL_CTX_set_default_verify_paths(ctx) == 1 else {
+                    throw OpenSSLError.drain("loading the system CA store")
+                }
                 try Self.addTrustAnchors(pem, to: ctx)
             }
             SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)

@@ -8,45 +8,6 @@ import Glibc
 #endif
 
 
-/// `openssl s_server -rev` on 127.0.0.1 with an ephemeral port, for one connection.
-final class ReverseServer {
-    let process = Process()
-    let port: UInt16
-
-    init(pki: TestPKI, extra: [String] = []) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["s_server", "-accept", "127.0.0.1:0", "-cert", "leaf.pem", "-key", "leaf.key",
-                             "-naccept", "1", "-rev"] + extra
-        process.currentDirectoryURL = pki.dir
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // s_server prints "ACCEPT 127.0.0.1:<port>" once it listens.
-        var text = ""
-        var port: UInt16? = nil
-        while port == nil {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-            for line in text.split(separator: "\n") where line.hasPrefix("ACCEPT 127.0.0.1:") {
-                port = UInt16(line.dropFirst("ACCEPT 127.0.0.1:".count))
-            }
-        }
-        guard let port else {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            throw CastError(.system, "s_server did not start: \(text)")
-        }
-        self.port = port
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
-}
-
 /// Drives a TLS client engine over a real loopback TCP socket.
 func converse(_ engine: SSLEngine, port: UInt16, line: String) throws -> String {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -91,7 +52,7 @@ func converse(_ engine: SSLEngine, port: UInt16, line: String) throws -> String 
 @Suite(.serialized) struct TLSClientTests {
     @Test func verifiesChainAndHostnameThenCarriesData() throws {
         let pki = try TestPKI()
-        let server = try ReverseServer(pki: pki)
+        let server = try TestTLSServer.reversing(pki: pki)
         let engine = try SSLEngine(tlsClientFor: "castd.test", trust: .pem(pki.caPEM))
         let reply = try converse(engine, port: server.port, line: "hello castd\n")
         #expect(engine.state == .connected)
@@ -100,7 +61,7 @@ func converse(_ engine: SSLEngine, port: UInt16, line: String) throws -> String 
 
     @Test func ipLiteralIsCheckedAgainstIPSubjectAltName() throws {
         let pki = try TestPKI()
-        let server = try ReverseServer(pki: pki)
+        let server = try TestTLSServer.reversing(pki: pki)
         let engine = try SSLEngine(tlsClientFor: "127.0.0.1", trust: .pem(pki.caPEM))
         let reply = try converse(engine, port: server.port, line: "ab\n")
         #expect(engine.state == .connected)
@@ -109,7 +70,7 @@ func converse(_ engine: SSLEngine, port: UInt16, line: String) throws -> String 
 
     @Test func wrongHostnameFailsWithAClearError() throws {
         let pki = try TestPKI()
-        let server = try ReverseServer(pki: pki)
+        let server = try TestTLSServer.reversing(pki: pki)
         let engine = try SSLEngine(tlsClientFor: "wrong.test", trust: .pem(pki.caPEM))
         _ = try converse(engine, port: server.port, line: "x\n")
         guard case .failed(let e) = engine.state else {
@@ -122,7 +83,7 @@ func converse(_ engine: SSLEngine, port: UInt16, line: String) throws -> String 
 
     @Test func unknownCAFailsAgainstTheSystemStore() throws {
         let pki = try TestPKI()
-        let server = try ReverseServer(pki: pki)
+        let server = try TestTLSServer.reversing(pki: pki)
         let engine = try SSLEngine(tlsClientFor: "castd.test", trust: .system)
         _ = try converse(engine, port: server.port, line: "x\n")
         guard case .failed(let e) = engine.state else {
@@ -137,10 +98,10 @@ func converse(_ engine: SSLEngine, port: UInt16, line: String) throws -> String 
         let pki = try TestPKI()
         // s_server answers a fatal unrecognized_name alert unless SNI is exactly this name.
         let sni = ["-cert2", "leaf.pem", "-key2", "leaf.key", "-servername_fatal", "-servername"]
-        let good = try ReverseServer(pki: pki, extra: sni + ["castd.test"])
+        let good = try TestTLSServer.reversing(pki: pki, extra: sni + ["castd.test"])
         let a = try SSLEngine(tlsClientFor: "castd.test", trust: .pem(pki.caPEM))
         #expect(try converse(a, port: good.port, line: "sni\n") == "ins\n")
-        let other = try ReverseServer(pki: pki, extra: sni + ["other.test"])
+        let other = try TestTLSServer.reversing(pki: pki, extra: sni + ["other.test"])
         let b = try SSLEngine(tlsClientFor: "castd.test", trust: .pem(pki.caPEM))
         _ = try converse(b, port: other.port, line: "x\n")
         guard case .failed(let e) = b.state else {
@@ -153,7 +114,7 @@ func converse(_ engine: SSLEngine, port: UInt16, line: String) throws -> String 
 
     @Test func refusesServersBelowTLS12() throws {
         let pki = try TestPKI()
-        let old = try ReverseServer(pki: pki, extra: ["-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"])
+        let old = try TestTLSServer.reversing(pki: pki, extra: ["-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"])
         let engine = try SSLEngine(tlsClientFor: "castd.test", trust: .pem(pki.caPEM))
         _ = try converse(engine, port: old.port, line: "x\n")
         guard case .failed(let e) = engine.state else {
@@ -162,6 +123,18 @@ func converse(_ engine: SSLEngine, port: UInt16, line: String) throws -> String 
         }
         #expect(e.code == .handshake)
         #expect(e.message.hasPrefix("TLS handshake with castd.test failed"))
+    }
+
+    @Test func systemAndAnExtraAnchorTrustsThatAnchorAndStillChecksTheName() throws {
+        let pki = try TestPKI()
+        let server = try TestTLSServer.reversing(pki: pki)
+        let engine = try SSLEngine(tlsClientFor: "castd.test", trust: .systemAnd(pki.caPEM))
+        #expect(try converse(engine, port: server.port, line: "dev\n") == "ved\n")
+        let other = try TestTLSServer.reversing(pki: pki)
+        let wrong = try SSLEngine(tlsClientFor: "other.test", trust: .systemAnd(pki.caPEM))
+        _ = try converse(wrong, port: other.port, line: "x\n")
+        #expect(wrong.state == .failed(CastError(.certificate, "TLS: the certificate of other.test was not accepted: hostname mismatch")))
+        #expect(throws: CastError.self) { try SSLEngine(tlsClientFor: "castd.test", trust: .systemAnd("")) }
     }
 
     @Test func garbageTrustAnchorsAreRejected() {

@@ -353,6 +353,65 @@ struct Link {
         }
     }
 
+    @Test func consentResponsesWithoutValidIntegrityDoNotKeepConsent() throws {
+        // issue 8 §7: an on-path forger that sees castd's consent checks (so it knows the
+        // transaction ids) but not the receiver's password cannot keep media flowing.
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.run(until: .zero + .seconds(1), stop: { $0.agent.state == .connected })
+        #expect(l.agent.state == .connected)
+        l.peer.answering = false
+        let silentFrom = l.sent.count
+        let start = l.now
+        var forged = 0
+        var answered = l.sent.count
+        while l.now < start + .seconds(40), l.agent.state != .failed {
+            l.run(until: l.now + .milliseconds(100))
+            for (_, t) in l.sent[answered...] {
+                guard let req = try? StunMessage(decoding: t.datagram), req.messageClass == .request else { continue }
+                let wrongKey = StunMessage(class: .successResponse, transactionID: req.transactionID,
+                                           attributes: [.xorMappedAddress(t.from)])
+                    .encode(integrityKey: Array("notThePeersPasswordAtAll!!".utf8), fingerprint: true)
+                let noIntegrity = StunMessage(class: .successResponse, transactionID: req.transactionID,
+                                              attributes: [.xorMappedAddress(t.from)]).encode(fingerprint: true)
+                for d in [wrongKey, noIntegrity] {
+                    l.agent.handle(datagram: d, from: t.to, to: t.from, now: l.now)
+                    forged += 1
+                }
+            }
+            answered = l.sent.count
+        }
+        #expect(forged >= 8)
+        #expect(l.states == [.checking, .connected, .disconnected, .failed])
+        // Consent was last granted just before the peer went silent; the forgeries changed nothing.
+        let lastGranted = try #require(l.sent[..<silentFrom].last?.at)
+        let fail = try #require(l.events.first { $0.e == .stateChanged(.failed) }?.at)
+        #expect(fail - lastGranted == .seconds(30))
+    }
+
+    @Test func aCheckWithoutValidIntegrityCreatesNoPairAndNoTriggeredCheck() throws {
+        var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
+        l.peer.answering = false
+        l.flush()
+        let pairs = l.agent.pairs.count
+        l.sent.removeAll()
+        let stranger = SocketAddress("192.0.2.77:40000")!
+        l.peer.addresses.append(stranger)
+        l.peer.sendCheck(from: stranger, to: Self.v4, key: Array("wrongPasswordForThisAgent".utf8))
+        let noIntegrity = StunMessage(class: .request, transactionID: .random(),
+                                      attributes: [.username("castd:peer"), .priority(1), .iceControlled(tieBreaker: 1)])
+            .encode(fingerprint: true)
+        l.peer.outbox.append(ICETransmit(from: stranger, to: Self.v4, datagram: noIntegrity))
+        l.flush()
+        l.run(until: l.now + .milliseconds(500))
+        #expect(l.agent.pairs.count == pairs)
+        #expect(!l.agent.pairs.contains { $0.remote == stranger })
+        // Nothing went to the stranger but error answers (401 or 400); no success, no check.
+        let toStranger = try l.sent.filter { $0.t.to == stranger }.map { try StunMessage(decoding: $0.t.datagram) }
+        #expect(!toStranger.isEmpty)
+        #expect(toStranger.allSatisfy { $0.messageClass == .errorResponse })
+        #expect(l.agent.state == .checking)
+    }
+
     @Test func roleConflictWithALowerTieBreakerGets487() throws {
         var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
         l.peer.answering = false

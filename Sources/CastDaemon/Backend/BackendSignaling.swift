@@ -16,13 +16,15 @@ public final class BackendSignaling: SignalingPort, @unchecked Sendable {
     private let log: LogSink
 
     public init(sessionID: String, config: SignalingConfig, identity: SenderIdentity,
-                transport: HTTPTransport, clock: MonotonicClock, log: LogSink) {
+                transport: HTTPTransport, clock: MonotonicClock, log: LogSink,
+                connector: @escaping WebSocketClient.Connector = WebSocketClient.defaultConnector) {
         self.sessionID = sessionID.lowercased()
         self.identity = identity
         let endpoints = Endpoints(config: config)
         rest = RESTClient(endpoints: endpoints, transport: transport)
         api = APIClient(endpoints: endpoints, transport: transport)
-        subscription = SignalingSubscription(sessionID: sessionID, config: config, identity: identity, rest: rest)
+        subscription = SignalingSubscription(sessionID: sessionID, config: config, identity: identity, rest: rest,
+                                             connector: connector)
         wall = WallClockMapping(clock: clock)
         self.log = log
     }

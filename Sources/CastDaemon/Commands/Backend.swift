@@ -10,6 +10,8 @@ struct Backend {
     let transport: HTTPTransport
     let api: APIClient
     let rest: RESTClient
+    /// Opens `wss://` streams for Realtime (the development trust anchor applies there too).
+    let connector: WebSocketClient.Connector
 
     static func make(_ common: CommonOptions, environment: [String: String]) throws -> Backend {
         var env = environment
@@ -22,14 +24,26 @@ struct Backend {
         case .failure(let missing):
             throw CastError(.usage, "\(missing.name) is not set; set it (or the matching flag). `Scripts/devstack up` prints the values for the local stack.")
         }
-        let transport = URLSessionTransport()
+        // Normally URLSession and the system CA store; with the development flag, castd's own
+        // HTTP/1.1 client over its TLS engine, which can take the extra anchor (DevTrustAnchor).
+        let transport: HTTPTransport
+        let connector: WebSocketClient.Connector
+        if let dev = try DevTrustAnchor.resolve(common, environment: environment) {
+            var err = StandardStream.err
+            err.writeLine(dev.warning)
+            transport = SocketHTTPTransport(trust: dev.trust)
+            connector = WebSocketClient.connector(trust: dev.trust)
+        } else {
+            transport = URLSessionTransport()
+            connector = WebSocketClient.defaultConnector
+        }
         let endpoints = Endpoints(config: config)
         let store = CredentialStore(directory: try CredentialStore.defaultDirectory(environment: environment))
         let identity = SenderIdentity(store: store, auth: AuthClient(endpoints: endpoints, transport: transport),
                                       backend: config.supabaseURL)
         return Backend(config: config, identity: identity, transport: transport,
                        api: APIClient(endpoints: endpoints, transport: transport),
-                       rest: RESTClient(endpoints: endpoints, transport: transport))
+                       rest: RESTClient(endpoints: endpoints, transport: transport), connector: connector)
     }
 }
 

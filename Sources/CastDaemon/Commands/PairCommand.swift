@@ -51,7 +51,7 @@ enum PairCommand {
 
         // spec §5: subscribe, then backfill; wait for join_approved, denied or expiry.
         let sub = SignalingSubscription(sessionID: sessionID, config: backend.config, identity: backend.identity,
-                                        rest: backend.rest)
+                                        rest: backend.rest, connector: backend.connector)
         let run = Task { await sub.run() }
         defer { sub.stop(); run.cancel() }
         for await e in sub.events {

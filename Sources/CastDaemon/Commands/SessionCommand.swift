@@ -33,7 +33,8 @@ enum SessionCommand {
             let ice = try await backend.api.iceConfig(token: token)
             stun = ICEServerResolver.stunAddresses(ice)
             log.write(LogLine(.info, "ice_config", [("stun_servers", stun.count), ("turn", ice.turnConfigured)]))
-        } catch let e as CastError where e.code == .noCredentials {
+        } catch let e as CastError where e.code == .noCredentials || e.code == .certificate {
+            // No identity, or a backend whose TLS certificate is not trusted: nothing to retry.
             return r.fail(e.message, code: e.code.rawValue)
         } catch {
             log.write(LogLine(.warning, "ice_config_failed", [("error", "\(error)"), ("note", "host candidates only")]))
@@ -52,7 +53,8 @@ enum SessionCommand {
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
 
         let signaling = BackendSignaling(sessionID: o.sessionId, config: backend.config, identity: backend.identity,
-                                         transport: backend.transport, clock: clock, log: log)
+                                         transport: backend.transport, clock: clock, log: log,
+                                         connector: backend.connector)
         let notifier = ReadinessNotifier(peer: peer, log: log, mediaStats: { (media as? CapturePipeline)?.statistics },
                                          stageTimes: { (media as? CapturePipeline)?.drainStageTimes() ?? [] })
         let controller = SessionController(

@@ -1,4 +1,5 @@
 import CastCore
+import CastOpenSSL
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -47,7 +48,8 @@ public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
         return try await withCheckedThrowingContinuation { cont in
             let task = session.dataTask(with: req) { data, response, error in
                 if let e = error as? URLError {
-                    let code: CastError.Code = e.code == .timedOut ? .timeout : .network
+                    let code: CastError.Code = e.code == .timedOut ? .timeout
+                        : Self.isTLSFailure(e) ? .certificate : .network
                     cont.resume(throwing: CastError(code, "HTTP \(method) \(url.path) to \(host) failed: \(Self.describe(e))."))
                     return
                 }
@@ -78,8 +80,30 @@ public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
         case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
              .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot:
             return "TLS certificate not trusted"
-        default: return "error \(e.code.rawValue)"
+        default:
+            // Linux URLSession reports libcurl's TLS failures as NSURLErrorUnknown with curl's
+            // own text; name the failure from a fixed list rather than echo that text.
+            return describeTLS(e.localizedDescription) ?? "error \(e.code.rawValue)"
         }
+    }
+
+    static func isTLSFailure(_ e: URLError) -> Bool {
+        switch e.code {
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+             .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot: return true
+        default: return describeTLS(e.localizedDescription) != nil
+        }
+    }
+
+    /// A fixed sentence for a TLS failure in libcurl's error text, or nil if it is not one.
+    static func describeTLS(_ curlText: String) -> String? {
+        let t = curlText.lowercased()
+        guard t.contains("ssl") || t.contains("tls") || t.contains("certificate") else { return nil }
+        let reasons = [("self-signed", "self-signed certificate"), ("self signed", "self-signed certificate"),
+                       ("local issuer", "unknown issuer"), ("expired", "expired"), ("not yet valid", "not yet valid"),
+                       ("subject name", "host name mismatch"), ("does not match", "host name mismatch")]
+        let reason = reasons.first { t.contains($0.0) }.map { " (\($0.1))" } ?? ""
+        return "TLS certificate not accepted\(reason)"
     }
 }
 

@@ -15,6 +15,9 @@ public final class TLSStream: ByteStream {
 
     public var fileDescriptor: Int32 { tcp.fileDescriptor }
 
+    /// The server sent close_notify: no more data will come, even if the socket stays open.
+    public var closedByPeer: Bool { engine.state == .closed }
+
     init(tcp: TCPStream, engine: SSLEngine) {
         self.tcp = tcp
         self.engine = engine

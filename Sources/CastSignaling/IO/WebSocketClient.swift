@@ -93,10 +93,15 @@ public final class WebSocketClient: Sendable {
     public typealias Connector = @Sendable (Target, Duration) throws -> ByteStream
 
     /// TCP for `ws://`; TLS (system CA store, hostname verification, SNI) for `wss://`.
-    public static let defaultConnector: Connector = { target, timeout in
-        target.secure
-            ? try TLSStream.connect(host: target.host, port: target.port, timeout: timeout)
-            : try TCPStream.connect(host: target.host, port: target.port, timeout: timeout)
+    public static let defaultConnector: Connector = connector(trust: .system)
+
+    /// TCP for `ws://`; TLS verified against `trust` (hostname verification, SNI) for `wss://`.
+    public static func connector(trust: SSLEngine.Trust) -> Connector {
+        { target, timeout in
+            target.secure
+                ? try TLSStream.connect(host: target.host, port: target.port, timeout: timeout, trust: trust)
+                : try TCPStream.connect(host: target.host, port: target.port, timeout: timeout)
+        }
     }
 
     /// Starts connecting at once on its own thread.

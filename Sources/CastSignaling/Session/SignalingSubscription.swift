@@ -1,4 +1,5 @@
 import CastCore
+import CastOpenSSL
 import Foundation
 
 /// The IO shell around `RealtimeClient` and `SignalingMerger` for one
@@ -123,6 +124,11 @@ public final class SignalingSubscription: Sendable {
                 case .binary: break
                 case .closed(let code, _, let err):
                     socket = nil
+                    if let err, err.code == .certificate {
+                        // TLS verification refused the server: retrying cannot help (issue 8 §7).
+                        owner.output.yield(.failed(err))
+                        return false
+                    }
                     perform(client.socketClosed(now: now, reason: err?.message ?? "closed (\(code))"))
                 }
             case .timer(let g):

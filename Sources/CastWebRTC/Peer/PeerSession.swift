@@ -219,7 +219,7 @@ public final class PeerSession {
     /// Sends one H.264 access unit (Annex B) if the connection is up; otherwise
     /// it is dropped and counted (a frame is sent now or never).
     public func sendAccessUnit(_ au: [UInt8], captureTime: Instant, now: Instant) {
-        guard state == .connected else { statistics.accessUnitsDropped += 1; return }
+        guard mediaFlows else { statistics.accessUnitsDropped += 1; return }
         do { try video.send(accessUnit: au, captureTime: captureTime, now: now) }
         catch { statistics.accessUnitsDropped += 1 }
         pump(now: now)
@@ -237,6 +237,13 @@ public final class PeerSession {
     public func pollEvent() -> Event? { events.isEmpty ? nil : events.removeFirst() }
 
     // MARK: - Internals
+
+    /// Media is sent while connected, and while ICE is `.disconnected` with SRTP keys:
+    /// consent lasts 30 s after the last answer (RFC 7675 §5.1), and a receiver whose
+    /// answers are lost may still be receiving (libwebrtc, too, keeps sending on an
+    /// "unreliable" connection). Consent expiry fails ICE, which stops it; before that
+    /// the session's §11 rule (disconnected > 5 s) re-offers and closes this peer.
+    private var mediaFlows: Bool { state == .connected || (state == .disconnected && dtlsConnected) }
 
     private func setState(_ s: State) {
         guard s != state else { return }
@@ -361,7 +368,7 @@ public final class PeerSession {
                 }
             }
         }
-        if state == .connected {
+        if mediaFlows {
             for datagram in video.poll(now: now) { sendMedia(datagram) }
         }
         statistics.video = video.statistics
@@ -444,7 +451,7 @@ extension PeerSession: DatagramCore {
     }
 
     public func nextDeadline() -> Instant? {
-        [ice.nextDeadline(), mdns.nextDeadline(), dtls?.nextDeadline(), state == .connected ? video.nextDeadline : nil]
+        [ice.nextDeadline(), mdns.nextDeadline(), dtls?.nextDeadline(), mediaFlows ? video.nextDeadline : nil]
             .compactMap { $0 }.min()
     }
 }
