@@ -45,9 +45,10 @@ CONFINED_ENV = "CASTD_CONFINED_NETNS"
 
 
 def confined() -> bool:
-    """True in a process that a Confinement started (or its descendants), in its namespace A.
-    (PID 1's namespace is not readable here, so the run names its namespace in the environment
-    and this checks that the process really is in it.)"""
+    """True in a process that a Confinement started (or its descendants), in its namespace A,
+    or that Scripts/faults started in its receiver namespace (no route off the machine, the
+    whole run in a Guard's cgroup). (PID 1's namespace is not readable here, so the run names
+    its namespace in the environment and this checks that the process really is in it.)"""
     want = os.environ.get(CONFINED_ENV)
     try:
         return bool(want) and os.readlink("/proc/self/ns/net") == want
