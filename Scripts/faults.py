@@ -462,7 +462,7 @@ async def chromium_loss(w: World, name: str, seconds: float, **impair) -> Result
             "frame_size": f"{s1.get('frameWidth')}x{s1.get('frameHeight')}",
             "jitter_buffer_ms": round(s1["jitterBufferDelayMs"]) if s1.get("jitterBufferDelayMs") is not None else None,
             "impairment": desc, "castd_nacks": delta(st, "nacks"), "castd_retransmits": delta(st, "retransmits"),
-            "castd_plis": delta(st, "plis"), "rtt_ms": st[-1].get("rtt_ms") if st else None,
+            "castd_copies": delta(st, "copies"), "castd_plis": delta(st, "plis"), "rtt_ms": st[-1].get("rtt_ms") if st else None,
             "castd_sent_fps": sent_fps, "router_lost": lost,
             "offers": len(rep["rows"]),
             "off_machine": {k: root.get(k) for k in ("run_any", "mdns_v4", "mdns_v6", "igmp", "mld")},
@@ -475,7 +475,8 @@ async def chromium_loss(w: World, name: str, seconds: float, **impair) -> Result
                         f"Chromium: {freezes} freezes ({figs['chromium_freezes_s']} s), {figs['nack_count']} NACKs, "
                         f"{figs['pli_count']} PLIs, {figs['packets_lost']} lost, "
                         f"{figs['retransmitted_packets_received']} retransmissions received; castd: "
-                        f"{figs['castd_retransmits']} retransmissions for {figs['castd_nacks']} NACKs; "
+                        f"{figs['castd_retransmits']} retransmissions for {figs['castd_nacks']} NACKs, "
+                        f"{figs['castd_copies']} redundant copies; "
                         f"{left} packets off the machine", **figs)
 
 
