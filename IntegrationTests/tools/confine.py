@@ -45,9 +45,10 @@ CONFINED_ENV = "CASTD_CONFINED_NETNS"
 
 
 def confined() -> bool:
-    """True in a process that a Confinement started (or its descendants), in its namespace A.
-    (PID 1's namespace is not readable here, so the run names its namespace in the environment
-    and this checks that the process really is in it.)"""
+    """True in a process that a Confinement started (or its descendants), in its namespace A,
+    or that Scripts/faults started in its receiver namespace (no route off the machine, the
+    whole run in a Guard's cgroup). (PID 1's namespace is not readable here, so the run names
+    its namespace in the environment and this checks that the process really is in it.)"""
     want = os.environ.get(CONFINED_ENV)
     try:
         return bool(want) and os.readlink("/proc/self/ns/net") == want
@@ -65,6 +66,33 @@ def _cgroup2_mount() -> Path:
 
 def _sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, check=check)
+
+
+def confined_env_value(netns: str) -> str:
+    """What CONFINED_ENV holds for processes of a run confined to the named namespace."""
+    return f"net:[{os.stat(f'/run/netns/{netns}').st_ino}]"
+
+
+def _nsenter(netns: str | None) -> list[str]:
+    """The prefix that runs a command in a network namespace: None is this one, a name is
+    one of /run/netns, a path (e.g. /proc/<pid>/ns/net) is that process's.
+    nsenter keeps this mount namespace (ip netns exec would remount /sys and hide the cgroup)."""
+    if not netns:
+        return []
+    return ["nsenter", f"--net={netns if netns.startswith('/') else f'/run/netns/{netns}'}"]
+
+
+def read_counters(table: str, netns: str | None = None) -> dict[str, int]:
+    """The counters of a guard's table (see Guard.counters) by its name: also from a process
+    that did not make the guard, e.g. in another namespace (netns as in _nsenter)."""
+    r = _sh(*_nsenter(netns), "nft", "-j", "list", "table", "inet", table)
+    counts = {}
+    for item in json.loads(r.stdout)["nftables"]:
+        rule = item.get("rule")
+        if rule:
+            counts[rule.get("comment", "?")] = next(
+                (e["counter"]["packets"] for e in rule["expr"] if "counter" in e), 0)
+    return counts
 
 
 class Guard:
@@ -111,9 +139,7 @@ class Guard:
   }}
 }}
 """
-        # nsenter keeps this mount namespace (ip netns exec would remount /sys and hide the cgroup).
-        prefix = ["nsenter", f"--net=/run/netns/{netns}"] if netns else []
-        r = subprocess.run(prefix + ["nft", "-f", "-"], input=script, text=True, capture_output=True)
+        r = subprocess.run(_nsenter(netns) + ["nft", "-f", "-"], input=script, text=True, capture_output=True)
         if r.returncode != 0:
             raise RuntimeError(f"nft refused the guard table: {r.stderr.strip()}")
         self.namespaces.append(netns)
@@ -126,15 +152,7 @@ class Guard:
         """Packets through a non-loopback interface of that namespace: run_any (sent from a
         socket of the cgroup's processes), and whoever sent them: mdns_v4, mdns_v6 (to the mDNS
         groups), igmp, mld (group membership reports, which the kernel sends when a socket joins)."""
-        prefix = ["nsenter", f"--net=/run/netns/{netns}"] if netns else []
-        r = _sh(*prefix, "nft", "-j", "list", "table", "inet", self.table)
-        counts = {}
-        for item in json.loads(r.stdout)["nftables"]:
-            rule = item.get("rule")
-            if rule:
-                counts[rule.get("comment", "?")] = next(
-                    (e["counter"]["packets"] for e in rule["expr"] if "counter" in e), 0)
-        return counts
+        return read_counters(self.table, netns)
 
     def processes(self) -> list[int]:
         try:
@@ -151,8 +169,7 @@ class Guard:
             except ProcessLookupError:
                 pass
         for netns in self.namespaces:
-            prefix = ["nsenter", f"--net=/run/netns/{netns}"] if netns else []
-            _sh(*prefix, "nft", "delete", "table", "inet", self.table, check=False)
+            _sh(*_nsenter(netns), "nft", "delete", "table", "inet", self.table, check=False)
         self.namespaces.clear()
         for _ in range(50):
             try:
@@ -206,7 +223,7 @@ class Confinement:
         """argv in namespace A and the run's cgroup (subprocess.run keyword arguments pass through)."""
         assert self.guard
         env = dict(kwargs.pop("env", None) or os.environ)
-        env[CONFINED_ENV] = f"net:[{os.stat(f'/run/netns/{self.ns}').st_ino}]"
+        env[CONFINED_ENV] = confined_env_value(self.ns)
         return subprocess.run(["ip", "netns", "exec", self.ns, *argv], preexec_fn=self.guard.join, env=env, **kwargs)
 
     def counters(self) -> dict[str, dict[str, int]]:

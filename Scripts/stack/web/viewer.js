@@ -350,6 +350,14 @@ async function pollStats() {
       bytesReceived: inbound.bytesReceived ?? 0,
       nackCount: inbound.nackCount ?? 0,
       pliCount: inbound.pliCount ?? 0,
+      firCount: inbound.firCount ?? 0,
+      // Chromium's freeze: a frame later than max(3 × the mean gap, mean gap + 150 ms).
+      freezeCount: inbound.freezeCount ?? null,
+      totalFreezesDuration: inbound.totalFreezesDuration ?? null,
+      pauseCount: inbound.pauseCount ?? null,
+      totalPausesDuration: inbound.totalPausesDuration ?? null,
+      retransmittedPacketsReceived: inbound.retransmittedPacketsReceived ?? null,
+      rtxSsrc: inbound.rtxSsrc ?? null,     // set when the browser tied an RTX stream to this one
       jitterBufferDelayMs: emitted ? (inbound.jitterBufferDelay / emitted) * 1000 : null,
       localCandidateType: pair ? byId.get(pair.localCandidateId)?.candidateType ?? null : null,
       remoteCandidateType: pair ? byId.get(pair.remoteCandidateId)?.candidateType ?? null : null,

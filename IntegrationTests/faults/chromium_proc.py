@@ -1,0 +1,177 @@
+"""The receiver of a fault scenario as the real receiver pages in headless Chromium, as a
+process of its own: Scripts/faults starts it with `ip netns exec <receiver namespace>`, so
+the browser and its media sockets live there. The same JSON-line commands as
+receiver_proc.py (a subset), so Scripts/faults drives either the same way:
+
+  {"cmd":"create"}                   opens /dashboard (which creates the session)
+                                     → {"sessionId", "pin"}
+  {"cmd":"approve", "prefs":{…}}     waits for the join request, sets the preferences,
+                                     approves, then opens /viewer/<id> (no ICE servers: host
+                                     candidates only, like the aiortc receiver) → {"ok"}
+  {"cmd":"report"}                   → "frames": when the <video> presented a new frame
+                                     (requestVideoFrameCallback), in time.monotonic seconds;
+                                     "presented": the element's presentedFrames count;
+                                     "stats": the viewer page's getStats summary
+                                     (window.castdViewer.stats); "state"; "rows": the offers
+                                     the page answered
+  {"cmd":"quit"}
+
+The pages load config.js from the stack, which names it 127.0.0.1:<port> / localhost:<port>;
+in this namespace those are a small TCP forwarder of this process that carries every byte to
+the stack at <forward_to>:<port> over the veth. Media goes wherever ICE finds a path (the
+faults topology leaves only the impaired TUN link).
+
+The caller puts this process in a run confined by its own guard (Scripts/faults: the
+receiver namespace has no route off the machine, and an nftables counter in the machine's
+namespace watches every process of the run) and says so with tools/confine.py's
+environment variable, so the browser does not start a guard of its own.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tools.chromium import Chromium  # noqa: E402
+from tools.receiver_pages import Dashboard, Viewer  # noqa: E402
+
+# Every frame the <video> element presents, with the page's clock, kept in the page until
+# the next report takes them.
+FRAME_HOOK = """(() => {
+  const video = document.getElementById('video');
+  window.__faultFrames = [];
+  window.__faultPresented = 0;
+  const onFrame = (now, meta) => {
+    window.__faultFrames.push(now);
+    window.__faultPresented = meta.presentedFrames;
+    video.requestVideoFrameCallback(onFrame);
+  };
+  video.requestVideoFrameCallback(onFrame);
+  return true;
+})()"""
+
+TAKE = """(() => {
+  const f = window.__faultFrames || [];
+  window.__faultFrames = [];
+  const v = window.castdViewer;
+  return {frames: f, presented: window.__faultPresented || 0, state: v.state, stats: v.stats,
+          offers: v.events.filter(e => e.event === 'offer').map(e => e.negotiationId)};
+})()"""
+
+
+async def forward(listen_port: int, host: str, port: int) -> list[asyncio.AbstractServer]:
+    """127.0.0.1:listen_port (and [::1]) → host:port, byte for byte, both ways."""
+    async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            while data := await r.read(1 << 16):
+                w.write(data)
+                await w.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                w.close()
+
+    async def client(cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        try:
+            ur, uw = await asyncio.open_connection(host, port)
+        except OSError:
+            cw.close()
+            return
+        try:
+            await asyncio.gather(pipe(cr, uw), pipe(ur, cw))
+        except asyncio.CancelledError:      # this process is ending (quit): the connections go with it
+            cw.close()
+            uw.close()
+
+    servers = [await asyncio.start_server(client, "127.0.0.1", listen_port)]
+    if socket.has_ipv6:
+        with contextlib.suppress(OSError):            # localhost may resolve to ::1 first
+            servers.append(await asyncio.start_server(client, "::1", listen_port))
+    return servers
+
+
+class Clock:
+    """The page's performance.now() (ms) → time.monotonic() (s): the offset from the
+    evaluation with the shortest round trip so far."""
+
+    def __init__(self):
+        self.offset, self.rtt = 0.0, float("inf")
+
+    async def sync(self, page) -> None:
+        for _ in range(3):
+            t0 = time.monotonic()
+            now_ms = await page.evaluate("performance.now()")
+            t1 = time.monotonic()
+            if t1 - t0 < self.rtt:
+                self.rtt, self.offset = t1 - t0, (t0 + t1) / 2 - now_ms / 1000
+
+    def __call__(self, ms: float) -> float:
+        return self.offset + ms / 1000
+
+
+async def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    port = int(cfg["api_url"].rsplit(":", 1)[1])
+    servers = await forward(port, cfg["forward_to"], port)
+    browser = await Chromium(hide_mdns=False).start()
+    dash: Dashboard | None = None
+    viewer: Viewer | None = None
+    clock = Clock()
+    frames: list[float] = []
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+
+    def out(obj: dict) -> None:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    try:
+        while line := await reader.readline():
+            msg = json.loads(line)
+            cmd = msg.get("cmd")
+            try:
+                if cmd == "create":
+                    dash = await Dashboard.open(browser, cfg["api_url"] + "/dashboard", timeout=30)
+                    out({"sessionId": dash.session_id, "pin": dash.pin})
+                elif cmd == "approve":
+                    p = msg.get("prefs") or {}
+                    await dash.approve(resolution=p.get("resolution"), frame_rate=p.get("frameRate"),
+                                       auto_quality=p.get("autoQuality"), timeout=30)
+                    viewer = await Viewer.open(browser, cfg["api_url"], dash.session_id, no_ice_servers=True)
+                    await viewer.page.evaluate(FRAME_HOOK)
+                    await clock.sync(viewer.page)
+                    out({"ok": True})
+                elif cmd == "report":
+                    got = await viewer.page.evaluate(TAKE) if viewer else {}
+                    if viewer:
+                        await clock.sync(viewer.page)
+                    frames.extend(clock(t) for t in got.get("frames", []))
+                    out({"frames": frames, "presented": got.get("presented", 0), "state": got.get("state"),
+                         "stats": got.get("stats"), "clock_rtt_ms": round(clock.rtt * 1000, 1),
+                         "rows": [{"type": "offer", "negotiationId": n} for n in got.get("offers", [])]})
+                elif cmd == "quit":
+                    break
+                else:
+                    out({"error": f"unknown cmd {cmd}"})
+            except (TimeoutError, asyncio.TimeoutError, RuntimeError, KeyError, AttributeError) as e:
+                console = [str(m) for m in (viewer or dash).page.console[-20:]] if (viewer or dash) else []
+                out({"error": f"{type(e).__name__}: {e}", "console": console})
+    finally:
+        # The pages' console (the viewer logs its states, offers and errors) into this process's log.
+        for name, p in (("dashboard", dash), ("viewer", viewer)):
+            for m in (p.page.console[-200:] if p else []):
+                print(f"{name}: {m}", file=sys.stderr)
+        await browser.close()
+        for s in servers:
+            s.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
