@@ -16,12 +16,12 @@ import CastCore
 /// It spends bandwidth only where there is room: it stays off above
 /// `maxPacketsPerSecond` of original media (there a receiver's next gap comes
 /// soon enough), whenever media plus copies would pass `maxTotalBitsPerSecond`,
-/// and when the receiver's REMB says the path is congested (copies would add
-/// to the loss): below the media rate alone, or for `congestionHold` after it
-/// fell by more than 10 % (the delay-based estimator's back-off). Its value is
-/// no capacity to fill otherwise: a receiver caps it near 1.5 × what it gets
-/// from an application-limited stream, so it lags behind the copies' own rate
-/// for a while after they start. "Loss seen" is a NACK, a receiver
+/// and while the receiver's REMB is below the media rate alone (the path cannot
+/// carry even the media; copies would add to the loss). REMB says little more
+/// here: a receiver caps it near 1.5 × what it gets from an application-limited
+/// stream, so it lags behind the copies' own rate after they start, and its
+/// delay-based back-offs fire on mere jitter (10 ms of it held the copies off
+/// for most of a lossy run when a back-off paused them). "Loss seen" is a NACK, a receiver
 /// report with a non-zero fraction lost, or transport-cc feedback reporting a
 /// loss, in the last `lossMemory`.
 /// Pure state: time is passed in.
@@ -33,19 +33,17 @@ public struct LossProtection: Sendable {
         public var maxPacketsPerSecond: Int
         public var maxTotalBitsPerSecond: Int64
         public var lossMemory: Duration
-        public var congestionHold: Duration
         /// Copies waiting at most, per delay; beyond it the oldest are dropped (and counted).
         public var maxPending: Int
 
         public init(enabled: Bool = true, copyDelays: [Duration] = [.milliseconds(60), .milliseconds(250)],
                     maxPacketsPerSecond: Int = 120, maxTotalBitsPerSecond: Int64 = 3_000_000,
-                    lossMemory: Duration = .seconds(10), congestionHold: Duration = .seconds(5), maxPending: Int = 512) {
+                    lossMemory: Duration = .seconds(10), maxPending: Int = 512) {
             self.enabled = enabled
             self.copyDelays = copyDelays.filter { $0 >= .zero }.sorted()
             self.maxPacketsPerSecond = max(0, maxPacketsPerSecond)
             self.maxTotalBitsPerSecond = max(0, maxTotalBitsPerSecond)
             self.lossMemory = lossMemory
-            self.congestionHold = congestionHold
             self.maxPending = max(1, maxPending)
         }
 
@@ -61,7 +59,6 @@ public struct LossProtection: Sendable {
     public private(set) var copiesDropped = 0
     private var lastLossAt: Instant?
     private var bandwidthEstimate: Int64?
-    private var congestedUntil: Instant?
     /// Original media sent in the last second: (when, bytes), oldest first from `windowHead`.
     private var window: [(at: Instant, bytes: Int)] = []
     private var windowHead = 0
@@ -80,10 +77,8 @@ public struct LossProtection: Sendable {
     public mutating func lossSeen(now: Instant) { lastLossAt = now }
 
     /// The receiver's latest estimate of the path's capacity (REMB).
-    public mutating func bandwidthEstimated(bitsPerSecond: UInt64, now: Instant) {
-        let e = Int64(clamping: bitsPerSecond)
-        if let prev = bandwidthEstimate, e < prev / 10 * 9 { congestedUntil = now + configuration.congestionHold }
-        bandwidthEstimate = e
+    public mutating func bandwidthEstimated(bitsPerSecond: UInt64) {
+        bandwidthEstimate = Int64(clamping: bitsPerSecond)
     }
 
     /// Whether a packet sent at `now` would get copies.
@@ -100,7 +95,6 @@ public struct LossProtection: Sendable {
         guard packets <= configuration.maxPacketsPerSecond,
               Int64(media) * 8 * Int64(1 + configuration.copyDelays.count) <= configuration.maxTotalBitsPerSecond
         else { return false }
-        if let until = congestedUntil, now < until { return false }
         if let e = bandwidthEstimate, e < Int64(media) * 8 { return false }
         return true
     }

@@ -309,7 +309,7 @@ public struct VideoSender: Sendable {
             case .remb(let remb):
                 let e = BandwidthEstimate(source: .remb, bitsPerSecond: remb.bitrate)
                 statistics.bandwidth = e
-                protection.bandwidthEstimated(bitsPerSecond: e.bitsPerSecond, now: now)
+                protection.bandwidthEstimated(bitsPerSecond: e.bitsPerSecond)
                 events.append(.bandwidthEstimate(e))
             case .transportCC(let fb):
                 if let e = transportCC.estimate(fb) {
