@@ -988,7 +988,9 @@ async def p0429_storm(w: World) -> Result:
         storm = await c.rx.cmd(cmd="insert", rows=[{"message_type": f"refresh_{i}", "payload": {}} for i in range(80)],
                                timeout=120)
         w.router.control(cmd="cut")
-        await asyncio.sleep(8)                        # castd declares the peer lost and re-offers into the exhausted budget
+        # castd declares the peer lost and re-offers into the exhausted budget: ICE is disconnected
+        # 7 s after the last consent answer (up to 5 s before the cut), §11 re-offers 5 s later.
+        await asyncio.sleep(15)
         w.router.control(cmd="restore")
         t_back = time.monotonic()
         try:
