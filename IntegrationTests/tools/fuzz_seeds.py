@@ -259,6 +259,9 @@ async def cast(stack, seconds: float, clear_rtp: list[bytes], sdps: list[str], r
                 await sender.wait_approved(timeout=10)
                 await sender.start()
                 await rx.wait_frames(20, timeout=20)
+                for pc in (sender.pc, rx.pc):  # the offer and the answer as each peer made them
+                    if pc is not None and pc.localDescription is not None:
+                        sdps.append(pc.localDescription.sdp)
                 await rx.send_pli()
                 await rx.send_fir()
                 await asyncio.sleep(seconds)
@@ -529,34 +532,58 @@ async def mdns_traffic() -> None:
     r.close()
 
 
+def candidate_ports(sdps: list[str], rows: list[dict]) -> set[int]:
+    """The UDP ports of every ICE candidate the two peers offered (SDP lines and trickled rows)."""
+    lines = [l for t in sdps for l in re.split(r"\r?\n", t) if l.startswith("a=candidate:")]
+    lines += [r["payload"]["candidate"] for r in rows
+              if isinstance(r.get("payload"), dict) and isinstance(r["payload"].get("candidate"), str)]
+    return {int(f[5]) for f in (l.split() for l in lines) if len(f) > 5 and f[5].isdigit()}
+
+
+def generate(stack, out: Path, seconds: float) -> tuple[dict[str, int], str]:
+    """Capture a cast through `stack` and write the seeds to out/<Target>/; (counts, summary)."""
+    sniff = Sniffer()
+    sniff.start()
+    clear_rtp: list[bytes] = []
+    sdps: list[str] = []
+    rows: list[dict] = []
+    try:
+        asyncio.run(cast(stack, seconds, clear_rtp, sdps, rows))
+        asyncio.run(mdns_traffic())
+        time.sleep(0.5)
+    finally:
+        sniff.stop()
+    # Only this cast's flows: other programs on the machine may use loopback too.
+    ports = candidate_ports(sdps, rows) | {stack.stun_port}
+    sniff.udp = [u for u in sniff.udp if u[0][1] in ports or u[1][1] in ports or u[1][1] == 5353]
+    seeds = Seeds(out)
+    build(seeds, sniff, stack, clear_rtp, sdps, rows)
+    counts = seeds.write()
+    return counts, (f"captured {len(sniff.udp)} UDP packets of the cast, {len(sniff.tcp)} TCP segments, "
+                    f"{len(clear_rtp)} clear RTP/RTCP packets, {len(sdps)} SDPs")
+
+
+def leaked_tokens(out: Path) -> list[Path]:
+    """Seed files holding a JWT-shaped string other than the dummy."""
+    return [p for p in out.rglob("*") if p.is_file()
+            and any(m != DUMMY_JWT for m in JWT_RE.findall(p.read_bytes().decode("latin-1")))]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(REPO / "Fuzz" / "Seeds"))
     ap.add_argument("--seconds", type=float, default=4.0, help="cast time after the first frames")
     args = ap.parse_args()
     from conftest import devstack_down, devstack_up
-    sniff = Sniffer()
-    sniff.start()
     stack = devstack_up()
-    clear_rtp: list[bytes] = []
-    sdps: list[str] = []
-    rows: list[dict] = []
     try:
-        asyncio.run(cast(stack, args.seconds, clear_rtp, sdps, rows))
-        asyncio.run(mdns_traffic())
-        time.sleep(0.5)
+        counts, summary = generate(stack, Path(args.out), args.seconds)
     finally:
-        sniff.stop()
         devstack_down(stack.state_dir)
-    seeds = Seeds(Path(args.out))
-    build(seeds, sniff, stack, clear_rtp, sdps, rows)
-    counts = seeds.write()
-    print(f"captured {len(sniff.udp)} UDP and {len(sniff.tcp)} TCP packets, {len(clear_rtp)} clear RTP/RTCP")
+    print(summary)
     for t, n in counts.items():
         print(f"  {t:22s} {n:3d} seeds")
-    # No credential may survive into the seeds.
-    bad = [p for p in Path(args.out).rglob("*") if p.is_file()
-           and any(m != DUMMY_JWT for m in JWT_RE.findall(p.read_bytes().decode("latin-1")))]
+    bad = leaked_tokens(Path(args.out))
     if bad:
         print("fuzz-seeds: a token survived in", bad, file=sys.stderr)
         return 1
