@@ -14,7 +14,8 @@ to that: the real Chromium answers in Tests/CastWebRTCTests/Fixtures, the SDP bo
 peers exchanged, access units from ffmpeg's libx264 (the encoder castd links), and the
 answers of tools/mdns_responder.py. Each capture is cut to the input layout of its
 target (see Fuzz/Sources/Fuzz*/), at most MAX_FILES files per target of at most
-MAX_BYTES bytes each, named by their SHA-1 (libFuzzer's naming).
+MAX_BYTES bytes each, named by their SHA-1 (libFuzzer's naming). Files named
+regression-<sha1> (inputs of crashes found and fixed) are kept across regenerations.
 
 Secrets: every JWT-shaped string becomes a fixed dummy JWT, refresh tokens and
 passwords become dummies, so committed seeds hold no credential, even a throw-away one.
@@ -29,7 +30,6 @@ import json
 import os
 import random
 import re
-import shutil
 import socket
 import struct
 import subprocess
@@ -315,9 +315,10 @@ class Seeds:
             if len(items) > MAX_FILES:  # keep a spread: the first few, then an even sample
                 items = items[:8] + rnd.sample(items[8:], MAX_FILES - 8)
             d = self.out / target
-            if d.exists():
-                shutil.rmtree(d)
-            d.mkdir(parents=True)
+            d.mkdir(parents=True, exist_ok=True)
+            for old in d.iterdir():  # regression-<sha1>: inputs of fixed crashes, kept
+                if not old.name.startswith("regression-"):
+                    old.unlink()
             for item in items:
                 (d / hashlib.sha1(item).hexdigest()).write_bytes(item)
             counts[target] = len(items)
