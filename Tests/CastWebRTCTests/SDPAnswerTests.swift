@@ -110,6 +110,19 @@ enum ChromeFixture {
         #expect(a.endOfCandidates)
     }
 
+    /// Found by FuzzSDP (Fuzz/Seeds/SDP/ has the input): an extmap whose id is empty, "/"
+    /// or "/sendonly" trapped on an empty split; such a line is now skipped like any bad one.
+    @Test(arguments: ["/", "/sendonly", "", "x/recvonly"])
+    func extmapWithoutAnIdIsSkippedNotATrap(id: String) throws {
+        let text = try ChromeFixture.text("chrome-answer-mdns.sdp")
+            .replacingOccurrences(of: "a=extmap:4 ", with: "a=extmap:\(id) ")
+        let a = try AnswerParser.parse(text, offer: Self.baseline)
+        #expect(a.video.headerExtensions == [HeaderExtensionURI.absSendTime: 2, HeaderExtensionURI.transportWideCC: 3])
+        let withDirection = try ChromeFixture.text("chrome-answer-mdns.sdp")
+            .replacingOccurrences(of: "a=extmap:4 ", with: "a=extmap:4/recvonly ")
+        #expect(try AnswerParser.parse(withDirection, offer: Self.baseline).video.headerExtensions[HeaderExtensionURI.playoutDelay] == 4)
+    }
+
     @Test func rejectedOptionalAudioIsNotAnError() throws {
         let offer = OfferBuilder.build(SDPFixtures.options(main: true, audio: true))
         let text = try ChromeFixture.text("chrome-answer-main-audio.sdp").replacingOccurrences(of: "m=audio 9 ", with: "m=audio 0 ")

@@ -146,7 +146,9 @@ public enum AnswerParser {
         var ext: [String: Int] = [:]
         for v in m.values("extmap") {
             let p = v.split(separator: " ")
-            guard p.count >= 2, let id = Int(p[0].split(separator: "/")[0]), (1...14).contains(id) else { continue }
+            // `id[/direction]`; a value like "/" has no id at all (found by FuzzSDP).
+            guard p.count >= 2, let idText = p[0].split(separator: "/", omittingEmptySubsequences: false).first,
+                  let id = Int(idText), (1...14).contains(id) else { continue }
             let uri = String(p[1])
             // Only extensions castd offered may be used, with the id the answer gives (RFC 8285 §6).
             if offer.headerExtensions.contains(where: { $0.uri == uri }) { ext[uri] = id }
