@@ -379,25 +379,44 @@ def delta(stats: list[dict], key: str) -> int:
 
 # ---------------------------------------------------------------- scenarios
 
+@dataclass
+class Window:
+    """One impaired stretch of a running cast, as loss_scenario and chromium_loss measure it."""
+    before: dict          # the receiver's report just before the impairment
+    after: dict           # its report at the end of the impairment
+    t0: float             # impairment on (monotonic)
+    t1: float             # impairment off
+    t_end: float          # after one more castd stats line
+    stats: list[dict]     # castd's stats lines from the last one before t0 on
+    router_lost: int      # packets the router dropped meanwhile
+
+
+async def impaired_window(w: World, c: "Cast", seconds: float, impair: dict) -> Window:
+    await asyncio.sleep(3)
+    n_stats = len(c.stats_lines())
+    before = await c.report()
+    lost0 = router_lost(w)
+    w.impair(**impair)
+    t0 = time.monotonic()
+    await asyncio.sleep(seconds)
+    t1 = time.monotonic()
+    after = await c.report()
+    await asyncio.sleep(5.5)          # one more castd stats line (every 5 s)
+    w.impair()
+    return Window(before, after, t0, t1, time.monotonic(), c.stats_lines()[max(0, n_stats - 1):],
+                  router_lost(w) - lost0)
+
+
 async def loss_scenario(w: World, name: str, seconds: float, **impair) -> Result:
     desc = ", ".join(f"{k}={v}" for k, v in impair.items())
     r = Result(name, "NACK/RTX and PLI recover: ≥ 24 fps delivered at 1080p30, no freeze over 1 s (issue 8 §1)")
     async with casting(w, name) as c:
-        await asyncio.sleep(3)
-        before = len(c.stats_lines())
-        lost0 = router_lost(w)
-        w.impair(**impair)
-        t0 = time.monotonic()
-        await asyncio.sleep(seconds)
-        t1 = time.monotonic()
-        rep = await c.report()
-        await asyncio.sleep(5.5)          # one more stats line (every 5 s)
-        w.impair()
-        st = c.stats_lines()[max(0, before - 1):]
-        f = frame_figures(rep["frames"], t0, t1)
+        win = await impaired_window(w, c, seconds, impair)
+        rep, st = win.after, win.stats
+        f = frame_figures(rep["frames"], win.t0, win.t1)
         figs = {**f, "impairment": desc, "nacks": delta(st, "nacks"), "retransmits": delta(st, "retransmits"),
                 "copies": delta(st, "copies"), "plis": delta(st, "plis"), "rtt_ms": st[-1].get("rtt_ms") if st else None,
-                "router_lost": router_lost(w) - lost0,
+                "router_lost": win.router_lost,
                 "offers": sum(1 for x in rep["rows"] if x["type"] == "offer")}
         ok = f["fps"] >= 24 and f["freezes_over_1s"] == 0 and c.daemon.proc.returncode is None
         return check(r, ok, f"{f['fps']} fps, longest gap {f['max_gap_s']} s, {figs['retransmits']} retransmissions "
@@ -425,21 +444,10 @@ async def chromium_loss(w: World, name: str, seconds: float, **impair) -> Result
     root_ns = os.environ["FAULTS_ROOT_NETNS"]
     root0, inside0 = read_counters(table, root_ns), read_counters(table, w.ns_r)["run_any"]
     async with casting(w, name, chromium=True) as c:
-        await asyncio.sleep(3)
-        before = len(c.stats_lines())
-        s0 = (await c.report())["stats"]
-        lost0 = router_lost(w)
-        w.impair(**impair)
-        t0 = time.monotonic()
-        await asyncio.sleep(seconds)
-        t1 = time.monotonic()
-        rep = await c.report()
-        s1 = rep["stats"]
-        await asyncio.sleep(5.5)          # one more castd stats line (every 5 s)
-        w.impair()
-        st = c.stats_lines()[max(0, before - 1):]
-        sent_fps = c.sent_fps(t0, time.monotonic())
-        lost = router_lost(w) - lost0
+        win = await impaired_window(w, c, seconds, impair)
+        rep, st, t0, t1, lost = win.after, win.stats, win.t0, win.t1, win.router_lost
+        s0, s1 = win.before["stats"], rep["stats"]
+        sent_fps = c.sent_fps(t0, win.t_end)
         alive = c.daemon.proc.returncode is None
     # In the machine's namespace, during this row: packets of the run's processes through a real
     # interface, and anyone's mDNS or multicast group reports there.
