@@ -150,6 +150,16 @@ class Sniffer:
 # --------------------------------------------------------------------------- HTTP / WebSocket
 
 
+def http_answer(head: bytes, headers: dict, body: bytes) -> bytes:
+    """An HTTP/1.1 answer again from its head and (changed) body, framed as the head says."""
+    lines = [f"Content-Length: {len(body)}" if l.lower().startswith("content-length:") else l
+             for l in head.decode("latin-1").split("\r\n")]
+    out = "\r\n".join(lines).encode("latin-1")
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        return out + (f"{len(body):x}\r\n".encode() + body + b"\r\n" if body else b"") + b"0\r\n\r\n"
+    return out + body
+
+
 def split_http(stream: bytes, responses: bool) -> tuple[list[tuple[str, dict, bytes, bytes]], bytes]:
     """Messages (start line, headers, body, raw head) until an Upgrade; returns them and what follows."""
     msgs, i = [], 0
@@ -436,6 +446,13 @@ def build(seeds: Seeds, sniff: Sniffer, stack, clear_rtp: list[bytes], sdps: lis
             if status == 101:
                 seeds.add("SignalingWebSocket", b"\x00" + head)
                 continue
+            # The development HTTP client's parser: the whole answer as the gateway framed it
+            # (scrubbed, so Content-Length / the chunk size follow the new body), read as GET in
+            # 1- and 8-byte pieces, and its head alone as the answer to a HEAD.
+            raw = http_answer(scrub_bytes(head), headers, body)
+            for mode in (0x00, 0x0E):
+                seeds.add("SignalingHTTP", bytes([mode]) + raw)
+            seeds.add("SignalingHTTP", b"\x01" + scrub_bytes(head))
             if "json" not in headers.get("content-type", ""):
                 continue
             if path.startswith("/auth/"):
