@@ -63,10 +63,10 @@ import CastCore
         #expect(p.isActive(now: ms(100)))
         for i in 100..<130 { p.sent(UInt16(i), bytes: 1000, kind: .original, now: ms(Int64(i))) }   // 1.04 Mbit/s × 3
         #expect(!p.isActive(now: ms(130)))
-        // Retransmissions and copies do not count as media here.
+        // Retransmissions do not count as media here.
         var q = LossProtection(configuration: .init(maxTotalBitsPerSecond: 3_000_000))
         q.lossSeen(now: ms(0))
-        for i in 0..<200 { q.sent(UInt16(i), bytes: 1000, kind: i % 2 == 0 ? .copy : .retransmission, now: ms(Int64(i))) }
+        for i in 0..<200 { q.sent(UInt16(i), bytes: 1000, kind: .retransmission, now: ms(Int64(i))) }
         #expect(q.isActive(now: ms(200)))
     }
 

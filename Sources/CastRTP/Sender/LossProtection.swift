@@ -52,7 +52,7 @@ public struct LossProtection: Sendable {
     }
 
     /// What a sent packet was, for `sent(_:bytes:kind:now:)`.
-    public enum Kind: Sendable { case original, retransmission, copy }
+    public enum Kind: Sendable { case original, retransmission }
 
     public let configuration: Configuration
     public private(set) var copiesScheduled = 0
@@ -99,10 +99,9 @@ public struct LossProtection: Sendable {
         return true
     }
 
-    /// Records a packet that left at `now` (`bytes` on the wire) and, for media and
-    /// retransmissions, schedules its copies when protection is on (copies are not copied).
+    /// Records a media packet or a retransmission that left at `now` (`bytes` on the wire)
+    /// and schedules its copies when protection is on. Copies are not reported here.
     public mutating func sent(_ seq: UInt16, bytes: Int, kind: Kind, now: Instant) {
-        guard kind != .copy else { return }
         if kind == .original {
             window.append((now, bytes))
             windowMediaBytes += bytes

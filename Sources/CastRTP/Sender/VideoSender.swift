@@ -260,7 +260,6 @@ public struct VideoSender: Sendable {
             protection.sent(item.packet.header.sequenceNumber, bytes: bytes.count, kind: .original, now: now)
         } else if item.isCopy {
             statistics.copiesSent += 1
-            protection.sent(item.packet.header.sequenceNumber, bytes: bytes.count, kind: .copy, now: now)
         } else {
             statistics.retransmissionsSent += 1
             protection.sent(item.packet.header.sequenceNumber, bytes: bytes.count, kind: .retransmission, now: now)
