@@ -8,6 +8,10 @@ public protocol MediaPipeline: MediaPort {
     func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void)
     /// The receiver asked for a keyframe (PLI/FIR, already rate-limited).
     func requestKeyframe()
+    /// The congestion controller's target for the media, in bit/s (issue 14).
+    func setTargetBitrate(_ bitsPerSecond: Int)
+    /// How much earlier media the sink still holds (the peer's pacer queue, as time).
+    func attach(backlog: @escaping @Sendable () -> Duration)
     /// Who hears that capture cannot start without a person (the portal's dialog waits, nobody is there).
     func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void)
 }

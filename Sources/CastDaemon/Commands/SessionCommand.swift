@@ -49,8 +49,10 @@ enum SessionCommand {
         peerOptions.includeLoopback = environment["CASTD_ICE_LOOPBACK"] == "1"
         let media = MediaFactory.make(o, environment: environment, log: log)
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
-                                onKeyframeRequest: { media.requestKeyframe() })
+                                onKeyframeRequest: { media.requestKeyframe() },
+                                onTargetBitrate: { bps in media.setTargetBitrate(bps) })
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
+        media.attach(backlog: { peer.mediaBacklog() })
 
         let signaling = BackendSignaling(sessionID: o.sessionId, config: backend.config, identity: backend.identity,
                                          transport: backend.transport, clock: clock, log: log,
@@ -116,6 +118,8 @@ final class ReadinessNotifier: @unchecked Sendable {
                     log.write(LogLine(.info, "stats", [
                         ("captured", m?.captured ?? 0), ("encoded", m?.encoded ?? 0), ("ring_dropped", m?.ringDropped ?? 0),
                         ("ring_skipped", m?.ringSkipped ?? 0),
+                        ("target_kbps", (m?.targetBitrate ?? 0) / 1000), ("encoder_kbps", (m?.encoderBitrate ?? 0) / 1000),
+                        ("fps_target", m?.frameRate ?? 0), ("congestion_skipped", m?.congestionSkipped ?? 0),
                         ("frames_sent", v.framesSent), ("keyframes_sent", v.keyframesSent), ("kbytes_sent", v.bytesSent / 1024),
                         ("nacks", v.nacksReceived), ("retransmits", v.retransmissionsSent), ("nacks_ignored", v.nacksIgnored),
                         ("copies", v.copiesSent),

@@ -160,7 +160,7 @@ public enum DevSend {
                     if let k = (1...units.count).lazy.map({ (index + $0) % units.count })
                         .first(where: { AnnexBAccessUnits.isKeyframe(units[$0]) }) { index = k }
                 }
-                runner.send(accessUnit: units[index], captureTime: clock.now())
+                _ = runner.send(accessUnit: units[index], captureTime: clock.now())
                 index = (index + 1) % units.count
             }
             if clock.now() - lastStats >= .seconds(1), let s = await runner.statistics() {

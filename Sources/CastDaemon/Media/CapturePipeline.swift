@@ -27,6 +27,13 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         var endedRingSkipped: UInt64 = 0
         var currentRing = FrameRingStats()
         public var encoder: String = "-"
+        /// Frames not encoded because the peer's pacer still held more than a frame
+        /// interval of earlier media (a congested link: encoding them would only queue).
+        public var congestionSkipped: UInt64 = 0
+        /// The congestion controller's latest target (0: none yet) and what the ladder made of it.
+        public var targetBitrate = 0
+        public var encoderBitrate = 0
+        public var frameRate = 0
         /// Per-frame durations since the last `drainStageTimes()`: XShm capture, downscale,
         /// BGRx → I420/NV12, encode, and capture time → access unit out (the sum plus waits).
         public var capture = StageTimes(), scale = StageTimes(), convert = StageTimes()
@@ -44,9 +51,15 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private let clock = SystemMonotonicClock()
     private let running = Atomic<Bool>(false)
     private let keyframeWanted = Atomic<Bool>(false)
+    /// The congestion controller's target in bit/s (0 until the first estimate), written by the
+    /// peer's thread, read by the encode thread on every frame.
+    private let targetBitrate = Atomic<Int>(0)
+    /// The frame rate the ladder chose (0: the caps'), written by the encode thread, read by capture.
+    private let wantedFrameRate = Atomic<Int>(0)
     private let lock = NSLock()
     private var sink: (@Sendable ([UInt8], Instant) -> Void)? = nil   // guarded by `lock`
     private var needsUser: (@Sendable (String) -> Void)? = nil          // guarded by `lock`
+    private var backlog: (@Sendable () -> Duration)? = nil              // guarded by `lock`
     private var stats = Statistics()                                 // guarded by `lock`
     private var finished: DispatchSemaphore? = nil                   // owner only
 
@@ -62,6 +75,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
 
     public func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void) { lock.withLock { self.sink = sink } }
     public func requestKeyframe() { keyframeWanted.store(true, ordering: .relaxed) }
+    /// The congestion controller's target for the media (issue 14); applied at the next frame.
+    public func setTargetBitrate(_ bitsPerSecond: Int) { targetBitrate.store(max(0, bitsPerSecond), ordering: .relaxed) }
+    /// How much media the sink (the peer's pacer) still holds, as time at its pacing rate.
+    public func attach(backlog: @escaping @Sendable () -> Duration) { lock.withLock { self.backlog = backlog } }
     public func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { needsUser = handler } }
     public var statistics: Statistics { lock.withLock { stats } }
 
@@ -224,6 +241,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 end = .failed
                 break capturing
             }
+            let ladderRate = wantedFrameRate.load(ordering: .relaxed)
+            if ladderRate > 0, ladderRate != pacer.frameRate { pacer.setFrameRate(min(ladderRate, caps.maxFrameRate), now: clock.now()) }
             let wait = pacer.nextTick - clock.now()
             if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
             let now = clock.now()
@@ -272,6 +291,32 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
 
     // MARK: - Encode thread
 
+    /// Feeds the latest target to the ladder and applies its decision to the encoder (and,
+    /// through `wantedFrameRate`, to the capture thread). Encode thread only.
+    private func adapt(_ ladder: inout RateLadder, chain: EncoderChain) {
+        let target = targetBitrate.load(ordering: .relaxed)
+        guard target > 0 else { return }
+        guard let d = ladder.update(targetBitrate: target, now: clock.now()) else { return }
+        let fpsChanged = d.frameRate != chain.config.frameRate
+        do {
+            try chain.setBitrate(d.bitrate)
+            if fpsChanged { try chain.setFrameRate(d.frameRate) }
+        } catch {
+            log.write(LogLine(.warning, "rate_change_failed", [("bitrate", d.bitrate), ("fps", d.frameRate), ("error", "\(error)")]))
+            return
+        }
+        wantedFrameRate.store(d.frameRate, ordering: .relaxed)
+        lock.withLock {
+            stats.targetBitrate = target
+            stats.encoderBitrate = d.bitrate
+            stats.frameRate = d.frameRate
+        }
+        if fpsChanged {
+            log.write(LogLine(.info, "rate_change", [("target_kbps", target / 1000), ("encoder_kbps", d.bitrate / 1000),
+                                                    ("fps", d.frameRate), ("size", "\(ladder.size)")]))
+        }
+    }
+
     private func encodeLoop<Slot: FrameSlot>(ring: FrameRing<Slot>, captured: FrameSize, caps: CaptureCaps,
                                              published: DispatchSemaphore, alive: Flag) {
         let config = EncoderConfig(caps: caps, captured: captured)
@@ -284,8 +329,16 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             log.write(LogLine(.error, "encoder_unavailable", [("error", "\(error)")]))
             return
         }
-        lock.withLock { stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-" }
+        lock.withLock {
+            stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"
+            stats.encoderBitrate = config.bitrate
+            stats.frameRate = config.frameRate
+        }
         let target = config.size
+        // Issue 14: the controller's target sets the encoder's bitrate and, below thresholds,
+        // the frame rate; the resolution stays (spec §7 maintainResolution).
+        var ladder = RateLadder(size: target, maxFrameRate: config.frameRate, maxBitrate: config.bitrate)
+        let backlog = lock.withLock { self.backlog }
         let scaler = target == captured ? nil : Scaler(from: captured, to: target)
         let scaled = scaler.map { _ in MemorySlot(capacity: target.width * target.height * 4) }
         if scaler != nil {
@@ -295,6 +348,14 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             _ = published.wait(timeout: .now() + .milliseconds(200))
             guard alive.value else { break }
             guard let lease = ring.takeNewest() else { continue }
+            adapt(&ladder, chain: chain)
+            // Drop, never queue (DESIGN): while the pacer still holds more than a frame interval
+            // of earlier media, a new frame would only wait behind it; the next one is fresher.
+            if let held = backlog?(), held > .nanoseconds(1_000_000_000 / Int64(max(1, ladder.current.frameRate))) {
+                ring.finishRead(lease)
+                lock.withLock { stats.congestionSkipped += 1 }
+                continue
+            }
             if keyframeWanted.exchange(false, ordering: .relaxed) { chain.requestKeyframe() }
             var frame = lease.frame
             var pixels = UnsafeRawPointer(lease.slot.bytes)

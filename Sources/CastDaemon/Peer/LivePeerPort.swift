@@ -16,15 +16,19 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     private var current: (nid: String, runner: PeerRunner)? = nil   // guarded by `lock`
     private var ignoredCandidates = 0                                // guarded by `lock`
     private let onKeyframeRequest: @Sendable () -> Void
+    private let onTargetBitrate: @Sendable (Int) -> Void
+    private var refusedLogged = 0   // guarded by `lock`
     private var mdnsProblemLogged = false   // guarded by `lock`
 
     public init(options: PeerRunner.Options, certificate: Certificate, clock: MonotonicClock, log: LogSink,
-                onKeyframeRequest: @escaping @Sendable () -> Void) {
+                onKeyframeRequest: @escaping @Sendable () -> Void,
+                onTargetBitrate: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.options = options
         self.certificate = certificate
         self.clock = clock
         self.log = log
         self.onKeyframeRequest = onKeyframeRequest
+        self.onTargetBitrate = onTargetBitrate
     }
 
     private func runner(for nid: String) -> PeerRunner? {
@@ -36,8 +40,17 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     /// Sends an encoded access unit to the current peer (dropped when there is none).
     public func send(accessUnit: [UInt8], captureTime: Instant) {
         if let dump = dumpHandle { dump.write(Data(accessUnit)) }
-        currentRunner()?.send(accessUnit: accessUnit, captureTime: captureTime)
+        guard let r = currentRunner(), !r.send(accessUnit: accessUnit, captureTime: captureTime) else { return }
+        // Refused: the peer's thread is behind. Later frames refer to this one, so the
+        // stream must restart from a keyframe.
+        onKeyframeRequest()
+        let n = r.accessUnitsRefused
+        let first = lock.withLock { () -> Bool in defer { refusedLogged += 1 }; return refusedLogged < 10 || n % 100 == 0 }
+        if first { log.write(LogLine(.warning, "access_unit_refused", [("refused_total", n), ("reason", "peer thread behind")])) }
     }
+
+    /// How much media the current peer's pacer holds (zero without a peer).
+    public func mediaBacklog() -> Duration { currentRunner()?.mediaBacklog ?? .zero }
 
     /// CASTD_DEBUG_H264_DUMP=<file>: append every access unit sent (Annex B), to inspect with ffprobe.
     private let dumpHandle: FileHandle? = {
@@ -51,10 +64,11 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     }
 
     public func create(negotiationId nid: String) async -> AsyncStream<SessionMachine.Input> {
-        let (stream, out) = AsyncStream.makeStream(of: SessionMachine.Input.self)
+        let (stream, out) = AsyncStream.makeStream(of: SessionMachine.Input.self, bufferingPolicy: .bufferingNewest(1024))
         let runner: PeerRunner
         do {
-            runner = try PeerRunner(options: options, certificate: certificate, clock: clock)
+            runner = try PeerRunner(options: options, certificate: certificate, clock: clock,
+                                    onTargetBitrate: onTargetBitrate)
         } catch {
             log.write(LogLine(.error, "peer_create_failed", [("error", "\(error)")]))
             out.yield(.peerState(negotiationId: nid, .failed))

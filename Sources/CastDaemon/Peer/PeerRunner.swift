@@ -2,6 +2,7 @@ import CastCore
 import CastOpenSSL
 import CastWebRTC
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -35,6 +36,10 @@ public final class PeerRunner: @unchecked Sendable {
     private let continuation: AsyncStream<PeerSession.Event>.Continuation
     private let driver: DatagramDriver<PeerSession>
     private var closed = false   // touched by the owner only
+    private let shared = SharedCounters()
+    /// At most this many access units wait for the peer's thread; a newer one is refused
+    /// (DESIGN: no queue after the encoder grows without bound).
+    static let maxPendingAccessUnits = 2
 
     /// Unix time at the monotonic clock's zero, for RTCP sender reports.
     static func wallclockOffset(clock: MonotonicClock) -> Duration {
@@ -44,7 +49,10 @@ public final class PeerRunner: @unchecked Sendable {
         return .nanoseconds(unixNanos - clock.now().nanoseconds)
     }
 
-    public init(options: Options, certificate: Certificate, clock: MonotonicClock) throws {
+    /// `onTargetBitrate` is called on the peer's thread whenever the congestion controller's
+    /// target changes (issue 14); it must only hand the value on.
+    public init(options: Options, certificate: Certificate, clock: MonotonicClock,
+                onTargetBitrate: @escaping @Sendable (Int) -> Void = { _ in }) throws {
         var config = PeerSession.Configuration(wallclockOffset: Self.wallclockOffset(clock: clock))
         config.stunServers = options.stunServers
         config.encoderCanDoMain = options.encoderCanDoMain
@@ -79,11 +87,20 @@ public final class PeerRunner: @unchecked Sendable {
         mdnsInterfaces = mdnsSockets.flatMap { m in m.interfaces.map { "\($0)/\(m.local.ip.isIPv6 ? "v6" : "v4")" } }
         let mdnsEndpoints = mdnsSockets.map(\.local)
         sockets += mdnsSockets as [any DatagramSocket]
-        let (stream, cont) = AsyncStream.makeStream(of: PeerSession.Event.self, bufferingPolicy: .unbounded)
+        // Control events only (candidates, states, keyframe requests): a bounded buffer whose
+        // reader drains it continuously; the newest are kept if it ever fills.
+        let (stream, cont) = AsyncStream.makeStream(of: PeerSession.Event.self, bufferingPolicy: .bufferingNewest(1024))
         events = stream
         continuation = cont
+        let shared = self.shared
+        var lastTarget: Int? = nil   // the driver thread's own
         driver = try DatagramDriver(core: session, sockets: sockets, clock: clock) { core in
             while let e = core.pollEvent() { cont.yield(e) }
+            shared.backlogNanoseconds.store(core.mediaBacklog.totalNanoseconds, ordering: .relaxed)
+            if let t = core.targetBitrate, t != lastTarget {
+                lastTarget = t
+                onTargetBitrate(t)
+            }
         }
         driver.start()
         let addresses = localAddresses
@@ -119,10 +136,28 @@ public final class PeerRunner: @unchecked Sendable {
         driver.perform { core, now in core.remoteEndOfCandidates(now: now) }
     }
 
-    /// Queues an access unit for the peer's thread; never waits for it.
-    public func send(accessUnit: [UInt8], captureTime: Instant) {
-        driver.perform { core, now in core.sendAccessUnit(accessUnit, captureTime: captureTime, now: now) }
+    /// Queues an access unit for the peer's thread; never waits for it. Returns false, and
+    /// drops it, when `maxPendingAccessUnits` already wait: the caller must then ask for a
+    /// keyframe, since later frames refer to the one dropped.
+    public func send(accessUnit: [UInt8], captureTime: Instant) -> Bool {
+        let shared = self.shared
+        guard shared.pendingAccessUnits.add(1, ordering: .relaxed).newValue <= Self.maxPendingAccessUnits else {
+            shared.pendingAccessUnits.subtract(1, ordering: .relaxed)
+            shared.refusedAccessUnits.add(1, ordering: .relaxed)
+            return false
+        }
+        driver.perform { core, now in
+            shared.pendingAccessUnits.subtract(1, ordering: .relaxed)
+            core.sendAccessUnit(accessUnit, captureTime: captureTime, now: now)
+        }
+        return true
     }
+
+    /// The media the peer's pacer held after its last turn, as time at its pacing rate.
+    public var mediaBacklog: Duration { .nanoseconds(shared.backlogNanoseconds.load(ordering: .relaxed)) }
+
+    /// Access units refused so far because the peer's thread was behind.
+    public var accessUnitsRefused: Int { shared.refusedAccessUnits.load(ordering: .relaxed) }
 
     public func statistics() async -> PeerSession.Statistics? {
         try? await perform { core, _ in core.statistics }
@@ -136,4 +171,14 @@ public final class PeerRunner: @unchecked Sendable {
         driver.stop()
         continuation.finish()
     }
+}
+
+/// What the encode thread and the peer's thread share about the media hand-over.
+private final class SharedCounters: Sendable {
+    /// Access units handed to the driver's mailbox and not yet taken by its thread.
+    let pendingAccessUnits = Atomic<Int>(0)
+    /// Access units refused because enough were already waiting (the peer's thread is behind).
+    let refusedAccessUnits = Atomic<Int>(0)
+    /// `PeerSession.mediaBacklog` as of the driver's last turn, in nanoseconds.
+    let backlogNanoseconds = Atomic<Int64>(0)
 }

@@ -225,6 +225,13 @@ public final class PeerSession {
         pump(now: now)
     }
 
+    /// The media the pacer still holds, as time at its pacing rate: the encode thread skips
+    /// a frame while this exceeds a frame interval (issue 14: drop, never queue).
+    public var mediaBacklog: Duration { .zero }   // MERGE(h-cc): video.queuedDuration
+
+    /// The congestion controller's target for the encoder, in bit/s (nil before the first estimate).
+    public var targetBitrate: Int? { nil }        // MERGE(h-cc): from the estimator
+
     public func close(now: Instant) {
         if state == .connected, let bye = video.goodbye(reason: "castd closed") { sendMedia(bye) }
         ice.close()

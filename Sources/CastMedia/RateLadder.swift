@@ -1,0 +1,144 @@
+import CastCore
+
+/// How the media side answers the congestion controller's target bitrate
+/// (issue 14): the resolution is kept (spec §7 `maintainResolution`), so a
+/// lower rate is met first by a higher QP (the encoder's CBR does that by
+/// itself) and, below per-rate thresholds, by a lower frame rate: 30 → 20 →
+/// 15 → 10 → 5 fps. Fewer, sharper frames read better for desktop text than
+/// many blurred ones, which is why screen-sharing senders (Chrome's
+/// "detail" content hint) give up frame rate before resolution too.
+///
+/// Thresholds are stated for 1080p and scale with the pixel count to the
+/// power 0.75 (bits per pixel needed fall as pictures grow; the usual
+/// rule of thumb for H.264 rate ladders). At 1080p a frame rate `f` is chosen
+/// while the target gives each frame at least about 85–90 kbit (≈ 11 KB) and
+/// 30 fps needs 2.6 Mbit/s; a 2 Mbit/s link (≈ 1.7–1.9 Mbit/s of target)
+/// lands on 15 fps with ≈ 120 kbit frames.
+///
+/// Down-steps follow the target at once (a frame that the link cannot carry
+/// only queues); up-steps need the target to clear the next threshold by
+/// `upMargin` for `upHold`, so an estimate that wobbles around a threshold
+/// does not make the frame rate flap.
+/// Pure: time is passed in.
+public struct RateLadder: Sendable {
+    public struct Step: Equatable, Sendable {
+        public var frameRate: Int
+        /// The lowest target (bit/s, at 1080p) at which this frame rate is used.
+        public var minimumBitrate1080p: Int
+        public init(frameRate: Int, minimumBitrate1080p: Int) {
+            self.frameRate = frameRate
+            self.minimumBitrate1080p = minimumBitrate1080p
+        }
+    }
+
+    public struct Decision: Equatable, Sendable {
+        /// What the encoder should aim at (bit/s): the target, within the caps.
+        public var bitrate: Int
+        public var frameRate: Int
+        public init(bitrate: Int, frameRate: Int) {
+            self.bitrate = bitrate
+            self.frameRate = frameRate
+        }
+    }
+
+    /// Ascending frame rates; the first step applies below every threshold.
+    public static let standardSteps: [Step] = [
+        Step(frameRate: 5, minimumBitrate1080p: 0),
+        Step(frameRate: 10, minimumBitrate1080p: 800_000),
+        Step(frameRate: 15, minimumBitrate1080p: 1_300_000),
+        Step(frameRate: 20, minimumBitrate1080p: 1_900_000),
+        Step(frameRate: 30, minimumBitrate1080p: 2_600_000),
+    ]
+
+    public let size: FrameSize
+    /// The receiver's (spec §5) or the caps' frame rate: never exceeded.
+    public let maxFrameRate: Int
+    /// The caps' bitrate for this size (spec §7: 4 Mbit/s at 1080p, 2.5 at 720p): never exceeded.
+    public let maxBitrate: Int
+    /// The floor below which the encoder is not asked to go (x264 needs some bits to stay sane).
+    public let minBitrate: Int
+    public let upMargin: Double
+    public let upHold: Duration
+    private let thresholds: [(frameRate: Int, minimum: Int)]
+    public private(set) var current: Decision
+    private var upCandidateSince: Instant?
+
+    public init(size: FrameSize, maxFrameRate: Int, maxBitrate: Int, minBitrate: Int = 100_000,
+                steps: [Step] = RateLadder.standardSteps, upMargin: Double = 0.15, upHold: Duration = .seconds(2)) {
+        self.size = size
+        let maxFPS = max(1, maxFrameRate)
+        self.maxFrameRate = maxFPS
+        self.maxBitrate = max(minBitrate, maxBitrate)
+        self.minBitrate = max(1, minBitrate)
+        self.upMargin = max(0, upMargin)
+        self.upHold = upHold
+        let scale = Self.scale(for: size)
+        var t = steps.filter { $0.frameRate <= maxFPS }
+            .sorted { $0.frameRate < $1.frameRate }
+            .map { (frameRate: $0.frameRate, minimum: Int(Double($0.minimumBitrate1080p) * scale)) }
+        // The receiver's own rate (e.g. 24) is a step of its own when no standard one equals it.
+        if t.last?.frameRate != maxFPS {
+            let top = steps.filter { $0.frameRate > maxFPS }.map(\.minimumBitrate1080p).min()
+            t.append((frameRate: maxFPS, minimum: top.map { Int(Double($0) * scale) } ?? (t.last?.minimum ?? 0)))
+        }
+        if t.isEmpty { t = [(frameRate: maxFPS, minimum: 0)] }
+        t[0].minimum = 0
+        thresholds = t
+        // Until the first estimate: the caps (the controller starts low and probes up; the
+        // first target arrives within a few hundred milliseconds of the first feedback).
+        current = Decision(bitrate: self.maxBitrate, frameRate: t.last!.frameRate)
+    }
+
+    /// Pixel-count scaling of the 1080p thresholds: (pixels / 1080p pixels)^0.75.
+    static func scale(for size: FrameSize) -> Double {
+        let ratio = Double(max(1, size.width * size.height)) / Double(1920 * 1080)
+        return pow075(ratio)
+    }
+
+    /// x^0.75 without Foundation (sqrt(x) · sqrt(sqrt(x))), for x > 0.
+    private static func pow075(_ x: Double) -> Double {
+        let r = x.squareRoot()
+        return r * r.squareRoot()
+    }
+
+    /// The frame rate for a target, without hysteresis.
+    func frameRate(for bitrate: Int) -> Int {
+        thresholds.last { bitrate >= $0.minimum }?.frameRate ?? thresholds[0].frameRate
+    }
+
+    /// A new target from the congestion controller. Returns the decision when it changed.
+    public mutating func update(targetBitrate: Int, now: Instant) -> Decision? {
+        let bitrate = min(maxBitrate, max(minBitrate, targetBitrate))
+        let plain = frameRate(for: bitrate)
+        var fps = current.frameRate
+        if plain < fps {
+            fps = plain
+            upCandidateSince = nil
+        } else if plain > fps {
+            // Up one step at a time, once the target clears that step's threshold by the margin for upHold.
+            let next = thresholds.first { $0.frameRate > fps }!
+            if Double(bitrate) >= Double(next.minimum) * (1 + upMargin) {
+                if let since = upCandidateSince {
+                    if now - since >= upHold {
+                        fps = next.frameRate
+                        upCandidateSince = nil
+                    }
+                } else {
+                    upCandidateSince = now
+                }
+            } else {
+                upCandidateSince = nil
+            }
+        } else {
+            upCandidateSince = nil
+        }
+        let decision = Decision(bitrate: bitrate, frameRate: fps)
+        guard decision != current else { return nil }
+        // Small bitrate changes are not worth an encoder reconfiguration (x264 resets its
+        // VBV state on reconfig): only a frame-rate change or a move of ≥ 5 % goes through.
+        if decision.frameRate == current.frameRate,
+           abs(decision.bitrate - current.bitrate) * 20 < current.bitrate { return nil }
+        current = decision
+        return decision
+    }
+}

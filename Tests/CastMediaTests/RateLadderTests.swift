@@ -1,0 +1,101 @@
+import Testing
+import CastCore
+import CastMedia
+
+@Suite struct RateLadderTests {
+    let t0 = Instant(nanoseconds: 1_000_000_000)
+    let p1080 = FrameSize(width: 1920, height: 1080)
+
+    func ladder(_ size: FrameSize? = nil, maxFrameRate: Int = 30, maxBitrate: Int = 4_000_000) -> RateLadder {
+        RateLadder(size: size ?? p1080, maxFrameRate: maxFrameRate, maxBitrate: maxBitrate)
+    }
+
+    @Test func startsAtTheCapsUntilTheFirstTarget() {
+        let l = ladder()
+        #expect(l.current == .init(bitrate: 4_000_000, frameRate: 30))
+    }
+
+    @Test func aTwoMegabitLinkLandsOnFifteenFramesAtTheSameResolution() {
+        var l = ladder()
+        let d = l.update(targetBitrate: 1_800_000, now: t0)
+        #expect(d == .init(bitrate: 1_800_000, frameRate: 15))
+    }
+
+    @Test func downStepsFollowTheTargetAtOnce() {
+        var l = ladder()
+        #expect(l.update(targetBitrate: 3_000_000, now: t0)?.frameRate == 30)
+        #expect(l.update(targetBitrate: 2_000_000, now: t0 + .milliseconds(100))?.frameRate == 20)
+        #expect(l.update(targetBitrate: 900_000, now: t0 + .milliseconds(200))?.frameRate == 10)
+        #expect(l.update(targetBitrate: 300_000, now: t0 + .milliseconds(300))?.frameRate == 5)
+    }
+
+    @Test func upStepsWaitForMarginAndHoldAndGoOneStepAtATime() {
+        var l = ladder()
+        _ = l.update(targetBitrate: 500_000, now: t0)
+        #expect(l.current.frameRate == 5)
+        // 4 Mbit/s would allow 30 fps, but the ladder climbs one step per hold period.
+        var now = t0
+        #expect(l.update(targetBitrate: 4_000_000, now: now) == .init(bitrate: 4_000_000, frameRate: 5))
+        now = now + .milliseconds(1999)
+        _ = l.update(targetBitrate: 4_000_000, now: now)
+        #expect(l.current.frameRate == 5)
+        now = now + .milliseconds(1)
+        _ = l.update(targetBitrate: 4_000_000, now: now)
+        #expect(l.current.frameRate == 10)
+        var rates: [Int] = [10]
+        for _ in 0..<10 {
+            now = now + .seconds(1)
+            _ = l.update(targetBitrate: 4_000_000, now: now)
+            if rates.last != l.current.frameRate { rates.append(l.current.frameRate) }
+        }
+        #expect(rates == [10, 15, 20, 30])
+    }
+
+    @Test func aTargetJustAboveAThresholdDoesNotClimb() {
+        var l = ladder()
+        _ = l.update(targetBitrate: 1_500_000, now: t0)     // 15 fps
+        // 2.0 Mbit/s clears 20 fps's 1.9 Mbit/s, but not by the 15 % margin.
+        for s in 1...10 { _ = l.update(targetBitrate: 2_000_000, now: t0 + .seconds(s)) }
+        #expect(l.current.frameRate == 15)
+    }
+
+    @Test func aDipResetsTheHold() {
+        var l = ladder()
+        _ = l.update(targetBitrate: 1_500_000, now: t0)
+        _ = l.update(targetBitrate: 2_400_000, now: t0 + .seconds(1))
+        _ = l.update(targetBitrate: 1_600_000, now: t0 + .milliseconds(2500))   // below 20 fps × margin
+        _ = l.update(targetBitrate: 2_400_000, now: t0 + .milliseconds(3100))
+        #expect(l.current.frameRate == 15)
+        _ = l.update(targetBitrate: 2_400_000, now: t0 + .milliseconds(5100))
+        #expect(l.current.frameRate == 20)
+    }
+
+    @Test func bitrateIsClampedToTheCapsAndTheFloor() {
+        var l = ladder(maxBitrate: 2_500_000)
+        #expect(l.update(targetBitrate: 9_000_000, now: t0)?.bitrate == 2_500_000)
+        #expect(l.update(targetBitrate: 10, now: t0 + .seconds(1))?.bitrate == 100_000)
+    }
+
+    @Test func smallBitrateMovesAreNotReconfigurations() {
+        var l = ladder()
+        _ = l.update(targetBitrate: 1_600_000, now: t0)
+        #expect(l.update(targetBitrate: 1_650_000, now: t0 + .milliseconds(100)) == nil)   // 3 %
+        #expect(l.update(targetBitrate: 1_700_000, now: t0 + .milliseconds(200)) == .init(bitrate: 1_700_000, frameRate: 15))
+    }
+
+    @Test func smallerPicturesNeedLessForTheSameFrameRate() {
+        var small = ladder(FrameSize(width: 1280, height: 720), maxBitrate: 2_500_000)
+        var big = ladder()
+        // 1.3 Mbit/s: 15 fps at 1080p; 720p's thresholds are (0.444)^0.75 ≈ 0.54 of 1080p's → 30 fps.
+        #expect(big.update(targetBitrate: 1_300_000, now: t0)?.frameRate == 15)
+        #expect(small.update(targetBitrate: 1_450_000, now: t0)?.frameRate == 30)
+    }
+
+    @Test func theReceiversFrameRateIsNeverExceeded() {
+        var l = ladder(maxFrameRate: 24)
+        #expect(l.current.frameRate == 24)
+        _ = l.update(targetBitrate: 4_000_000, now: t0)
+        #expect(l.current.frameRate == 24)
+        #expect(l.update(targetBitrate: 1_500_000, now: t0 + .seconds(1))?.frameRate == 15)
+    }
+}
