@@ -103,7 +103,7 @@ extension CongestionScenarioTests {
         #expect(later > 1_000_000 && later <= 3_000_000)
     }
 
-    @Test func aNACKStormStaysWithinTheRetransmissionBudget() throws {
+    @Test func heavyRandomLossKeepsRetransmissionsWithinTheBudget() throws {
         // 2 Mbit/s with 25 % random loss: the receiver NACKs a quarter of everything, again every RTT.
         var link = LinkEmulator(bitsPerSecond: 2_000_000, buffer: .milliseconds(200), delay: .milliseconds(20))
         link.randomLoss = 0.25
@@ -113,7 +113,7 @@ extension CongestionScenarioTests {
         // The budget: half the estimate over the run, plus one window's worth of slack.
         let estimateBits = sim.samples.reduce(0.0) { $0 + Double($1.estimate) * 0.1 }
         let maxEstimate = Double(sim.samples.map(\.estimate).max() ?? 0)
-        print("NACK storm: rtx+copies \(Double(s.retransmissionBytesSent * 8) / 20 / 1e6) Mbit/s vs half the mean estimate \(0.5 * estimateBits / 20 / 1e6), nacks \(s.nacksReceived), ignored for budget \(s.nacksIgnoredForBudget), rtx \(s.retransmissionsSent), copies \(s.copiesSent), target end \(mbps(s.mediaTargetBitsPerSecond)), offered/link \(Double(s.bytesSent * 8) / 20 / 2_000_000)")
+        print("25 % loss: rtx+copies \(Double(s.retransmissionBytesSent * 8) / 20 / 1e6) Mbit/s vs half the mean estimate \(0.5 * estimateBits / 20 / 1e6), nacks \(s.nacksReceived), ignored for budget \(s.nacksIgnoredForBudget), rtx \(s.retransmissionsSent), copies \(s.copiesSent), target end \(mbps(s.mediaTargetBitsPerSecond)), offered/link \(Double(s.bytesSent * 8) / 20 / 2_000_000)")
         #expect(s.nacksIgnoredForBudget > 0)
         // All that left (media, RTX, copies, probes) stays under the link rate on average: no multiplied load.
         #expect(Double(s.bytesSent * 8) / 20 <= 2_000_000 * 1.05)

@@ -325,6 +325,7 @@ public struct VideoSender: Sendable {
         if let d = estimator.nextDeadline, d <= now {
             estimator.handle(.timeout, now: now)
             drainEstimator(now: now)
+            applyTarget(estimator.target, now: now)   // the retransmission overhead moves with time too
         }
         for seq in protection.due(now: now) {
             guard let p = history.packet(seq) else { continue }   // aged out meanwhile
@@ -495,7 +496,8 @@ public struct VideoSender: Sendable {
             events.append(.retransmit(sequenceNumber: seq))
             // Without transport-cc a NACK is the loss evidence there is, if the packet is
             // older than the reordering window (else it may just be late, and still arrive).
-            if !estimator.hasTransportFeedback, let sent = history.sentAt(seq), now - sent >= estimator.reorderWindow {
+            // With it, feedback tells lost from late (webrtcbin NACKs packets 2–30 ms late).
+            if configuration.extensionIDs.transportCC == nil, let sent = history.sentAt(seq), now - sent >= estimator.reorderWindow {
                 protection.lossSeen(now: now)
             }
         case .unknown, .rateLimited:
