@@ -146,4 +146,17 @@ extension CongestionScenarioTests {
         #expect(sim.meanTarget(from: seconds(20), to: seconds(40)) >= 1_000_000)
         #expect((t.min() ?? 0) >= 500_000)
     }
+
+    @Test func crossTrafficLeavesItTheRest() throws {
+        // 3 Mbit/s shared with a constant 1.5 Mbit/s flow (which does not back off).
+        var link = LinkEmulator(bitsPerSecond: 3_000_000, buffer: .milliseconds(200), delay: .milliseconds(20))
+        link.crossTrafficBitsPerSecond = 1_500_000
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(), link: link)
+        try sim.run(until: seconds(30))
+        let mean = sim.meanTarget(from: seconds(15), to: seconds(30))
+        let delays = sim.queueDelays(from: seconds(15), to: seconds(30))
+        print("cross traffic 1.5 of 3M: target mean \(mbps(mean)), queue p50 \(delays.quantile(0.5))")
+        #expect(mean >= 900_000 && mean <= 1_600_000, "\(mean)")
+        #expect(delays.quantile(0.5) < .milliseconds(60))
+    }
 }

@@ -34,13 +34,16 @@ public struct SendSideBandwidthEstimator: Sendable {
         /// Whether to ask for probes (pointless without transport-cc feedback or a way to send padding).
         public var probing: Bool
 
+        /// No estimate goes above 10 Gbit/s, whatever the owner says (keeps every product finite).
+        public static let absoluteMaximum: Int64 = 10_000_000_000
+
         /// Start at 1 Mbit/s; 50 kbit/s floor; 4 Mbit/s ceiling (spec §7 maxBitrateBps at 1080p).
         public init(startBitrate: Int64 = 1_000_000, minimumBitrate: Int64 = 50_000, maximumBitrate: Int64 = 4_000_000,
                     pacingFactor: Double = 2.5, probing: Bool = true) {
-            self.minimumBitrate = max(10_000, minimumBitrate)
-            self.maximumBitrate = max(self.minimumBitrate, maximumBitrate)
+            self.minimumBitrate = min(max(10_000, minimumBitrate), Self.absoluteMaximum)
+            self.maximumBitrate = min(max(self.minimumBitrate, maximumBitrate), Self.absoluteMaximum)
             self.startBitrate = min(max(startBitrate, self.minimumBitrate), self.maximumBitrate)
-            self.pacingFactor = max(1, pacingFactor)
+            self.pacingFactor = pacingFactor.isFinite ? min(max(1, pacingFactor), 10) : 2.5
             self.probing = probing
         }
     }
@@ -171,7 +174,7 @@ public struct SendSideBandwidthEstimator: Sendable {
                 if fraction > LossBasedControl.highLoss { lastHighLossAt = now }
             }
         case .maximumBitrate(let bps):
-            configuration.maximumBitrate = max(configuration.minimumBitrate, bps)
+            configuration.maximumBitrate = min(max(configuration.minimumBitrate, bps), Configuration.absoluteMaximum)
         case .timeout:
             break
         }
@@ -198,6 +201,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         var r = loss.bound
         if hasTransportFeedback { r = min(r, aimd.bitrate) }
         if let remb { r = min(r, remb) }
+        guard r.isFinite else { return bounds.lowerBound }   // never expected; never a trap either
         return min(max(r, bounds.lowerBound), bounds.upperBound)
     }
 

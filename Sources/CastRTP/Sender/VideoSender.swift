@@ -542,14 +542,12 @@ extension VideoSender {
         pendingEvents.append(.targetRate(bitsPerSecond: media, pacingBitsPerSecond: t.pacingBitsPerSecond, usage: t.usage))
     }
 
+    /// Whether `bytes` more of retransmissions or copies fit the share of the estimate over the window.
     private mutating func canSpendOverhead(_ bytes: Int, now: Instant) -> Bool {
-        let budget = Double(statistics.mediaTargetBitsPerSecond + overheadAllowance) * configuration.retransmissionShare
+        let budget = Double(estimator.target.bitsPerSecond) * configuration.retransmissionShare
             * configuration.overheadWindow.seconds / 8
         return Double(overhead.bytes(now: now) + bytes) <= budget
     }
-
-    /// The target before overhead (what the share is taken of).
-    private var overheadAllowance: Int64 { max((statistics.estimate?.bitsPerSecond ?? 0) - statistics.mediaTargetBitsPerSecond, 0) }
 
     private mutating func spendOverhead(_ bytes: Int, now: Instant) -> Bool {
         guard canSpendOverhead(bytes, now: now) else { return false }
@@ -567,6 +565,8 @@ extension VideoSender {
     /// a keyframe (they depend on it); a keyframe being sent is kept (dropping it would
     /// only ask for another as large).
     private mutating func enforceQueueBound(now: Instant) {
+        // A copy that waited that long is no use to anyone: it just goes.
+        _ = pacer.dropQueued { $0.isCopy && now - $0.queuedAt > configuration.maxQueueDelay }
         guard let f = pacer.firstQueued, now - f.queuedAt > configuration.maxQueueDelay else { return }
         if f.startsKeyframe { return }
         // A keyframe whose first packet already left is not dropped either.
