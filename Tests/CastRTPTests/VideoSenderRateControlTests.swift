@@ -44,7 +44,8 @@ import CastCore
             now = min(s.nextDeadline ?? ms(Int64(frame) * 33), ms(Int64(frame) * 33))
         }
         #expect(events.contains(.keyframeRequested(.congestion)))
-        #expect(events.filter { $0 == .keyframeRequested(.congestion) }.count == 1)   // once, until a keyframe comes
+        // Once at the first drop (~0.5 s), again a second later as no keyframe came; not per dropped frame.
+        #expect(events.filter { $0 == .keyframeRequested(.congestion) }.count == 2)
         #expect(s.statistics.framesDroppedByPacer > 30)
         #expect(s.statistics.packetsDroppedByPacer > 0)
         // No P-frame packet left after waiting past the bound (plus one packet's pacing time).
@@ -68,6 +69,12 @@ import CastCore
         #expect(s.statistics.framesDroppedByPacer == 1 && s.statistics.framesSent == 1)
         #expect(s.takeEvents() == [.keyframeRequested(.congestion)])
         #expect(s.queuedBytes > 15_000 && s.queuedBytes <= 20_000)
+        // Frames are dropped until a keyframe; the request is repeated once a second, not per frame.
+        try s.send(accessUnit: pFrame(10), captureTime: ms(500), now: ms(500))
+        #expect(s.takeEvents().isEmpty)
+        try s.send(accessUnit: pFrame(10), captureTime: ms(1001), now: ms(1001))
+        #expect(s.takeEvents() == [.keyframeRequested(.congestion)])
+        #expect(s.statistics.framesDroppedByPacer == 3 && s.statistics.framesSent == 1)
     }
 
     @Test func onlyANACKForAPacketOlderThanTheReorderWindowIsEvidenceOfLoss() throws {
@@ -133,5 +140,35 @@ import CastCore
         #expect(rtxBytes * 8 >= 800_000)   // the budget is used, not starved
         // And the encoder is told to leave that room: the media target is the estimate less the overhead.
         #expect(s.targetBitsPerSecond < 1_000_000)
+    }
+
+    @Test func randomFeedbackNeverTrapsTheEstimator() {
+        var rng = SeededRandom(seed: 77)
+        var e = SendSideBandwidthEstimator()
+        var now = ms(0)
+        var seq: UInt16 = 0
+        for round in 0..<3000 {
+            now = now + .microseconds(Int64(rng.next() % 20_000))
+            for _ in 0..<Int(rng.next() % 5) {
+                e.handle(.packetSent(transportSequenceNumber: rng.next() % 7 == 0 ? nil : seq,
+                                     size: Int(rng.next() % 1500), probeCluster: rng.next() % 9 == 0 ? Int(rng.next() % 4) : nil),
+                         now: now)
+                seq &+= 1
+            }
+            let n = Int(rng.next() % 40)
+            let deltas: [Int16?] = (0..<n).map { _ in rng.next() % 5 == 0 ? nil : Int16(truncatingIfNeeded: rng.next()) }
+            let fb = TransportCCFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: seq &- UInt16(rng.next() % 200),
+                                         referenceTime: Int32(truncatingIfNeeded: rng.next() % 0x100_0000) - 0x80_0000,
+                                         feedbackPacketCount: UInt8(round % 256), receiveDeltas: deltas)
+            e.handle(.transportFeedback(fb), now: now)
+            if round % 50 == 0 {
+                e.handle(.receiverReport(fractionLost: Double(rng.next() % 256) / 256, roundTripTime: .nanoseconds(Int64(rng.next() % 10_000_000_000))), now: now)
+                e.handle(.remb(bitsPerSecond: rng.next()), now: now)
+            }
+            while let o = e.poll() {
+                if case .target(let t) = o { #expect(t.bitsPerSecond >= 50_000 && t.bitsPerSecond <= 4_000_000) }
+            }
+        }
+        #expect(e.hasTransportFeedback)
     }
 }

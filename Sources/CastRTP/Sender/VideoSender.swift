@@ -191,6 +191,7 @@ public struct VideoSender: Sendable {
     private var pendingEvents: [Event] = []
     /// Set when media was dropped: frames are not queued until the next keyframe.
     private var awaitingKeyframe = false
+    private var congestionKeyframeRequestedAt: Instant?
     /// The last media packet sent belonged to a keyframe (whose rest is not dropped).
     private var sendingKeyframe = false
     /// Probe clusters waiting, and the one being sent.
@@ -271,6 +272,7 @@ public struct VideoSender: Sendable {
         let isKeyframe = (try? H264NALUnit.splitAnnexB(accessUnit))?.contains { $0.type == H264NALUnit.idrSlice } ?? false
         if awaitingKeyframe, !isKeyframe {
             statistics.framesDroppedByPacer += 1
+            startAwaitingKeyframe(now: now)   // repeats the request if it is a second old
             return
         }
         if !isKeyframe, pacer.mediaBytes + accessUnit.count > configuration.maxQueueBytes {
@@ -285,6 +287,7 @@ public struct VideoSender: Sendable {
             statistics.keyframesSent += 1
             keyframes.keyframeSent(now: now)
             awaitingKeyframe = false
+            congestionKeyframeRequestedAt = nil
             // What waits before a keyframe is not needed by anything after it.
             if pacer.mediaBytes + accessUnit.count > configuration.maxQueueBytes { dropQueuedMedia(upToKeyframe: false) }
         }
@@ -590,10 +593,12 @@ extension VideoSender {
         sendingKeyframe = false
     }
 
+    /// Starts dropping frames until a keyframe, and asks for one: once, and again
+    /// every second while none comes (a lost request must not stall the picture).
     private mutating func startAwaitingKeyframe(now: Instant) {
-        let first = !awaitingKeyframe
         awaitingKeyframe = true
-        guard first else { return }
+        if let last = congestionKeyframeRequestedAt, now - last < .seconds(1) { return }
+        congestionKeyframeRequestedAt = now
         statistics.keyframesRequested += 1
         pendingEvents.append(.keyframeRequested(.congestion))
     }
