@@ -264,7 +264,7 @@ public struct SendSideBandwidthEstimator: Sendable {
         let rate = currentRate
         return RateTarget(bitsPerSecond: Int64(rate), pacingBitsPerSecond: Int64(rate * configuration.pacingFactor),
                           usage: detector.state, applicationLimited: alr.isLimited,
-                          acknowledgedBitsPerSecond: acked.bitsPerSecond.map { Int64($0) },
+                          acknowledgedBitsPerSecond: acked.bitsPerSecond.map { Int64(min(max($0, 0), 1e12)) },
                           roundTripTime: rtt, lossFraction: loss.lastLossFraction)
     }
 
