@@ -9,14 +9,19 @@
 //            transport-cc) and RTCPCompound (compound and reduced-size reading).
 //   Sender/  PacketHistory + RTXEncoder (NACK → resend), RTCPSenderState (SR
 //            timing, RTT/loss/jitter), KeyframeRequestLimiter (500 ms),
-//            BandwidthEstimate + TransportCCTracker, Pacer (leaky bucket), and
-//            VideoSender, which composes them in one place:
+//            BandwidthEstimate + TransportCCTracker, Pacer (leaky bucket),
+//            LossProtection, RateWindow, and VideoSender, which composes them
+//            in one place:
+//   Congestion/  SendSideBandwidthEstimator (GCC: DelayBasedDetector,
+//            AimdRateControl, AcknowledgedBitrate, LossBasedControl, probes,
+//            ALR, SentPacketLog), one handle/poll/nextDeadline contract.
 //
 //     send(accessUnit:captureTime:now:) → packetizer → pacer
 //     poll(now:) → pacer → header extensions stamped → history → [.rtp(bytes)]
 //                  + SR/SDES when due → [.rtcp(bytes)]; then nextDeadline
 //     handleRTCP(bytes, now:) → [.retransmit, .keyframeRequested,
-//                                .bandwidthEstimate, .receiverReport]
+//                                .bandwidthEstimate, .receiverReport, .targetRate]
+//     takeEvents() → what arose in send/poll (.targetRate, .keyframeRequested(.congestion))
 //
 // The owner (PeerSession) protects what poll returns with SRTP and hands it to
 // ICE; it unprotects SRTCP and passes the plaintext to handleRTCP.

@@ -70,24 +70,34 @@ import CastCore
         #expect(q.isActive(now: ms(200)))
     }
 
-    @Test func onlyAREMBBelowTheMediaRateTurnsItOff() {
+    @Test func copiesNeedHeadroomUnderTheEstimate() {
         var p = LossProtection()
         p.lossSeen(now: ms(0))
-        // 10 kB of media in the last second: 80 kbit/s.
+        // 10 kB of media in the last second: 80 kbit/s; with 2 copies 240 kbit/s in all.
         for i in 0..<10 { p.sent(UInt16(i), bytes: 1000, kind: .original, now: ms(Int64(i) * 10)) }
-        // An application-limited receiver's estimate (≈ 1.5 × what it gets) does not stop the copies,
-        // though they add twice the media rate; nor does a back-off that stays above the media rate.
-        p.bandwidthEstimated(bitsPerSecond: 120_000)
+        p.bandwidthEstimated(bitsPerSecond: 240_000)
         #expect(p.isActive(now: ms(100)))
-        p.bandwidthEstimated(bitsPerSecond: 80_000)
-        #expect(p.isActive(now: ms(100)))
-        // Below the media rate itself: off, and on again once the estimate recovers.
-        p.bandwidthEstimated(bitsPerSecond: 79_999)
+        // An estimate that fits the media but not the copies: off (issue 14: copies only from headroom).
+        p.bandwidthEstimated(bitsPerSecond: 239_999)
         #expect(!p.isActive(now: ms(100)))
         p.sent(10, bytes: 1000, kind: .original, now: ms(100))
         #expect(p.pendingCount == 2 * 10)
-        p.bandwidthEstimated(bitsPerSecond: 200_000)
+        p.bandwidthEstimated(bitsPerSecond: 1_000_000)
         #expect(p.isActive(now: ms(100)))
+    }
+
+    @Test func overUseTurnsItOff() {
+        var p = LossProtection()
+        p.lossSeen(now: ms(0))
+        p.bandwidthEstimated(bitsPerSecond: 1_000_000)
+        p.sent(1, bytes: 1000, kind: .original, now: ms(0))
+        #expect(p.isActive(now: ms(0)))
+        p.congestionChanged(overusing: true)   // the loss is congestion: copies would add to it
+        #expect(!p.isActive(now: ms(0)))
+        p.sent(2, bytes: 1000, kind: .original, now: ms(0))
+        #expect(p.pendingCount == 2)
+        p.congestionChanged(overusing: false)
+        #expect(p.isActive(now: ms(0)))
     }
 
     @Test func pendingCopiesAreBounded() {

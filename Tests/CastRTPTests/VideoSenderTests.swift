@@ -9,7 +9,9 @@ import CastCore
     func configuration(rtx: Bool = true) -> VideoSender.Configuration {
         VideoSender.Configuration(payloadType: 102, rtxPayloadType: rtx ? 103 : nil, cname: "castd-test",
                                   extensionIDs: .init(absSendTime: 2, transportCC: 3, playoutDelay: 4),
-                                  wallclockOffset: .seconds(1_700_000_000))
+                                  wallclockOffset: .seconds(1_700_000_000),
+                                  // No probe padding here (CongestionScenarioTests cover it): exact packet counts.
+                                  congestion: .init(probing: false))
     }
 
     func sender(rtx: Bool = true) throws -> VideoSender {
@@ -54,7 +56,7 @@ import CastCore
         #expect(sr.octetCount == UInt32(packets.reduce(0) { $0 + $1.payload.count }))
         #expect(sr.rtpTimestamp == packets[0].header.timestamp)
         #expect(sdes.cname(of: s.ssrc) == "castd-test")
-        #expect(s.nextDeadline == ms(1000))
+        #expect(s.nextDeadline == ms(100))   // the estimator's periodic processing; the next SR at 1 s
         #expect(s.statistics.framesSent == 1 && s.statistics.keyframesSent == 1 && s.statistics.packetsSent == 4)
     }
 
@@ -133,7 +135,9 @@ import CastCore
         let events = s.handleRTCP(rr, now: ms(250))   // 250 ms after the SR
         let expected = ReceiverStatistics(fractionLost: 0.5, cumulativeLost: 3, extendedHighestSequence: 1,
                                           jitter: .milliseconds(1), roundTripTime: .milliseconds(218) + .microseconds(750))
-        #expect(events == [.receiverReport(expected)])   // 250 ms − 31.25 ms (DLSR 0x800)
+        // 250 ms − 31.25 ms (DLSR 0x800); 50 % loss (> 10 %) cuts the target by a quarter (gcc-02 §6).
+        #expect(events == [.receiverReport(expected),
+                           .targetRate(bitsPerSecond: 750_000, pacingBitsPerSecond: 1_875_000, usage: .normal)])
         #expect(s.statistics.roundTripTime == .microseconds(218_750))
     }
 
@@ -161,12 +165,16 @@ import CastCore
     }
 
     @Test func aLargeKeyframeIsPacedNotBurst() throws {
-        var s = try sender()
+        // A 32 Mbit/s target paces at 80 Mbit/s (the pacer's old fixed rate).
+        var c = configuration()
+        c.congestion = .init(startBitrate: 32_000_000, maximumBitrate: 32_000_000, probing: false)
+        var rng = SeededRandom(seed: 42)
+        var s = try VideoSender(configuration: c, random: &rng)
         try s.send(accessUnit: keyframe(size: 150_000), captureTime: ms(0), now: ms(0))
         var sent = try rtp(s.poll(now: ms(0))).count
         #expect(sent < 20)
         var now = ms(0)
-        while let d = s.nextDeadline, d < ms(1000) {
+        while let d = s.nextDeadline, d < ms(1000), s.queuedBytes > 0 {
             now = d
             sent += try rtp(s.poll(now: now)).count
         }
@@ -184,14 +192,21 @@ import CastCore
         #expect(errorCode { _ = try VideoSender(configuration: configuration(), ssrc: 7, rtxSSRC: 7, random: &rng2) } == .usage)
     }
 
-    @Test func thePacingRateCanBeChanged() throws {
+    @Test func thePacingRateFollowsTheTargetUnderTheOwnersCeiling() throws {
         var s = try sender()
-        s.setPacingRate(bitsPerSecond: 8_000_000)   // 1 byte/µs: a 150 kB keyframe now takes ~130 ms
-        try s.send(accessUnit: keyframe(size: 150_000), captureTime: ms(0), now: ms(0))
+        // Start: 1 Mbit/s target, paced at 2.5 ×.
+        #expect(s.takeEvents().isEmpty && s.targetBitsPerSecond == 1_000_000)
+        s.setMaximumBitrate(400_000, now: ms(0))   // 720p-like ceiling: the pacer slows to 1 Mbit/s
+        #expect(s.takeEvents() == [.targetRate(bitsPerSecond: 400_000, pacingBitsPerSecond: 1_000_000, usage: .normal)])
+        #expect(s.targetBitsPerSecond == 400_000)
+        try s.send(accessUnit: keyframe(size: 30_000), captureTime: ms(0), now: ms(0))
+        #expect(s.queuedDuration > .milliseconds(240) && s.queuedDuration < .milliseconds(250))
         var now = ms(0)
         _ = s.poll(now: now)
-        while let d = s.nextDeadline, d < ms(1000) { now = d; _ = s.poll(now: now) }
-        #expect(now > ms(120) && now < ms(140))
+        while let d = s.nextDeadline, d < ms(1000), s.queuedBytes > 0 { now = d; _ = s.poll(now: now) }
+        // 30 kB + headers at 125 bytes/ms, less the first burst (20 ms at the start's 2.5 Mbit/s: 6250 bytes).
+        #expect(now > ms(185) && now < ms(200), "\(now)")
+        #expect(s.queuedBytes == 0 && s.queuedDuration == .zero)
     }
 
     @Test func goodbyeNamesBothStreams() throws {

@@ -15,15 +15,16 @@ import CastCore
 ///
 /// It spends bandwidth only where there is room: it stays off above
 /// `maxPacketsPerSecond` of original media (there a receiver's next gap comes
-/// soon enough), whenever media plus copies would pass `maxTotalBitsPerSecond`,
-/// and while the receiver's REMB is below the media rate alone (the path cannot
-/// carry even the media; copies would add to the loss). REMB says little more
-/// here: a receiver caps it near 1.5 × what it gets from an application-limited
-/// stream, so it lags behind the copies' own rate after they start, and its
-/// delay-based back-offs fire on mere jitter (10 ms of it held the copies off
-/// for most of a lossy run when a back-off paused them). "Loss seen" is a NACK, a receiver
-/// report with a non-zero fraction lost, or transport-cc feedback reporting a
-/// loss, in the last `lossMemory`.
+/// soon enough), whenever media plus copies would pass `maxTotalBitsPerSecond`
+/// or the send-side estimate (the copies must come from headroom the estimate
+/// says exists), and while the delay-based detector reports over-use (the
+/// loss is then congestion, and copies would add to it). "Loss seen" is
+/// decided by the owner and must be real evidence (issue 14): a receiver
+/// report with a non-zero fraction lost, transport-cc feedback confirming a
+/// loss past the reordering window, or (without transport-cc) a NACK that was
+/// answered for a packet sent longer than that window ago, in the last
+/// `lossMemory`. An ignored NACK, or one for a packet that was merely late
+/// (GStreamer's webrtcbin NACKs packets 2–30 ms late), is not.
 /// Pure state: time is passed in.
 public struct LossProtection: Sendable {
     public struct Configuration: Sendable, Equatable {
@@ -59,10 +60,9 @@ public struct LossProtection: Sendable {
     public private(set) var copiesDropped = 0
     private var lastLossAt: Instant?
     private var bandwidthEstimate: Int64?
-    /// Original media sent in the last second: (when, bytes), oldest first from `windowHead`.
-    private var window: [(at: Instant, bytes: Int)] = []
-    private var windowHead = 0
-    private var windowMediaBytes = 0
+    private var congested = false
+    /// Original media sent in the last second.
+    private var window = RateWindow(length: .seconds(1))
     /// One FIFO per copy delay; each is in due order because `now` never goes back.
     private var pending: [[(due: Instant, seq: UInt16)]]
     private var pendingHead: [Int]
@@ -73,40 +73,33 @@ public struct LossProtection: Sendable {
         pendingHead = Array(repeating: 0, count: configuration.copyDelays.count)
     }
 
-    /// A NACK arrived, or a receiver report counted losses.
+    /// Real evidence of loss arrived (see above: the owner decides what counts).
     public mutating func lossSeen(now: Instant) { lastLossAt = now }
 
-    /// The receiver's latest estimate of the path's capacity (REMB).
+    /// The send-side estimate of what the path carries (the rate target).
     public mutating func bandwidthEstimated(bitsPerSecond: UInt64) {
         bandwidthEstimate = Int64(clamping: bitsPerSecond)
     }
 
+    /// Whether the delay-based detector reports over-use now.
+    public mutating func congestionChanged(overusing: Bool) { congested = overusing }
+
     /// Whether a packet sent at `now` would get copies.
     public func isActive(now: Instant) -> Bool {
         guard configuration.enabled, !configuration.copyDelays.isEmpty,
-              let loss = lastLossAt, now - loss <= configuration.lossMemory else { return false }
-        // The last second (entries older than that may not be pruned yet).
-        var first = windowHead, media = windowMediaBytes
-        while first < window.count, now - window[first].at >= .seconds(1) {
-            media -= window[first].bytes
-            first += 1
-        }
-        let packets = window.count - first
+              !congested, let loss = lastLossAt, now - loss <= configuration.lossMemory else { return false }
+        let (packets, media) = window.totals(at: now)
         guard packets <= configuration.maxPacketsPerSecond,
               Int64(media) * 8 * Int64(1 + configuration.copyDelays.count) <= configuration.maxTotalBitsPerSecond
         else { return false }
-        if let e = bandwidthEstimate, e < Int64(media) * 8 { return false }
+        if let e = bandwidthEstimate, e < Int64(media) * 8 * Int64(1 + configuration.copyDelays.count) { return false }
         return true
     }
 
     /// Records a media packet or a retransmission that left at `now` (`bytes` on the wire)
     /// and schedules its copies when protection is on. Copies are not reported here.
     public mutating func sent(_ seq: UInt16, bytes: Int, kind: Kind, now: Instant) {
-        if kind == .original {
-            window.append((now, bytes))
-            windowMediaBytes += bytes
-        }
-        prune(now: now)
+        if kind == .original { window.add(bytes, now: now) }
         guard isActive(now: now) else { return }
         for (i, d) in configuration.copyDelays.enumerated() {
             if pending[i].count - pendingHead[i] >= configuration.maxPending {
@@ -134,7 +127,6 @@ public struct LossProtection: Sendable {
                 pendingHead[i] = 0
             }
         }
-        prune(now: now)
         return out.count > 1 ? out.sorted { $0.due < $1.due }.map(\.seq) : out.map(\.seq)
     }
 
@@ -144,18 +136,4 @@ public struct LossProtection: Sendable {
     }
 
     public var pendingCount: Int { pending.indices.reduce(0) { $0 + pending[$1].count - pendingHead[$1] } }
-
-    private mutating func prune(now: Instant) {
-        while windowHead < window.count, now - window[windowHead].at >= .seconds(1) {
-            windowMediaBytes -= window[windowHead].bytes
-            windowHead += 1
-        }
-        if windowHead == window.count {
-            window.removeAll(keepingCapacity: true)
-            windowHead = 0
-        } else if windowHead > 256, windowHead * 2 > window.count {
-            window.removeFirst(windowHead)
-            windowHead = 0
-        }
-    }
 }

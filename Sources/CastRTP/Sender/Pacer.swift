@@ -35,15 +35,36 @@ public struct Pacer<Item: Sendable>: Sendable {
     }
 
     public var queuedCount: Int { urgent.count + queue.count - head }
-    public var queuedBytes: Int { (urgent + queue[head...]).reduce(0) { $0 + $1.size } }
+    /// Bytes waiting, urgent and not (O(1): the daemon asks before every frame).
+    public var queuedBytes: Int { urgentBytes + mediaBytes }
+    /// Bytes waiting in the non-urgent (media) queue.
+    public private(set) var mediaBytes = 0
+    private var urgentBytes = 0
 
     /// Queues an item of `size` bytes; `urgent` items (retransmissions) go first.
     public mutating func enqueue(_ item: Item, size: Int, urgent: Bool = false) {
         if urgent {
             self.urgent.append((item, size))
+            urgentBytes += size
         } else {
             queue.append((item, size))
+            mediaBytes += size
         }
+    }
+
+    /// The oldest non-urgent item, if any.
+    public var firstQueued: Item? { head < queue.count ? queue[head].item : nil }
+
+    /// Removes non-urgent items from the front while `predicate` holds; returns them.
+    public mutating func dropQueued(while predicate: (Item) -> Bool) -> [Item] {
+        var out: [Item] = []
+        while head < queue.count, predicate(queue[head].item) {
+            mediaBytes -= queue[head].size
+            out.append(queue[head].item)
+            head += 1
+        }
+        if head == queue.count { queue.removeAll(keepingCapacity: true); head = 0 }
+        return out
     }
 
     private mutating func refill(_ now: Instant) {
@@ -61,6 +82,7 @@ public struct Pacer<Item: Sendable>: Sendable {
         var u = 0
         while u < urgent.count, credit > 0 {
             credit -= Int64(urgent[u].size) * 1_000_000_000
+            urgentBytes -= urgent[u].size
             out.append(urgent[u].item)
             u += 1
         }
@@ -68,6 +90,7 @@ public struct Pacer<Item: Sendable>: Sendable {
         while head < queue.count, credit > 0 {
             let e = queue[head]
             head += 1
+            mediaBytes -= e.size
             credit -= Int64(e.size) * 1_000_000_000
             out.append(e.item)
         }

@@ -78,6 +78,9 @@ public struct PacketHistory: Sendable {
 
     public func packet(_ seq: UInt16) -> RTPPacket? { entries[seq]?.packet }
 
+    /// When `seq` was first sent (nil when not held).
+    public func sentAt(_ seq: UInt16) -> Instant? { entries[seq]?.sentAt }
+
     /// Decides whether to resend `seq` for a NACK at `now`. A packet is resent
     /// at most once per `rtt` (the first resend may still be in flight).
     public mutating func resend(_ seq: UInt16, now: Instant, rtt: Duration) -> ResendDecision {

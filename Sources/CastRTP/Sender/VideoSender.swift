@@ -6,6 +6,16 @@ import CastCore
 /// bandwidth estimates and statistics; `poll(now:)` → datagrams (RTP and the
 /// periodic SR + SDES) and `nextDeadline`. Transport-agnostic: bytes in,
 /// bytes out; SRTP and ICE wrap it.
+///
+/// Rate control (issue 14): every packet that leaves is reported to the
+/// `SendSideBandwidthEstimator`, and feedback, REMB and receiver reports go to
+/// it; its target sets the pacer's rate and is announced as `.targetRate` for
+/// the encoder. The pacer is bounded in time and bytes (media past the bound
+/// is dropped up to the next keyframe, and one is asked for); retransmissions
+/// and loss-protection copies spend only a share of the target; probes leave
+/// as RTX copies of recent packets. Events that arise outside `handleRTCP`
+/// (a new target after a timeout, a congestion keyframe request) wait in
+/// `takeEvents()` and are also returned by the next `handleRTCP`.
 public struct VideoSender: Sendable {
     public struct ExtensionIDs: Sendable, Equatable {
         public var absSendTime: UInt8?
@@ -38,6 +48,22 @@ public struct VideoSender: Sendable {
         public var initialRTT: Duration
         /// Redundant RTX copies while loss is seen on a sparse stream (needs RTX).
         public var lossProtection: LossProtection.Configuration
+        /// The send-side estimator (start, floor, ceiling, pacing factor).
+        public var congestion: SendSideBandwidthEstimator.Configuration
+        /// No media packet waits in the pacer longer than this: past it, the rest of
+        /// its frame and the frames after it up to a keyframe are dropped and a keyframe
+        /// is asked for. 500 ms: at a 500 kbit/s target (pacing 1.25 Mbit/s) a keyframe
+        /// 8 × a 30 fps P-frame (~17 kB) needs ~110 ms, so the bound is only reached when
+        /// the queue holds several frames the link cannot carry; any longer and the
+        /// picture is too old to be worth showing.
+        public var maxQueueDelay: Duration
+        /// Media bytes the pacer holds at most; a frame that would pass it is dropped.
+        public var maxQueueBytes: Int
+        /// Retransmissions and copies together may use this share of the target over
+        /// `overheadWindow` (the media takes the rest; libwebrtc likewise subtracts its
+        /// protection overhead from the encoder's target). Excess NACKs are ignored.
+        public var retransmissionShare: Double
+        public var overheadWindow: Duration
 
         public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, cname: String,
                     mtu: Int = RTPConstants.defaultMTU, srtpOverhead: Int = 16,
@@ -46,7 +72,10 @@ public struct VideoSender: Sendable {
                     pacer: Pacer<PacedPacket>.Configuration = .init(), history: PacketHistory.Limits = .init(),
                     reportInterval: Duration = .seconds(1), wallclockOffset: Duration,
                     keyframeMinimumInterval: Duration = .milliseconds(500), initialRTT: Duration = .milliseconds(100),
-                    lossProtection: LossProtection.Configuration = .init()) {
+                    lossProtection: LossProtection.Configuration = .init(),
+                    congestion: SendSideBandwidthEstimator.Configuration = .init(),
+                    maxQueueDelay: Duration = .milliseconds(500), maxQueueBytes: Int = 1_000_000,
+                    retransmissionShare: Double = 0.5, overheadWindow: Duration = .seconds(1)) {
             self.payloadType = payloadType
             self.rtxPayloadType = rtxPayloadType
             self.cname = cname
@@ -61,6 +90,11 @@ public struct VideoSender: Sendable {
             self.keyframeMinimumInterval = keyframeMinimumInterval
             self.initialRTT = initialRTT
             self.lossProtection = lossProtection
+            self.congestion = congestion
+            self.maxQueueDelay = maxQueueDelay
+            self.maxQueueBytes = max(0, maxQueueBytes)
+            self.retransmissionShare = min(max(retransmissionShare, 0), 1)
+            self.overheadWindow = max(overheadWindow, .milliseconds(100))
         }
     }
 
@@ -71,6 +105,12 @@ public struct VideoSender: Sendable {
         var isRetransmission: Bool
         /// A redundant copy from `LossProtection` (sent over RTX, not counted as a retransmission).
         var isCopy = false
+        /// When it entered the pacer, for the time bound.
+        var queuedAt: Instant = .zero
+        /// The first packet of a keyframe (media only).
+        var startsKeyframe = false
+        /// The first packet of an access unit (media only).
+        var startsFrame = false
     }
 
     public enum Datagram: Equatable, Sendable {
@@ -78,7 +118,11 @@ public struct VideoSender: Sendable {
         case rtcp([UInt8])
     }
 
-    public enum KeyframeReason: Equatable, Sendable { case pictureLoss, fullIntraRequest }
+    public enum KeyframeReason: Equatable, Sendable {
+        case pictureLoss, fullIntraRequest
+        /// Media was dropped by the pacer's bounds: the next frames need a fresh start.
+        case congestion
+    }
 
     public enum Event: Equatable, Sendable {
         /// The encoder should produce an IDR now (already rate-limited to one per 500 ms).
@@ -87,6 +131,10 @@ public struct VideoSender: Sendable {
         case retransmit(sequenceNumber: UInt16)
         case bandwidthEstimate(BandwidthEstimate)
         case receiverReport(ReceiverStatistics)
+        /// The encoder should produce `bitsPerSecond` (the estimate less what
+        /// retransmissions and copies use); the pacer now sends at `pacingBitsPerSecond`.
+        /// Sent when either moves by 2 % or more, or the detector's verdict changes.
+        case targetRate(bitsPerSecond: Int64, pacingBitsPerSecond: Int64, usage: BandwidthUsage)
     }
 
     public struct Statistics: Equatable, Sendable {
@@ -95,6 +143,8 @@ public struct VideoSender: Sendable {
         public var packetsSent = 0
         public var bytesSent = 0
         public var retransmissionsSent = 0
+        /// Bytes of retransmissions and copies (what the retransmission budget bounds).
+        public var retransmissionBytesSent = 0
         /// Redundant RTX copies sent by loss protection.
         public var copiesSent = 0
         public var nacksReceived = 0
@@ -108,6 +158,20 @@ public struct VideoSender: Sendable {
         public var roundTripTime: Duration?
         public var receiver: ReceiverStatistics?
         public var bandwidth: BandwidthEstimate?
+        /// The estimator's view: target (before overhead), pacing rate, verdict, acked rate, loss.
+        public var estimate: SendSideBandwidthEstimator.RateTarget?
+        /// What the encoder is asked for (`.targetRate`).
+        public var mediaTargetBitsPerSecond: Int64 = 0
+        public var probesSent = 0
+        public var probePacketsSent = 0
+        /// Frames dropped, whole or in part, by the pacer's time or byte bound.
+        public var framesDroppedByPacer = 0
+        public var packetsDroppedByPacer = 0
+        /// NACKs not answered because retransmissions had used their share of the target.
+        public var nacksIgnoredForBudget = 0
+        /// Losses confirmed by transport-cc (missing past the reordering window) and late packets.
+        public var lossesConfirmed = 0
+        public var latePacketsReported = 0
     }
 
     public let configuration: Configuration
@@ -120,6 +184,22 @@ public struct VideoSender: Sendable {
     private var keyframes: KeyframeRequestLimiter
     private var transportCC: TransportCCTracker
     private var protection: LossProtection
+    private var estimator: SendSideBandwidthEstimator
+    /// Retransmission and copy bytes over `overheadWindow`.
+    private var overhead: RateWindow
+    private var announced: (bitsPerSecond: Int64, pacing: Int64, usage: BandwidthUsage)?
+    private var pendingEvents: [Event] = []
+    /// Set when media was dropped: frames are not queued until the next keyframe.
+    private var awaitingKeyframe = false
+    private var congestionKeyframeRequestedAt: Instant?
+    /// The last media packet sent belonged to a keyframe (whose rest is not dropped).
+    private var sendingKeyframe = false
+    /// Probe clusters waiting, and the one being sent.
+    private var probeQueue: [ProbeCluster] = []
+    private var probe: (cluster: ProbeCluster, bytes: Int, packets: Int, next: Instant)?
+    /// The latest media sequence numbers sent, for probe padding.
+    private var recentMedia: [UInt16] = []
+    private var recentMediaNext = 0
     private let extensionLength: Int
 
     public var ssrc: UInt32 { packetizer.ssrc }
@@ -170,6 +250,14 @@ public struct VideoSender: Sendable {
         transportCC = TransportCCTracker(initialSequenceNumber: 1)
         // Copies must not repeat a sequence number of the media stream (SRTP replay): RTX only.
         protection = LossProtection(configuration: configuration.rtxPayloadType == nil ? .off : configuration.lossProtection)
+        // Probes need transport-cc to be measured and RTX to carry the padding.
+        var cc = configuration.congestion
+        cc.probing = cc.probing && ids.transportCC != nil && configuration.rtxPayloadType != nil
+        estimator = SendSideBandwidthEstimator(configuration: cc)
+        overhead = RateWindow(length: configuration.overheadWindow)
+        applyTarget(estimator.target, now: nil)
+        pacer = Pacer(configuration: pacer.configuration)   // its first burst sized for the start rate
+        pendingEvents.removeAll()   // the start target is `targetBitsPerSecond`, not news
     }
 
     /// Whether packets sent now would get redundant copies.
@@ -178,38 +266,82 @@ public struct VideoSender: Sendable {
     // MARK: Media in
 
     /// Packetizes an access unit and queues it in the pacer; call `poll(now:)` next.
+    /// After the pacer dropped media, frames other than keyframes are dropped here
+    /// (counted) until a keyframe comes; so is a frame that would pass `maxQueueBytes`.
     public mutating func send(accessUnit: [UInt8], captureTime: Instant, now: Instant) throws {
+        let isKeyframe = (try? H264NALUnit.splitAnnexB(accessUnit))?.contains { $0.type == H264NALUnit.idrSlice } ?? false
+        if awaitingKeyframe, !isKeyframe {
+            statistics.framesDroppedByPacer += 1
+            startAwaitingKeyframe(now: now)   // repeats the request if it is a second old
+            return
+        }
+        if !isKeyframe, pacer.mediaBytes + accessUnit.count > configuration.maxQueueBytes {
+            statistics.framesDroppedByPacer += 1
+            startAwaitingKeyframe(now: now)
+            return
+        }
         let out = try packetizer.packetize(accessUnit: accessUnit, captureTime: captureTime)
         guard !out.packets.isEmpty else { return }
         statistics.framesSent += 1
         if out.isKeyframe {
             statistics.keyframesSent += 1
             keyframes.keyframeSent(now: now)
+            awaitingKeyframe = false
+            congestionKeyframeRequestedAt = nil
+            // What waits before a keyframe is not needed by anything after it.
+            if pacer.mediaBytes + accessUnit.count > configuration.maxQueueBytes { dropQueuedMedia(upToKeyframe: false) }
         }
-        for p in out.packets {
-            pacer.enqueue(PacedPacket(packet: p, captureTime: captureTime, isRetransmission: false),
+        for (i, p) in out.packets.enumerated() {
+            pacer.enqueue(PacedPacket(packet: p, captureTime: captureTime, isRetransmission: false, queuedAt: now,
+                                      startsKeyframe: i == 0 && out.isKeyframe, startsFrame: i == 0),
                           size: p.encodedLength)
         }
     }
 
-    /// Changes the pacing rate (rate control, later, sets it from the estimate).
-    public mutating func setPacingRate(bitsPerSecond: Int64) {
-        pacer.configuration = .init(bitsPerSecond: bitsPerSecond, burstBytes: pacer.configuration.burstBytes)
+    /// The owner's ceiling for the estimate (e.g. 4 Mbit/s at 1080p, 2.5 at 720p; spec §7).
+    public mutating func setMaximumBitrate(_ bitsPerSecond: Int64, now: Instant) {
+        estimator.handle(.maximumBitrate(bitsPerSecond), now: now)
+        drainEstimator(now: now)
+    }
+
+    /// Media bytes waiting in the pacer (O(1)).
+    public var queuedBytes: Int { pacer.mediaBytes }
+    /// How long the waiting media needs at the current pacing rate (O(1)): the
+    /// encoder may skip a frame while this is more than a frame interval or so.
+    public var queuedDuration: Duration {
+        .nanoseconds(Int64(pacer.mediaBytes) * 8_000_000_000 / max(pacer.configuration.bitsPerSecond, 1))
+    }
+    /// What the encoder should produce now (the last `.targetRate`).
+    public var targetBitsPerSecond: Int64 { statistics.mediaTargetBitsPerSecond }
+
+    /// Events that arose in `poll` or `send` (a new target, a congestion keyframe request).
+    public mutating func takeEvents() -> [Event] {
+        defer { pendingEvents.removeAll() }
+        return pendingEvents
     }
 
     // MARK: Datagrams out
 
-    /// Everything due at `now`: paced RTP packets, then an SR + SDES compound when due.
+    /// Everything due at `now`: paced RTP packets, probe padding, then an SR + SDES compound when due.
     public mutating func poll(now: Instant) -> [Datagram] {
         var out: [Datagram] = []
+        if let d = estimator.nextDeadline, d <= now {
+            estimator.handle(.timeout, now: now)
+            drainEstimator(now: now)
+            applyTarget(estimator.target, now: now)   // the retransmission overhead moves with time too
+        }
         for seq in protection.due(now: now) {
             guard let p = history.packet(seq) else { continue }   // aged out meanwhile
-            pacer.enqueue(PacedPacket(packet: p, captureTime: now, isRetransmission: true, isCopy: true),
+            // Copies come out of the same share of the target as retransmissions.
+            guard spendOverhead(p.encodedLength + 2, now: now) else { continue }
+            pacer.enqueue(PacedPacket(packet: p, captureTime: now, isRetransmission: true, isCopy: true, queuedAt: now),
                           size: p.encodedLength + 2)
         }
+        enforceQueueBound(now: now)
         for item in pacer.poll(now: now) {
             if let d = transmit(item, now: now) { out.append(d) }
         }
+        sendProbe(now: now, into: &out)
         if let compound = reports.poll(now: now), let bytes = try? RTCPCompound.serialize(compound) {
             statistics.senderReportsSent += 1
             out.append(.rtcp(bytes))
@@ -219,7 +351,8 @@ public struct VideoSender: Sendable {
 
     /// When `poll` should be called next (nil: only when new input arrives).
     public var nextDeadline: Instant? {
-        [pacer.nextDeadline, reports.nextReportAt, protection.nextDeadline].compactMap { $0 }.min()
+        [pacer.nextDeadline, reports.nextReportAt, protection.nextDeadline, estimator.nextDeadline,
+         probe?.next, firstQueuedExpiry].compactMap { $0 }.min()
     }
 
     /// An RTCP BYE for our SSRCs (RFC 3550 §6.6), for a clean stop.
@@ -232,7 +365,7 @@ public struct VideoSender: Sendable {
         return .rtcp(bytes)
     }
 
-    private mutating func transmit(_ item: PacedPacket, now: Instant) -> Datagram? {
+    private mutating func transmit(_ item: PacedPacket, now: Instant, probeCluster: Int? = nil) -> Datagram? {
         var packet = item.packet
         if item.isRetransmission, var r = rtx {
             packet = r.wrap(packet)
@@ -243,10 +376,12 @@ public struct VideoSender: Sendable {
         let ids = configuration.extensionIDs
         var elements: [RTPHeaderExtension] = []
         if let id = ids.absSendTime { elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.absSendTime(now))) }
+        var transportSeq: UInt16?
         if let id = ids.transportCC {
             // Its size on the wire: header, extensions, payload and the SRTP tag.
             let seq = transportCC.allocate(size: packet.encodedLength + extensionLength + configuration.srtpOverhead)
             elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.transportSequence(seq)))
+            transportSeq = seq
         }
         if let id = ids.playoutDelay {
             let d = configuration.playoutDelay
@@ -254,14 +389,22 @@ public struct VideoSender: Sendable {
         }
         packet.header.extensions = elements.isEmpty ? nil : RTPExtensionBlock.best(for: elements)
         guard let bytes = try? packet.serialize() else { return nil }
+        estimator.handle(.packetSent(transportSequenceNumber: transportSeq, size: bytes.count + configuration.srtpOverhead,
+                                     probeCluster: probeCluster), now: now)
 
         if !item.isRetransmission {
             history.insert(item.packet, sentAt: now)
             protection.sent(item.packet.header.sequenceNumber, bytes: bytes.count, kind: .original, now: now)
+            rememberMedia(item.packet.header.sequenceNumber)
+            if item.startsFrame { sendingKeyframe = item.startsKeyframe }
+        } else if probeCluster != nil {
+            statistics.probePacketsSent += 1
         } else if item.isCopy {
             statistics.copiesSent += 1
+            statistics.retransmissionBytesSent += bytes.count
         } else {
             statistics.retransmissionsSent += 1
+            statistics.retransmissionBytesSent += bytes.count
             protection.sent(item.packet.header.sequenceNumber, bytes: bytes.count, kind: .retransmission, now: now)
         }
         if packet.header.ssrc == ssrc {
@@ -282,14 +425,13 @@ public struct VideoSender: Sendable {
             statistics.malformedRTCP += 1
             return []
         }
-        var events: [Event] = []
+        var events = takeEvents()
         for p in packets {
             switch p {
             case .receiverReport(let rr): handle(rr.reports, now: now, into: &events)
             case .senderReport(let sr): handle(sr.reports, now: now, into: &events)
             case .nack(let nack) where nack.mediaSSRC == ssrc:
                 statistics.nacksReceived += 1
-                protection.lossSeen(now: now)
                 for seq in nack.lostSequenceNumbers { handleNACK(seq, now: now, into: &events) }
             case .pictureLoss(let pli) where pli.mediaSSRC == ssrc:
                 statistics.pictureLossReceived += 1
@@ -308,19 +450,25 @@ public struct VideoSender: Sendable {
             case .remb(let remb):
                 let e = BandwidthEstimate(source: .remb, bitsPerSecond: remb.bitrate)
                 statistics.bandwidth = e
-                protection.bandwidthEstimated(bitsPerSecond: e.bitsPerSecond)
+                estimator.handle(.remb(bitsPerSecond: remb.bitrate), now: now)
                 events.append(.bandwidthEstimate(e))
             case .transportCC(let fb):
+                let confirmed = estimator.lossesConfirmed
+                estimator.handle(.transportFeedback(fb), now: now)
+                // Evidence of loss: packets still missing once a packet sent a reordering window later arrived.
+                if estimator.lossesConfirmed > confirmed { protection.lossSeen(now: now) }
+                statistics.lossesConfirmed = estimator.lossesConfirmed
+                statistics.latePacketsReported = estimator.lateReports
                 if let e = transportCC.estimate(fb) {
                     statistics.bandwidth = e
-                    // An arrival rate, not a capacity: it only tells of loss here.
-                    if let f = e.lossFraction, f > 0 { protection.lossSeen(now: now) }
                     events.append(.bandwidthEstimate(e))
                 }
             default:
                 break
             }
         }
+        drainEstimator(now: now)
+        events += takeEvents()
         return events
     }
 
@@ -330,18 +478,157 @@ public struct VideoSender: Sendable {
             let s = reports.received(b, now: now)
             statistics.receiver = s
             if let rtt = s.roundTripTime { statistics.roundTripTime = rtt }
+            estimator.handle(.receiverReport(fractionLost: s.fractionLost, roundTripTime: s.roundTripTime), now: now)
             events.append(.receiverReport(s))
         }
     }
 
     private mutating func handleNACK(_ seq: UInt16, now: Instant, into events: inout [Event]) {
+        // The budget first: a NACK storm on a congested link must not multiply the load.
+        if let p = history.packet(seq), !canSpendOverhead(p.encodedLength + (rtx == nil ? 0 : 2), now: now) {
+            statistics.nacksIgnoredForBudget += 1
+            statistics.nacksIgnored += 1
+            return
+        }
         switch history.resend(seq, now: now, rtt: statistics.roundTripTime ?? configuration.initialRTT) {
         case .resend(let p):
-            pacer.enqueue(PacedPacket(packet: p, captureTime: now, isRetransmission: true),
-                          size: p.encodedLength + (rtx == nil ? 0 : 2), urgent: true)
+            let size = p.encodedLength + (rtx == nil ? 0 : 2)
+            _ = spendOverhead(size, now: now)
+            pacer.enqueue(PacedPacket(packet: p, captureTime: now, isRetransmission: true, queuedAt: now),
+                          size: size, urgent: true)
             events.append(.retransmit(sequenceNumber: seq))
+            // Without transport-cc a NACK is the loss evidence there is, if the packet is
+            // older than the reordering window (else it may just be late, and still arrive).
+            // With it, feedback tells lost from late (webrtcbin NACKs packets 2–30 ms late).
+            if configuration.extensionIDs.transportCC == nil, let sent = history.sentAt(seq), now - sent >= estimator.reorderWindow {
+                protection.lossSeen(now: now)
+            }
         case .unknown, .rateLimited:
-            statistics.nacksIgnored += 1
+            statistics.nacksIgnored += 1   // not evidence of loss either
         }
+    }
+
+}
+
+// MARK: Rate control
+
+extension VideoSender {
+    /// Reads the estimator's outputs: targets set the pacer and are announced; probes are queued.
+    private mutating func drainEstimator(now: Instant) {
+        while let out = estimator.poll() {
+            switch out {
+            case .target(let t): applyTarget(t, now: now)
+            case .probe(let c): if probeQueue.count < 4 { probeQueue.append(c) }
+            }
+        }
+    }
+
+    private mutating func applyTarget(_ t: SendSideBandwidthEstimator.RateTarget, now: Instant?) {
+        statistics.estimate = t
+        // A burst of 20 ms at the pacing rate, 2 packets at least, never more than configured.
+        let burst = min(max(t.pacingBitsPerSecond / 8 / 50, 2 * 1200), configuration.pacer.burstBytes)
+        pacer.configuration = .init(bitsPerSecond: t.pacingBitsPerSecond, burstBytes: burst)
+        protection.bandwidthEstimated(bitsPerSecond: UInt64(max(t.bitsPerSecond, 0)))
+        protection.congestionChanged(overusing: t.usage == .overusing)
+        // The encoder gets the target less what retransmissions and copies use now
+        // (at most their share), never below the estimator's floor.
+        var used: Int64 = 0
+        if let now { used = overhead.bitsPerSecond(now: now) }
+        let media = max(t.bitsPerSecond - min(used, Int64(Double(t.bitsPerSecond) * configuration.retransmissionShare)),
+                        min(t.bitsPerSecond, estimator.configuration.minimumBitrate))
+        statistics.mediaTargetBitsPerSecond = media
+        if let a = announced, a.usage == t.usage,
+           abs(a.bitsPerSecond - media) * 50 < a.bitsPerSecond, abs(a.pacing - t.pacingBitsPerSecond) * 50 < a.pacing {
+            return
+        }
+        announced = (media, t.pacingBitsPerSecond, t.usage)
+        pendingEvents.append(.targetRate(bitsPerSecond: media, pacingBitsPerSecond: t.pacingBitsPerSecond, usage: t.usage))
+    }
+
+    /// Whether `bytes` more of retransmissions or copies fit the share of the estimate over the window.
+    private mutating func canSpendOverhead(_ bytes: Int, now: Instant) -> Bool {
+        let budget = Double(estimator.target.bitsPerSecond) * configuration.retransmissionShare
+            * configuration.overheadWindow.seconds / 8
+        return Double(overhead.bytes(now: now) + bytes) <= budget
+    }
+
+    private mutating func spendOverhead(_ bytes: Int, now: Instant) -> Bool {
+        guard canSpendOverhead(bytes, now: now) else { return false }
+        overhead.add(bytes, now: now)
+        return true
+    }
+
+    /// When the oldest queued media packet passes the time bound.
+    private var firstQueuedExpiry: Instant? {
+        guard let f = pacer.firstQueued, !f.startsKeyframe, f.startsFrame || !sendingKeyframe else { return nil }
+        return f.queuedAt + configuration.maxQueueDelay + .nanoseconds(1)
+    }
+
+    /// Media that waited past `maxQueueDelay` is dropped with every frame after it up to
+    /// a keyframe (they depend on it); a keyframe being sent is kept (dropping it would
+    /// only ask for another as large).
+    private mutating func enforceQueueBound(now: Instant) {
+        // A copy that waited that long is no use to anyone: it just goes.
+        _ = pacer.dropQueued { $0.isCopy && now - $0.queuedAt > configuration.maxQueueDelay }
+        guard let f = pacer.firstQueued, now - f.queuedAt > configuration.maxQueueDelay else { return }
+        if f.startsKeyframe { return }
+        // A keyframe whose first packet already left is not dropped either.
+        if !f.startsFrame, sendingKeyframe { return }
+        dropQueuedMedia(upToKeyframe: true)
+        if pacer.firstQueued?.startsKeyframe != true { startAwaitingKeyframe(now: now) }
+    }
+
+    /// Drops queued media from the front: up to the next keyframe, or all of it.
+    private mutating func dropQueuedMedia(upToKeyframe: Bool) {
+        var first = true
+        let dropped = pacer.dropQueued { item in
+            defer { first = false }
+            return !(item.startsKeyframe && (!first || upToKeyframe))
+        }
+        guard !dropped.isEmpty else { return }
+        statistics.packetsDroppedByPacer += dropped.count
+        // Frames touched: those starting in the dropped run, plus the one cut at its head.
+        let starts = dropped.filter(\.startsFrame).count
+        statistics.framesDroppedByPacer += starts + (dropped.first?.startsFrame == true ? 0 : 1)
+        sendingKeyframe = false
+    }
+
+    /// Starts dropping frames until a keyframe, and asks for one: once, and again
+    /// every second while none comes (a lost request must not stall the picture).
+    private mutating func startAwaitingKeyframe(now: Instant) {
+        awaitingKeyframe = true
+        if let last = congestionKeyframeRequestedAt, now - last < .seconds(1) { return }
+        congestionKeyframeRequestedAt = now
+        statistics.keyframesRequested += 1
+        pendingEvents.append(.keyframeRequested(.congestion))
+    }
+
+    private mutating func rememberMedia(_ seq: UInt16) {
+        if recentMedia.count < 16 { recentMedia.append(seq) } else { recentMedia[recentMediaNext] = seq }
+        recentMediaNext = (recentMediaNext + 1) % 16
+    }
+
+    /// Sends the current probe cluster's padding due at `now`: RTX copies of recent
+    /// media packets at the cluster's rate, until its packets and bytes are out.
+    private mutating func sendProbe(now: Instant, into out: inout [Datagram]) {
+        if probe == nil, !probeQueue.isEmpty {
+            let c = probeQueue.removeFirst()
+            probe = (c, 0, 0, now)
+            statistics.probesSent += 1
+        }
+        guard var p = probe, rtx != nil else { probe = nil; return }
+        var k = 0
+        while p.next <= now, p.packets < p.cluster.minPackets || p.bytes < p.cluster.minBytes {
+            guard !recentMedia.isEmpty, let original = history.packet(recentMedia[(recentMediaNext + recentMedia.count - 1 - k % recentMedia.count) % recentMedia.count])
+            else { probe = nil; return }
+            k += 1
+            let item = PacedPacket(packet: original, captureTime: now, isRetransmission: true, queuedAt: now)
+            guard let d = transmit(item, now: now, probeCluster: p.cluster.id), case .rtp(let b) = d else { break }
+            out.append(d)
+            p.bytes += b.count
+            p.packets += 1
+            p.next = p.next + .nanoseconds(Int64(b.count) * 8_000_000_000 / max(p.cluster.bitsPerSecond, 1))
+        }
+        probe = p.packets >= p.cluster.minPackets && p.bytes >= p.cluster.minBytes ? nil : p
     }
 }

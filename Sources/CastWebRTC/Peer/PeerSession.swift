@@ -412,7 +412,7 @@ public final class PeerSession {
             switch e {
             case .keyframeRequested: events.append(.keyframeRequested)
             case .bandwidthEstimate(let b): events.append(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
-            case .retransmit, .receiverReport: break
+            case .retransmit, .receiverReport, .targetRate: break
             }
         }
     }

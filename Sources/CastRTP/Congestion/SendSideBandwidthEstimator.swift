@@ -1,0 +1,312 @@
+import CastCore
+
+/// The send-side bandwidth estimate (Google Congestion Control,
+/// draft-ietf-rmcat-gcc-02, with libwebrtc goog_cc's choices where the draft
+/// leaves room): what the encoder should produce and how fast the pacer should
+/// drain, from transport-cc feedback, REMB and receiver reports.
+///
+/// Contract (str0m's shape, STYLE.md "one output contract"):
+///
+///     estimator.handle(input, now: now)        // a sent packet, feedback, a report, a timeout
+///     while let out = estimator.poll() { … }   // .target(RateTarget) when it changed, .probe(ProbeCluster)
+///     estimator.nextDeadline                   // call handle(.timeout, now:) then
+///
+/// Time only arrives as `now`; nothing here reads a clock, sleeps or does IO.
+///
+/// How the pieces combine: the delay-based estimate (`DelayBasedDetector` →
+/// `AimdRateControl`, fed by `AcknowledgedBitrate`) once transport-cc feedback
+/// arrives, the loss-based bound (`LossBasedControl`, from transport-cc losses,
+/// or from RR fraction lost when there is no transport-cc), and the receiver's
+/// REMB: the target is the least of them, kept within
+/// [`minimumBitrate`, the owner's maximum]. Probes (`ProbeCluster`) are asked
+/// for at start (3× and 6× the start rate, gcc's "fast start"), periodically
+/// while the stream is application-limited, and after a large drop while the
+/// estimate is below the rate before it; a probe's measured rate raises the
+/// estimate at once. While application-limited the estimate neither grows
+/// beyond 1.5 × what is acknowledged nor decays for lack of traffic.
+public struct SendSideBandwidthEstimator: Sendable {
+    public struct Configuration: Sendable, Equatable {
+        public var startBitrate: Int64
+        public var minimumBitrate: Int64
+        public var maximumBitrate: Int64
+        /// Pacing rate = target × this, so a keyframe drains quickly (libwebrtc kDefaultPaceMultiplier 2.5).
+        public var pacingFactor: Double
+        /// Whether to ask for probes (pointless without transport-cc feedback or a way to send padding).
+        public var probing: Bool
+
+        /// No estimate goes above 10 Gbit/s, whatever the owner says (keeps every product finite).
+        public static let absoluteMaximum: Int64 = 10_000_000_000
+
+        /// Start at 1 Mbit/s; 50 kbit/s floor; 4 Mbit/s ceiling (spec §7 maxBitrateBps at 1080p).
+        public init(startBitrate: Int64 = 1_000_000, minimumBitrate: Int64 = 50_000, maximumBitrate: Int64 = 4_000_000,
+                    pacingFactor: Double = 2.5, probing: Bool = true) {
+            self.minimumBitrate = min(max(10_000, minimumBitrate), Self.absoluteMaximum)
+            self.maximumBitrate = min(max(self.minimumBitrate, maximumBitrate), Self.absoluteMaximum)
+            self.startBitrate = min(max(startBitrate, self.minimumBitrate), self.maximumBitrate)
+            self.pacingFactor = pacingFactor.isFinite ? min(max(1, pacingFactor), 10) : 2.5
+            self.probing = probing
+        }
+    }
+
+    /// What the estimate says now.
+    public struct RateTarget: Equatable, Sendable {
+        /// What the encoder should produce (media only).
+        public var bitsPerSecond: Int64
+        /// What the pacer may send at.
+        public var pacingBitsPerSecond: Int64
+        public var usage: BandwidthUsage
+        public var applicationLimited: Bool
+        /// The latest acknowledged (received) rate, from transport-cc.
+        public var acknowledgedBitsPerSecond: Int64?
+        public var roundTripTime: Duration?
+        /// The latest loss reading (transport-cc or RR), 0…1.
+        public var lossFraction: Double
+    }
+
+    public enum Input: Sendable {
+        /// A packet left (media, retransmission, copy or probe padding): its
+        /// transport-wide sequence number when it carries one, size on the wire.
+        case packetSent(transportSequenceNumber: UInt16?, size: Int, probeCluster: Int?)
+        case transportFeedback(TransportCCFeedback)
+        case remb(bitsPerSecond: UInt64)
+        case receiverReport(fractionLost: Double, roundTripTime: Duration?)
+        case maximumBitrate(Int64)
+        case timeout
+    }
+
+    public enum Output: Equatable, Sendable {
+        case target(RateTarget)
+        case probe(ProbeCluster)
+    }
+
+    /// Probes: 3× then 6× the start rate (libwebrtc ProbeController first/second
+    /// exponential probe scale); at least 5 packets and 15 ms of the rate
+    /// (kMinProbePacketsSent, kMinProbeDurationMs); further probes at 2× a result
+    /// that reached 70 % of its probe; every 5 s at 2× while application-limited
+    /// (kAlrPeriodicProbingInterval, alr_probe_scale).
+    static let startProbeScales = [3.0, 6.0]
+    static let probeMinPackets = 5
+    static let probeDuration = 0.015
+    static let furtherProbeShare = 0.7
+    static let probeScale = 2.0
+    static let periodicProbeInterval = Duration.seconds(5)
+    /// A drop below 66 % of the rate before it is "large" (libwebrtc kBitrateDropThreshold).
+    static let largeDropRatio = 0.66
+    /// Recovery probes after a large drop: only after 3 s free of over-use and
+    /// loss, for 60 s at most. (Our choice: libwebrtc probes once on ALR end; a
+    /// screen cast is rarely application-limited while busy, and without a probe
+    /// AIMD alone needs ~12 s to climb 1.5 → 4 Mbit/s.)
+    static let recoveryQuietTime = Duration.seconds(1)
+    static let recoveryWindow = Duration.seconds(60)
+    /// Recovery probes are 15 ms bursts: every 2 s costs little queueing while the link stays low.
+    static let recoveryProbeInterval = Duration.seconds(2)
+    /// Periodic processing, for ALR and probe timers (libwebrtc process interval is 25 ms;
+    /// nothing here needs finer than 100 ms).
+    static let processInterval = Duration.milliseconds(100)
+    /// A missing packet counts as lost once one sent this much later arrived
+    /// (max(50 ms, RTT/2); see `reorderWindow`).
+    static let minimumReorderWindow = Duration.milliseconds(50)
+
+    public private(set) var configuration: Configuration
+    private var detector = DelayBasedDetector()
+    private var aimd: AimdRateControl
+    private var acked = AcknowledgedBitrate()
+    private var loss: LossBasedControl
+    private var alr = ApplicationLimitDetector()
+    private var log = SentPacketLog()
+    private var probes = ProbeResultEstimator()
+    private var remb: Double?
+    private var rtt: Duration?
+    /// Whether transport-cc feedback has arrived (then RR loss and NACKs are not the loss signal).
+    public private(set) var hasTransportFeedback = false
+    private var lastTarget: RateTarget?
+    private var outputs: [Output] = []
+    private var outputHead = 0
+    private var lastProcess: Instant?
+    private var nextProbeID = 1
+    private var startProbesSent = false
+    private var lastProbeAt: Instant?
+    private var lastProbeRate = 0.0
+    private var lastOveruseAt: Instant?
+    private var lastHighLossAt: Instant?
+    private var beforeDrop: (rate: Double, at: Instant)?
+    private var recentHigh: (rate: Double, at: Instant)?
+    public private(set) var probesRequested = 0
+    public private(set) var lossesConfirmed = 0
+    public private(set) var lateReports = 0
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        aimd = AimdRateControl(start: Double(configuration.startBitrate))
+        loss = LossBasedControl(start: Double(configuration.startBitrate))
+    }
+
+    /// The reordering window for loss evidence: max(50 ms, RTT/2). A packet that
+    /// late is useless to a 30 fps jitter buffer anyway; shorter would count
+    /// GStreamer's 2–30 ms late packets as lost.
+    public var reorderWindow: Duration {
+        guard let r = rtt else { return Self.minimumReorderWindow }
+        return max(Self.minimumReorderWindow, r / 2)
+    }
+
+    public var roundTripTime: Duration? { rtt }
+    public var target: RateTarget { lastTarget ?? makeTarget() }
+    public var nextDeadline: Instant? { (lastProcess ?? .zero) + Self.processInterval }
+    public var usage: BandwidthUsage { detector.state }
+
+    public mutating func handle(_ input: Input, now: Instant) {
+        switch input {
+        case .packetSent(let seq, let size, let cluster):
+            if let s = seq { log.sent(s, size: size, probeCluster: cluster, at: now) }
+            let wasLimited = alr.isLimited
+            alr.update(sentBytes: size, target: currentRate, now: now)
+            if wasLimited, !alr.isLimited { acked.expectFastRateChange() }
+            if !startProbesSent { startProbes(now: now) }
+        case .transportFeedback(let fb):
+            feedback(fb, now: now)
+        case .remb(let bps):
+            remb = Double(min(bps, UInt64(Int64.max)))
+        case .receiverReport(let fraction, let r):
+            if let r, r >= .zero { rtt = r }
+            // With transport-cc its losses are the finer reading; RR only for REMB-only receivers (aiortc).
+            if !hasTransportFeedback, fraction.isFinite {
+                loss.reading(fraction, target: currentRate, rtt: rtt ?? .milliseconds(100), now: now)
+                if fraction > LossBasedControl.highLoss { lastHighLossAt = now }
+            }
+        case .maximumBitrate(let bps):
+            configuration.maximumBitrate = min(max(configuration.minimumBitrate, bps), Configuration.absoluteMaximum)
+        case .timeout:
+            break
+        }
+        process(now: now)
+    }
+
+    public mutating func poll() -> Output? {
+        guard outputHead < outputs.count else {
+            if !outputs.isEmpty { outputs.removeAll(keepingCapacity: true); outputHead = 0 }
+            return nil
+        }
+        defer { outputHead += 1 }
+        return outputs[outputHead]
+    }
+
+    // MARK: Internals
+
+    private var bounds: ClosedRange<Double> {
+        Double(configuration.minimumBitrate)...Double(configuration.maximumBitrate)
+    }
+
+    /// The least of the delay-based estimate (once there is feedback), the loss bound and REMB.
+    private var currentRate: Double {
+        var r = loss.bound
+        if hasTransportFeedback { r = min(r, aimd.bitrate) }
+        if let remb { r = min(r, remb) }
+        guard r.isFinite else { return bounds.lowerBound }   // never expected; never a trap either
+        return min(max(r, bounds.lowerBound), bounds.upperBound)
+    }
+
+    private mutating func feedback(_ fb: TransportCCFeedback, now: Instant) {
+        hasTransportFeedback = true
+        let (received, lost, late) = log.feedback(fb, reorderWindow: reorderWindow)
+        lossesConfirmed += lost
+        lateReports += late
+        var probeRate: Double?
+        for m in received {
+            let sendMs = Double(m.sentAt.nanoseconds) / 1e6
+            _ = detector.packet(sendMs: sendMs, arrivalMs: m.arrivalMs, size: m.size)
+            acked.acknowledged(bytes: m.size, arrivalMs: m.arrivalMs, applicationLimited: alr.isLimited)
+            if let id = m.probeCluster,
+               let r = probes.acknowledged(cluster: id, sentAt: m.sentAt, size: m.size, arrivalMs: m.arrivalMs) {
+                probeRate = max(probeRate ?? 0, r)
+            }
+        }
+        if detector.state == .overusing { lastOveruseAt = now }
+        if loss.packets(lost: lost, expected: lost + received.count, target: currentRate,
+                        rtt: rtt ?? .milliseconds(100), now: now),
+           loss.lastLossFraction > LossBasedControl.highLoss {
+            lastHighLossAt = now
+        }
+        if let p = probeRate, detector.state != .overusing {
+            let rate = min(p, bounds.upperBound)
+            let raised = rate > 1.1 * aimd.bitrate
+            if rate > aimd.bitrate { aimd.set(rate, now: now) }
+            loss.raise(to: rate)
+            // A probe that got through and raised the estimate asks for the next, twice as fast.
+            if raised, p >= Self.furtherProbeShare * lastProbeRate, lastProbeRate > 0, rate < bounds.upperBound,
+               let last = lastProbeAt, now - last < .seconds(2) {
+                lastProbeRate = 0   // once per probe
+                requestProbe(at: Self.probeScale * p, now: now)
+            }
+        }
+        let reduceAllowed = aimd.lastDecrease.map { now - $0 >= min(max(rtt ?? .milliseconds(100), .milliseconds(10)), .milliseconds(200)) } ?? true
+        if detector.state != .overusing || reduceAllowed || aimd.bitrate > 2 * (acked.bitsPerSecond ?? .infinity) {
+            aimd.update(detector.state, acked: acked.bitsPerSecond, applicationLimited: alr.isLimited,
+                        rtt: rtt ?? .milliseconds(100), bounds: bounds, now: now)
+        }
+    }
+
+    private mutating func process(now: Instant) {
+        if let last = lastProcess, now < last { return }   // time never goes back here
+        lastProcess = now
+        alr.update(sentBytes: 0, target: currentRate, now: now)
+        let rate = currentRate
+        loss.targetApplied(rate, now: now)
+        trackDrops(rate, now: now)
+        periodicProbes(rate, now: now)
+        let t = makeTarget()
+        if t != lastTarget {
+            lastTarget = t
+            outputs.append(.target(t))
+        }
+    }
+
+    private func makeTarget() -> RateTarget {
+        let rate = currentRate
+        return RateTarget(bitsPerSecond: Int64(rate), pacingBitsPerSecond: Int64(rate * configuration.pacingFactor),
+                          usage: detector.state, applicationLimited: alr.isLimited,
+                          acknowledgedBitsPerSecond: acked.bitsPerSecond.map { Int64(min(max($0, 0), 1e12)) },
+                          roundTripTime: rtt, lossFraction: loss.lastLossFraction)
+    }
+
+    private mutating func trackDrops(_ rate: Double, now: Instant) {
+        // The highest rate of the last 5 s; a fall below 66 % of it is a large drop.
+        if let h = recentHigh, now - h.at < .seconds(5), h.rate >= rate {
+            if rate < Self.largeDropRatio * h.rate { beforeDrop = h }
+        } else {
+            recentHigh = (rate, now)
+        }
+    }
+
+    private mutating func periodicProbes(_ rate: Double, now: Instant) {
+        guard configuration.probing, hasTransportFeedback, rate < bounds.upperBound else { return }
+        if alr.isLimited {
+            if let last = lastProbeAt, now - last < Self.periodicProbeInterval { return }
+            requestProbe(at: Self.probeScale * rate, now: now)
+            return
+        }
+        if let last = lastProbeAt, now - last < Self.recoveryProbeInterval { return }
+        guard let drop = beforeDrop, now - drop.at <= Self.recoveryWindow, rate < 0.9 * drop.rate else { return }
+        let quiet = [lastOveruseAt, lastHighLossAt].compactMap { $0 }.allSatisfy { now - $0 >= Self.recoveryQuietTime }
+        guard quiet else { return }
+        requestProbe(at: min(Self.probeScale * rate, drop.rate), now: now)
+    }
+
+    private mutating func startProbes(now: Instant) {
+        startProbesSent = true
+        guard configuration.probing else { return }
+        for s in Self.startProbeScales { requestProbe(at: s * Double(configuration.startBitrate), now: now) }
+    }
+
+    private mutating func requestProbe(at bps: Double, now: Instant) {
+        let rate = min(bps, bounds.upperBound)
+        guard rate > currentRate else { return }
+        let c = ProbeCluster(id: nextProbeID, bitsPerSecond: Int64(rate), minPackets: Self.probeMinPackets,
+                             minBytes: Int(rate * Self.probeDuration / 8))
+        nextProbeID += 1
+        probesRequested += 1
+        lastProbeAt = now
+        lastProbeRate = rate
+        probes.started(c)
+        outputs.append(.probe(c))
+    }
+}

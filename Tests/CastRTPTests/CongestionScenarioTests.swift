@@ -1,0 +1,162 @@
+import Testing
+import CastCore
+@testable import CastRTP
+
+/// Whole-sender scenarios on the emulated link, with bounds like libwebrtc's
+/// own goog_cc tests (issue 14 item 5). Each prints its figures for the README.
+@Suite struct CongestionScenarioTests {
+    func mbps(_ v: Int64) -> String { String(Double(v / 10_000) / 100) }
+
+    @Test func settlesNearTheCapacityOfASlowLinkAndFollowsItsChanges() throws {
+        // 500 kbit/s, 100 ms one way → 450 ± 100 after 25 s; 800 → 750 ± 150; 100 kbit/s, 200 ms → 90 ± 25.
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(),
+                                     link: LinkEmulator(bitsPerSecond: 500_000, buffer: .milliseconds(300), delay: .milliseconds(100)))
+        try sim.run(until: seconds(25))
+        let a = sim.meanTarget(from: seconds(22), to: seconds(25))
+        try sim.run(until: seconds(50)) { link, _ in link.bitsPerSecond = 800_000 }
+        let b = sim.meanTarget(from: seconds(47), to: seconds(50))
+        try sim.run(until: seconds(75)) { link, _ in link.bitsPerSecond = 100_000; link.delay = .milliseconds(200) }
+        let c = sim.meanTarget(from: seconds(72), to: seconds(75))
+        print("slow link: 500k → \(a), 800k → \(b), 100k → \(c); skipped \(sim.framesSkipped), dropped \(sim.sender.statistics.framesDroppedByPacer), probes \(sim.sender.statistics.probesSent)")
+        #expect(abs(a - 450_000) <= 100_000, "\(a)")
+        #expect(abs(b - 750_000) <= 150_000, "\(b)")
+        #expect(abs(c - 90_000) <= 25_000, "\(c)")
+    }
+}
+
+extension CongestionScenarioTests {
+    @Test func aStepDownDrainsTheQueueAndAStepUpIsFoundAgain() throws {
+        // 4.4 → 1.5 → 4.4 Mbit/s (the cap is 4 Mbit/s), 200 ms buffer, 20 ms one way.
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(),
+                                     link: LinkEmulator(bitsPerSecond: 4_400_000, buffer: .milliseconds(200), delay: .milliseconds(20)))
+        try sim.run(until: seconds(60)) { link, now in
+            link.bitsPerSecond = now < seconds(20) ? 4_400_000 : now < seconds(40) ? 1_500_000 : 4_400_000
+        }
+        let before = sim.meanTarget(from: seconds(15), to: seconds(20))
+        let low = sim.meanTarget(from: seconds(30), to: seconds(40))
+        let after = sim.meanTarget(from: seconds(49), to: seconds(50))
+        // Queueing delay after the step down, per second: back under 50 ms within 5 s and staying there.
+        let perSecond = (20..<40).map { s in sim.queueDelays(from: seconds(Double(s)), to: seconds(Double(s + 1))).quantile(0.5) }
+        let settledAt = (0..<20).first { i in perSecond[i...].allSatisfy { $0 < .milliseconds(50) } }.map { $0 + 20 }
+        let stepUpAt = (40..<60).first { s in sim.meanTarget(from: seconds(Double(s)), to: seconds(Double(s + 1))) >= 3_200_000 }
+        print("steps: 4.4M → \(mbps(before)), 1.5M → \(mbps(low)), 4.4M → \(mbps(after)); queue medians after the drop (ms):",
+              perSecond.map { $0.totalNanoseconds / 1_000_000 }, "settled at \(settledAt.map(String.init) ?? "never") s, 80 % at \(stepUpAt.map(String.init) ?? "never") s",
+              "probes \(sim.sender.statistics.probesSent), dropped frames \(sim.sender.statistics.framesDroppedByPacer)")
+        #expect(before >= 3_400_000, "\(before)")
+        #expect(low >= 1_100_000 && low <= 1_600_000, "\(low)")
+        #expect(perSecond.firstIndex { $0 < .milliseconds(50) }.map { $0 <= 5 } == true)   // within 5 s of the drop
+        #expect(sim.queueDelays(from: seconds(25), to: seconds(40)).quantile(0.5) < .milliseconds(50))
+        #expect(stepUpAt.map { $0 <= 50 } == true)
+    }
+
+    @Test func aSteady2MbitLinkSettlesWithoutLossOrRunaway() throws {
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(),
+                                     link: LinkEmulator(bitsPerSecond: 2_000_000, buffer: .milliseconds(200), delay: .milliseconds(10)))
+        try sim.run(until: seconds(60))
+        let t = sim.targets(from: seconds(15), to: seconds(60))
+        let delays = sim.queueDelays(from: seconds(15), to: seconds(60))
+        let loss = Double(sim.link.droppedByBuffer) / Double(max(sim.link.packetsIn, 1))
+        print("steady 2M: target \(mbps(t.min() ?? 0))–\(mbps(t.max() ?? 0)) mean \(mbps(sim.meanTarget(from: seconds(15), to: seconds(60)))),",
+              "queue p50 \(delays.quantile(0.5)), p95 \(delays.quantile(0.95)), loss \(loss), skipped \(sim.framesSkipped), dropped \(sim.sender.statistics.framesDroppedByPacer)")
+        // Band after 15 s: 1.2–2.2 Mbit/s (60–110 % of the link; the estimate counts what arrives,
+        // headers included); never a runaway beyond it.
+        #expect((t.min() ?? 0) >= 1_200_000)
+        #expect((t.max() ?? .max) <= 2_200_000)
+        #expect(loss <= 0.01)
+        #expect(delays.quantile(0.5) < .milliseconds(30))
+        #expect(delays.quantile(0.95) < .milliseconds(120))
+    }
+
+    @Test func aStillMinuteDoesNotCollapseTheEstimate() throws {
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(),
+                                     link: LinkEmulator(bitsPerSecond: 3_000_000, buffer: .milliseconds(200), delay: .milliseconds(20)))
+        // Busy for 15 s, then a still desktop (~250-byte frames: 60 kbit/s) for a minute, then busy again.
+        sim.frameSize = { now in now >= seconds(15) && now < seconds(75) ? 250 : nil }
+        try sim.run(until: seconds(75))
+        let busy = sim.meanTarget(from: seconds(13), to: seconds(15))
+        let still = sim.targets(from: seconds(15), to: seconds(75))
+        try sim.run(until: seconds(77))
+        let after = sim.meanTarget(from: seconds(75), to: seconds(77))
+        print("still minute: busy \(mbps(busy)), still min \(mbps(still.min() ?? 0)) max \(mbps(still.max() ?? 0)), after \(mbps(after)),",
+              "probes \(sim.sender.statistics.probesSent)")
+        #expect(busy >= 2_000_000)
+        #expect((still.min() ?? 0) >= busy * 8 / 10)
+        // Busy again at the link's full rate: one over-use back-off (0.85 × acked) at most, not a collapse.
+        #expect(after >= busy * 6 / 10)
+        #expect(sim.sender.statistics.probesSent <= 20)   // ALR probes every 5 s, not a chain
+    }
+
+    @Test func rembCapsTheEstimateOfAReceiverWithoutTransportCC() throws {
+        // aiortc: REMB and RR, no transport-cc; its REMB says 700 kbit/s on a 4 Mbit/s path.
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(transportCC: false),
+                                     link: LinkEmulator(bitsPerSecond: 4_000_000, delay: .milliseconds(20)),
+                                     transportCC: false, remb: 700_000)
+        try sim.run(until: seconds(10))
+        let t = sim.targets(from: seconds(3), to: seconds(10))
+        print("REMB 700k: target \(mbps(t.min() ?? 0))–\(mbps(t.max() ?? 0))")
+        #expect(t.allSatisfy { $0 <= 700_000 } && (t.min() ?? 0) >= 600_000)
+        // A higher REMB lets the loss-based rule climb towards it (8 %/s on each lossless RR).
+        sim.receiver.remb = 3_000_000
+        try sim.run(until: seconds(20))
+        let later = sim.meanTarget(from: seconds(19), to: seconds(20))
+        print("REMB 3M: target after 10 s \(mbps(later))")
+        #expect(later > 1_000_000 && later <= 3_000_000)
+    }
+
+    @Test func heavyRandomLossKeepsRetransmissionsWithinTheBudget() throws {
+        // 2 Mbit/s with 25 % random loss: the receiver NACKs a quarter of everything, again every RTT.
+        var link = LinkEmulator(bitsPerSecond: 2_000_000, buffer: .milliseconds(200), delay: .milliseconds(20))
+        link.randomLoss = 0.25
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(), link: link)
+        try sim.run(until: seconds(20))
+        let s = sim.sender.statistics
+        // The budget: half the estimate over the run, plus one window's worth of slack.
+        let estimateBits = sim.samples.reduce(0.0) { $0 + Double($1.estimate) * 0.1 }
+        let maxEstimate = Double(sim.samples.map(\.estimate).max() ?? 0)
+        print("25 % loss: rtx+copies \(Double(s.retransmissionBytesSent * 8) / 20 / 1e6) Mbit/s vs half the mean estimate \(0.5 * estimateBits / 20 / 1e6), nacks \(s.nacksReceived), ignored for budget \(s.nacksIgnoredForBudget), rtx \(s.retransmissionsSent), copies \(s.copiesSent), target end \(mbps(s.mediaTargetBitsPerSecond)), offered/link \(Double(s.bytesSent * 8) / 20 / 2_000_000)")
+        #expect(s.nacksIgnoredForBudget > 0)
+        // All that left (media, RTX, copies, probes) stays under the link rate on average: no multiplied load.
+        #expect(Double(s.bytesSent * 8) / 20 <= 2_000_000 * 1.05)
+        #expect(Double(s.retransmissionBytesSent * 8) <= 0.5 * estimateBits + 0.5 * maxEstimate)
+        #expect(s.retransmissionBytesSent > 0)
+    }
+
+    @Test func lateButNotLostPacketsGetNoLossProtectionCopies() throws {
+        // A lossless link whose jitter reorders packets by up to 30 ms: the receiver NACKs each
+        // gap at once (webrtcbin's habit); transport-cc then shows the packets arrived.
+        var link = LinkEmulator(bitsPerSecond: 20_000_000, buffer: .milliseconds(200), delay: .milliseconds(5))
+        link.jitter = .milliseconds(30)
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(), link: link)
+        try sim.run(until: seconds(20))
+        let s = sim.sender.statistics
+        print("late packets: nacks \(s.nacksReceived), late \(s.latePacketsReported), confirmed lost \(s.lossesConfirmed), copies \(s.copiesSent), rtx \(s.retransmissionsSent)")
+        #expect(s.nacksReceived > 50)
+        #expect(s.latePacketsReported > 50)
+        #expect(s.lossesConfirmed == 0)
+        #expect(s.copiesSent == 0)
+    }
+
+    @Test func twoPercentRandomLossDoesNotCollapseTheEstimate() throws {
+        var link = LinkEmulator(bitsPerSecond: 2_000_000, buffer: .milliseconds(200), delay: .milliseconds(20))
+        link.randomLoss = 0.02
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(), link: link)
+        try sim.run(until: seconds(40))
+        let t = sim.targets(from: seconds(20), to: seconds(40))
+        print("2 % loss: target \(mbps(t.min() ?? 0))–\(mbps(t.max() ?? 0)) mean \(mbps(sim.meanTarget(from: seconds(20), to: seconds(40)))), copies \(sim.sender.statistics.copiesSent)")
+        #expect(sim.meanTarget(from: seconds(20), to: seconds(40)) >= 1_000_000)
+        #expect((t.min() ?? 0) >= 500_000)
+    }
+
+    @Test func crossTrafficLeavesItTheRest() throws {
+        // 3 Mbit/s shared with a constant 1.5 Mbit/s flow (which does not back off).
+        var link = LinkEmulator(bitsPerSecond: 3_000_000, buffer: .milliseconds(200), delay: .milliseconds(20))
+        link.crossTrafficBitsPerSecond = 1_500_000
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(), link: link)
+        try sim.run(until: seconds(30))
+        let mean = sim.meanTarget(from: seconds(15), to: seconds(30))
+        let delays = sim.queueDelays(from: seconds(15), to: seconds(30))
+        print("cross traffic 1.5 of 3M: target mean \(mbps(mean)), queue p50 \(delays.quantile(0.5))")
+        #expect(mean >= 900_000 && mean <= 1_600_000, "\(mean)")
+        #expect(delays.quantile(0.5) < .milliseconds(60))
+    }
+}

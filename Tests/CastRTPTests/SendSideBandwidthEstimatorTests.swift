@@ -1,0 +1,152 @@
+import Testing
+import CastCore
+@testable import CastRTP
+
+/// The estimator alone, on a fake clock, fed hand-made feedback.
+@Suite struct SendSideBandwidthEstimatorTests {
+    typealias Estimator = SendSideBandwidthEstimator
+
+    /// Drains the outputs: the last target and the probes.
+    func drain(_ e: inout Estimator) -> (target: Estimator.RateTarget?, probes: [ProbeCluster]) {
+        var t: Estimator.RateTarget?, probes: [ProbeCluster] = []
+        while let o = e.poll() {
+            switch o {
+            case .target(let x): t = x
+            case .probe(let p): probes.append(p)
+            }
+        }
+        return (t, probes)
+    }
+
+    func feedback(base: UInt16, arrivalsMs: [Double?], count: UInt8 = 0) -> TransportCCFeedback {
+        // The reference time at or below the first arrival (64 ms units), deltas in 250 µs units.
+        let reference = Int32((arrivalsMs.compactMap { $0 }.first ?? 0) / 64)
+        var last = Double(reference) * 64
+        let deltas: [Int16?] = arrivalsMs.map { a in
+            guard let a else { return nil }
+            let d = Int16((a - last) * 4)
+            last += Double(d) / 4
+            return d
+        }
+        return TransportCCFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: base, referenceTime: reference,
+                                   feedbackPacketCount: count, receiveDeltas: deltas)
+    }
+
+    /// Sends `n` packets of 1200 bytes every `gapMs` from `seq`, then feeds back arrivals
+    /// of `oneWayMs` plus `extraMs(i)` of queueing; returns the next sequence number.
+    func exchange(_ e: inout Estimator, from seq: UInt16, n: Int, startMs: Double, gapMs: Double,
+                  extraMs: (Int) -> Double, lost: Set<Int> = []) -> UInt16 {
+        for i in 0..<n {
+            e.handle(.packetSent(transportSequenceNumber: seq &+ UInt16(i), size: 1200, probeCluster: nil),
+                     now: Instant(nanoseconds: Int64((startMs + Double(i) * gapMs) * 1e6)))
+        }
+        let arrivals: [Double?] = (0..<n).map { i in lost.contains(i) ? nil : startMs + Double(i) * gapMs + 20 + extraMs(i) }
+        let end = startMs + Double(n) * gapMs + 40 + (0..<n).map(extraMs).max()!
+        e.handle(.transportFeedback(feedback(base: seq, arrivalsMs: arrivals)), now: Instant(nanoseconds: Int64(end * 1e6)))
+        return seq &+ UInt16(n)
+    }
+
+    @Test func startsAtTheStartRateAndAsksForTwoProbes() {
+        var e = Estimator(configuration: .init(startBitrate: 1_000_000, maximumBitrate: 4_000_000))
+        #expect(e.target.bitsPerSecond == 1_000_000 && e.target.pacingBitsPerSecond == 2_500_000)
+        e.handle(.packetSent(transportSequenceNumber: 1, size: 1200, probeCluster: nil), now: ms(0))
+        let (_, probes) = drain(&e)
+        // 3× and 6× the start, the second capped at the ceiling; ≥ 5 packets and 15 ms of the rate.
+        #expect(probes.map(\.bitsPerSecond) == [3_000_000, 4_000_000])
+        #expect(probes.map(\.minPackets) == [5, 5] && probes.map(\.minBytes) == [5625, 7500])
+        #expect(Set(probes.map(\.id)).count == 2)
+    }
+
+    @Test func aGrowingQueueIsOverUseAndTheTargetFallsBelowTheAcknowledgedRate() {
+        var e = Estimator(configuration: .init(startBitrate: 2_000_000, probing: false))
+        var seq: UInt16 = 65_500   // crosses the 16-bit wrap on the way
+        var t = 0.0
+        // 2 s at a steady delay: normal, the target grows.
+        for _ in 0..<20 { seq = exchange(&e, from: seq, n: 20, startMs: t, gapMs: 5, extraMs: { _ in 0 }); t += 100 }
+        let steady = drain(&e).target
+        #expect(steady?.usage == .normal)
+        #expect((steady?.bitsPerSecond ?? 0) > 2_000_000)
+        // Then each packet waits 1 ms more than the one before: a queue building at ~1.9 Mbit/s.
+        var q = 0.0
+        var sawOveruse = false
+        for _ in 0..<10 {
+            seq = exchange(&e, from: seq, n: 20, startMs: t, gapMs: 5, extraMs: { i in q + Double(i) })
+            q += 20
+            t += 100
+            if e.usage == .overusing { sawOveruse = true }
+        }
+        #expect(sawOveruse)
+        let after = drain(&e).target
+        let acked = after?.acknowledgedBitsPerSecond ?? 0
+        #expect(acked > 1_000_000)
+        #expect((after?.bitsPerSecond ?? .max) <= acked)   // 0.85 × acked on over-use
+    }
+
+    @Test func strangeFeedbackIsSurvivedAndCounted() {
+        var e = Estimator(configuration: .init(probing: false))
+        for i in 0..<10 { e.handle(.packetSent(transportSequenceNumber: UInt16(truncatingIfNeeded: 65_530 + i), size: 1000, probeCluster: nil), now: ms(Int64(i))) }
+        // Unknown numbers, a duplicate report, a negative delta (reordering), a status past the wrap.
+        let fb = TransportCCFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 65_528, referenceTime: 0,
+                                     feedbackPacketCount: 0, receiveDeltas: [4, 4, 80, -40, nil, 400, 4, 4, 4, 4, 4, 4, 4])
+        e.handle(.transportFeedback(fb), now: ms(50))
+        e.handle(.transportFeedback(fb), now: ms(60))   // the same again: all duplicates
+        // A receiver clock that jumps by an hour, and the most negative reference time.
+        let jump = TransportCCFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 65_534, referenceTime: 0x7f_ffff,
+                                       feedbackPacketCount: 1, receiveDeltas: [4, -32768, Int16.max])
+        e.handle(.transportFeedback(jump), now: ms(70))
+        let low = TransportCCFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequenceNumber: 0, referenceTime: -0x80_0000,
+                                      feedbackPacketCount: 2, receiveDeltas: [nil, 4])
+        e.handle(.transportFeedback(low), now: ms(80))
+        let t = drain(&e).target ?? e.target
+        #expect(t.bitsPerSecond >= 50_000 && t.bitsPerSecond <= 4_000_000)
+        #expect(e.hasTransportFeedback)
+    }
+
+    @Test func aMissingPacketIsLateUntilOneSentAReorderWindowLaterArrives() {
+        var e = Estimator(configuration: .init(probing: false))
+        for i in 0..<20 { e.handle(.packetSent(transportSequenceNumber: UInt16(i), size: 1000, probeCluster: nil), now: ms(Int64(i) * 5)) }
+        // #3 missing; the newest received was sent 15 ms after it: only suspected.
+        e.handle(.transportFeedback(feedback(base: 0, arrivalsMs: [20, 25, 30, nil, 40, 45, 50])), now: ms(60))
+        #expect(e.lossesConfirmed == 0)
+        // It arrives 30 ms late, reported with the next ones: late, never lost.
+        e.handle(.transportFeedback(feedback(base: 3, arrivalsMs: [66, 55, 60, 65, 70])), now: ms(80))
+        #expect(e.lossesConfirmed == 0 && e.lateReports == 1)
+        // #8 missing and packets sent 55 ms after it arrived: lost.
+        e.handle(.transportFeedback(feedback(base: 8, arrivalsMs: [nil, 70, 75, 80, 85, 90, 95, 100, 105, 110, 115, 120])), now: ms(150))
+        #expect(e.lossesConfirmed == 1)
+    }
+
+    @Test func heavyLossCutsTheTargetAndLightLossHoldsIt() {
+        var e = Estimator(configuration: .init(startBitrate: 2_000_000, probing: false))
+        // RR only (a REMB-only receiver): 5 % holds, 50 % cuts by a quarter, 0 % grows 8 %.
+        e.handle(.receiverReport(fractionLost: 0.05, roundTripTime: .milliseconds(50)), now: ms(0))
+        #expect(e.target.bitsPerSecond == 2_000_000)
+        e.handle(.receiverReport(fractionLost: 0.5, roundTripTime: .milliseconds(50)), now: ms(1000))
+        #expect(e.target.bitsPerSecond == 1_500_000)
+        // Again within 300 ms + RTT: not cut twice for the same congestion.
+        e.handle(.receiverReport(fractionLost: 0.5, roundTripTime: .milliseconds(50)), now: ms(1200))
+        #expect(e.target.bitsPerSecond == 1_500_000)
+        e.handle(.receiverReport(fractionLost: 0, roundTripTime: .milliseconds(50)), now: ms(3000))
+        #expect(e.target.bitsPerSecond == 1_621_000)   // 1.08 × the lowest of the last second + 1 kbit/s
+        #expect(e.target.lossFraction == 0 && e.roundTripTime == .milliseconds(50))
+    }
+
+    @Test func rembAndTheOwnersCeilingCapTheTarget() {
+        var e = Estimator(configuration: .init(startBitrate: 3_000_000, probing: false))
+        e.handle(.remb(bitsPerSecond: 800_000), now: ms(0))
+        #expect(e.target.bitsPerSecond == 800_000)
+        e.handle(.remb(bitsPerSecond: UInt64.max), now: ms(10))   // absurd: no trap, no effect beyond the cap
+        #expect(e.target.bitsPerSecond == 3_000_000)
+        e.handle(.maximumBitrate(2_500_000), now: ms(20))
+        #expect(e.target.bitsPerSecond == 2_500_000 && e.target.pacingBitsPerSecond == 6_250_000)
+        e.handle(.maximumBitrate(-5), now: ms(30))   // nonsense: the floor holds
+        #expect(e.target.bitsPerSecond == 50_000)
+    }
+
+    @Test func theTrendlineSlopeIsALeastSquaresFit() {
+        #expect(DelayBasedDetector.slope([(0, 1), (1, 3), (2, 5)]) == 2)
+        #expect(DelayBasedDetector.slope([(1, 1), (1, 3)]) == nil)
+        #expect(abs(AimdRateControl.etaPower(1) - 1.08) < 1e-6)
+        #expect(AimdRateControl.etaPower(0) == 1)
+    }
+}

@@ -1,0 +1,148 @@
+import CastCore
+@testable import CastRTP
+
+/// A whole `VideoSender` casting through a `LinkEmulator` to a `ModelReceiver`
+/// on the fake clock, fed by a synthetic encoder: 30 fps, frames sized to the
+/// latest `.targetRate` (a P-frame is target / 30; a keyframe, sent first and
+/// on request, 8 × that), skipping a frame while the pacer holds more than
+/// two frame intervals (as the daemon's encode thread will). Feedback
+/// returns over a reverse path with the same delay and no bottleneck.
+struct CallSimulation {
+    struct Sample {
+        var at: Instant
+        var target: Int64
+        /// The estimate before retransmission overhead.
+        var estimate: Int64
+        var pacing: Int64
+        var usage: BandwidthUsage
+    }
+
+    var sender: VideoSender
+    var link: LinkEmulator
+    var receiver: ModelReceiver
+    var now = Instant.zero
+    private var back: [(at: Instant, bytes: [UInt8])] = []
+    private var nextFrame = Instant.zero
+    private var keyframeWanted = true
+    private var frameIndex = 0
+    /// Overrides the encoder: bytes per frame at `now` (a still screen, say), nil = follow the target.
+    var frameSize: ((Instant) -> Int?)?
+    private(set) var samples: [Sample] = []
+    private var nextSample = Instant.zero
+    private(set) var framesEncoded = 0
+    private(set) var framesSkipped = 0
+    private(set) var keyframesRequested = 0
+    private(set) var events: [VideoSender.Event] = []
+
+    static let sps: [UInt8] = [0, 0, 0, 1, 0x67, 0x42, 0xc0, 0x1f, 0xda, 0, 0, 0, 1, 0x68, 0xce, 0x3c, 0x80]
+
+    init(configuration: VideoSender.Configuration, link: LinkEmulator, nackStyle: ModelReceiver.NACKStyle = .chrome,
+         transportCC: Bool = true, remb: UInt64? = nil, seed: UInt64 = 3) throws {
+        var rng = SeededRandom(seed: seed)
+        sender = try VideoSender(configuration: configuration, random: &rng)
+        self.link = link
+        receiver = ModelReceiver(mediaSSRC: sender.ssrc, rtxSSRC: sender.rtxSSRC,
+                                 transportCCID: transportCC ? configuration.extensionIDs.transportCC : nil)
+        receiver.nackStyle = nackStyle
+        receiver.remb = remb
+    }
+
+    static func configuration(transportCC: Bool = true, maximum: Int64 = 4_000_000) -> VideoSender.Configuration {
+        VideoSender.Configuration(payloadType: 102, rtxPayloadType: 103, cname: "sim",
+                                  extensionIDs: .init(absSendTime: 2, transportCC: transportCC ? 3 : nil),
+                                  wallclockOffset: .seconds(1_700_000_000),
+                                  congestion: .init(maximumBitrate: maximum))
+    }
+
+    private mutating func encode() throws {
+        frameIndex += 1
+        if sender.queuedDuration > .milliseconds(66), !keyframeWanted { framesSkipped += 1; return }
+        let pSize = frameSize?(now) ?? max(Int(sender.targetBitsPerSecond / 30 / 8), 200)
+        let au: [UInt8]
+        if keyframeWanted {
+            au = Self.sps + [0, 0, 0, 1, 0x65] + Array(repeating: 0x11, count: 8 * pSize)
+            keyframeWanted = false
+        } else {
+            au = [0, 0, 0, 1, 0x41] + Array(repeating: 0x22, count: pSize)
+        }
+        framesEncoded += 1
+        try sender.send(accessUnit: au, captureTime: now, now: now)
+        absorb(sender.takeEvents())
+    }
+
+    private mutating func absorb(_ es: [VideoSender.Event]) {
+        for e in es {
+            switch e {
+            case .keyframeRequested:
+                keyframeWanted = true
+                keyframesRequested += 1
+                events.append(e)
+            case .targetRate: events.append(e)
+            default: break
+            }
+        }
+    }
+
+    /// Runs until `end`, calling `schedule` at every step (to change the link).
+    mutating func run(until end: Instant, schedule: (inout LinkEmulator, Instant) -> Void = { _, _ in }) throws {
+        let oneWay = link.delay
+        while now < end {
+            schedule(&link, now)
+            if now >= nextFrame {
+                try encode()
+                nextFrame = nextFrame + .nanoseconds(33_333_333)
+            }
+            for d in sender.poll(now: now) {
+                switch d { case .rtp(let b), .rtcp(let b): link.send(b, now: now) }
+            }
+            absorb(sender.takeEvents())
+            for b in link.deliver(now: now) {
+                for r in try receiver.receive(b, now: now) { back.append((now + oneWay, r)) }
+            }
+            if let t = receiver.nextTick, t <= now {
+                for r in try receiver.tick(now: now, rtt: oneWay * 2) { back.append((now + oneWay, r)) }
+            } else if receiver.nextTick == nil {
+                _ = try receiver.tick(now: now, rtt: oneWay * 2)
+            }
+            var i = 0
+            while i < back.count {
+                if back[i].at <= now { absorb(sender.handleRTCP(back[i].bytes, now: now)); back.remove(at: i) } else { i += 1 }
+            }
+            if now >= nextSample {
+                let s = sender.statistics
+                samples.append(Sample(at: now, target: s.mediaTargetBitsPerSecond, estimate: s.estimate?.bitsPerSecond ?? 0, pacing: s.estimate?.pacingBitsPerSecond ?? 0,
+                                      usage: s.estimate?.usage ?? .normal))
+                nextSample = nextSample + .milliseconds(100)
+            }
+            var next = min(nextFrame, nextSample, end)
+            for t in [sender.nextDeadline, link.nextDelivery, receiver.nextTick, back.map(\.at).min()] {
+                if let t { next = min(next, t) }
+            }
+            now = max(next, now + .microseconds(10))
+        }
+    }
+
+    /// Mean target over [from, to).
+    func meanTarget(from: Instant, to: Instant) -> Int64 {
+        let s = samples.filter { $0.at >= from && $0.at < to }
+        return s.isEmpty ? 0 : s.reduce(0) { $0 + $1.target } / Int64(s.count)
+    }
+
+    func targets(from: Instant, to: Instant) -> [Int64] { samples.filter { $0.at >= from && $0.at < to }.map(\.target) }
+
+    /// Queueing delays our packets met at the bottleneck over [from, to).
+    func queueDelays(from: Instant, to: Instant) -> [Duration] {
+        link.queueDelays.filter { $0.at >= from && $0.at < to }.map(\.delay)
+    }
+}
+
+func seconds(_ s: Double) -> Instant { Instant(nanoseconds: Int64(s * 1e9)) }
+
+extension Array where Element == Duration {
+    /// The p-quantile (0…1) of the values, zero when empty.
+    func quantile(_ p: Double) -> Duration {
+        guard !isEmpty else { return .zero }
+        let s = sorted()
+        return s[Swift.min(s.count - 1, Int(Double(s.count - 1) * p))]
+    }
+}
