@@ -123,6 +123,11 @@ final class ReadinessNotifier: @unchecked Sendable {
                         ("frames_sent", v.framesSent), ("keyframes_sent", v.keyframesSent), ("kbytes_sent", v.bytesSent / 1024),
                         ("nacks", v.nacksReceived), ("retransmits", v.retransmissionsSent), ("nacks_ignored", v.nacksIgnored),
                         ("copies", v.copiesSent),
+                        ("pacing_kbps", (v.estimate?.pacingBitsPerSecond ?? 0) / 1000),
+                        ("acked_kbps", (v.estimate?.acknowledgedBitsPerSecond ?? 0) / 1000),
+                        ("usage", v.estimate.map { "\($0.usage)" } ?? "-"), ("alr", v.estimate?.applicationLimited ?? false),
+                        ("probes", v.probesSent), ("pacer_dropped_frames", v.framesDroppedByPacer),
+                        ("nacks_over_budget", v.nacksIgnoredForBudget),
                         ("keyframes_requested", v.keyframesRequested),
                         ("plis", v.pictureLossReceived), ("rtt_ms", v.roundTripTime.map { Int($0.seconds * 1000) } ?? -1),
                         ("dropped_before_connect", s.accessUnitsDropped), ("remote_type", s.selectedRemoteType ?? "-")]

@@ -227,10 +227,13 @@ public final class PeerSession {
 
     /// The media the pacer still holds, as time at its pacing rate: the encode thread skips
     /// a frame while this exceeds a frame interval (issue 14: drop, never queue).
-    public var mediaBacklog: Duration { .zero }   // MERGE(h-cc): video.queuedDuration
+    public var mediaBacklog: Duration { video.queuedDuration }
 
     /// The congestion controller's target for the encoder, in bit/s (nil before the first estimate).
-    public var targetBitrate: Int? { nil }        // MERGE(h-cc): from the estimator
+    public var targetBitrate: Int? {
+        let t = video.targetBitsPerSecond
+        return t > 0 ? Int(clamping: t) : nil
+    }
 
     public func close(now: Instant) {
         if state == .connected, let bye = video.goodbye(reason: "castd closed") { sendMedia(bye) }
@@ -377,6 +380,11 @@ public final class PeerSession {
         }
         if mediaFlows {
             for datagram in video.poll(now: now) { sendMedia(datagram) }
+        }
+        // What sending produced: a congestion keyframe request (the pacer dropped media);
+        // new targets are read through `targetBitrate` by the shell after each turn.
+        for e in video.takeEvents() {
+            if case .keyframeRequested = e { events.append(.keyframeRequested) }
         }
         statistics.video = video.statistics
     }
