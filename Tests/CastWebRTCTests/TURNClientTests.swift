@@ -312,6 +312,12 @@ import Testing
         #expect(ip == Self.peer.ip)
         #expect(e.code == .turnRejected)
         #expect(h.client.relayedAddress == Self.relayed)
+        // A refused address is neither asked again nor sent to.
+        let sent = h.sent.count
+        h.handle(.createPermission(Self.peer.ip))
+        h.handle(.send(to: Self.peer, [1]))
+        #expect(h.sent.count == sent)
+        #expect(h.client.dropped == 1)
     }
 
     @Test func dataGoesAsSendIndicationsUntilTheChannelIsBoundThenAsChannelData() throws {

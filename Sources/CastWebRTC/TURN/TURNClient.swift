@@ -100,6 +100,9 @@ public struct TURNClient: Sendable {
 
     private struct Permission: Sendable {
         var installed = false
+        /// The server refused it (403: coturn's denied-peer-ip, say): not asked again, and
+        /// nothing is sent there (a server may take a send it cannot route badly).
+        var refused = false
         /// nil while a CreatePermission is in flight.
         var refreshAt: Instant?
     }
@@ -237,7 +240,7 @@ public struct TURNClient: Sendable {
     }
 
     private mutating func send(_ data: [UInt8], to peer: SocketAddress, now: Instant) {
-        guard relayedAddress != nil else { dropped += 1; return }
+        guard relayedAddress != nil, permissions[peer.ip]?.refused != true else { dropped += 1; return }
         if permissions[peer.ip] == nil {
             permissions[peer.ip] = Permission()
             begin(.permission(peer.ip), now: now)
@@ -439,7 +442,7 @@ public struct TURNClient: Sendable {
             if phase == .closing { phase = .closed; emit(.event(.closed)); return }
             fail(error)
         case .permission(let ip):
-            permissions[ip] = nil
+            if error.code == .turnTimeout { permissions[ip] = nil } else { permissions[ip] = Permission(refused: true) }
             emit(.event(.permissionFailed(ip, error)))
         case .channelBind(let peer, _):
             // Data keeps flowing in Send indications.
