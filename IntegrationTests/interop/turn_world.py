@@ -36,12 +36,13 @@ def sh(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
 
 
 class TurnWorld:
-    def __init__(self, lifetime: int | None = None):
+    def __init__(self, lifetime: int | None = None, stale_nonce: int | None = None):
         tag = secrets.token_hex(2)
         self.ns = {k: f"castd-turn-{k}-{tag}" for k in ("c", "natc", "pub", "natr", "r")}
         self.tag = tag
         self.secret = secrets.token_hex(12)
         self.lifetime = lifetime
+        self.stale_nonce = stale_nonce
         self.coturn: subprocess.Popen | None = None
         self.log_path = pathlib.Path(f"/tmp/castd-turn-{tag}.log")
 
@@ -104,7 +105,11 @@ class TurnWorld:
                 "--denied-peer-ip", "10.0.0.0-10.255.255.255",
                 "--log-file", str(self.log_path), "--simple-log", "--verbose", "--new-log-timestamp-format", "%H:%M:%S"]
         if self.lifetime:
-            args += ["--max-allocate-lifetime", str(self.lifetime), "--default-allocate-lifetime", str(self.lifetime)]
+            # Caps the 600 s castd asks for.
+            args += [f"--max-allocate-lifetime={self.lifetime}"]
+        if self.stale_nonce:
+            # Nonces expire: requests after that get 438 Stale Nonce and must retry.
+            args += [f"--stale-nonce={self.stale_nonce}"]
         self.coturn = subprocess.Popen(self.exec("pub", *args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

@@ -95,6 +95,7 @@ import Testing
         let first = try h.lastRequest()
         #expect(first.method == StunMessage.allocateMethod)
         #expect(first.attributes.contains(.requestedTransport(17)))
+        #expect(first.lifetime == 600)
         #expect(first.username == nil)
         #expect(!first.hasIntegrity)
         #expect(first.hasValidFingerprint)

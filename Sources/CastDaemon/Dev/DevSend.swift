@@ -14,6 +14,10 @@ import Foundation
 ///        {"type":"state","state":…} {"type":"keyframeRequested"} {"type":"failure","message":…}
 ///        {"type":"stats",…} (every second while connected, and at the end)
 ///   in:  {"type":"answer","sdp":…} {"type":"candidate","candidate":…} {"type":"endOfCandidates"} {"type":"stop"}
+///
+/// `--stun URL` and `--turn URL --turn-user U --turn-credential C` stand in for ice-config's
+/// servers (relay candidates, `relayAllocated`/`relayFailed` lines; tests only: a credential on
+/// the command line is visible to other local users).
 public enum DevSend {
     public struct Options: Sendable {
         public var file: String

@@ -39,9 +39,10 @@ public struct TURNTiming: Sendable {
     public var lastWaitMultiplier = 16
     /// RFC 8489 §6.2.2: over TCP/TLS one transmission and Ti = 39.5 s.
     public var reliableTimeout: Duration = .milliseconds(39_500)
-    /// LIFETIME asked for in Allocate and Refresh (RFC 8656 §7.1); nil lets the server choose
-    /// (its default is 600 s, §3.2).
-    public var requestedLifetime: UInt32? = nil
+    /// LIFETIME asked for in Allocate and Refresh (RFC 8656 §7.1): the default of §3.2, 600 s,
+    /// said out loud so that a server's maximum applies (coturn caps only what is asked for);
+    /// nil leaves the attribute out.
+    public var requestedLifetime: UInt32? = 600
     /// Refresh the allocation this long before it expires (the lifetime − 60 s); for
     /// lifetimes of 2 minutes or less, at half the lifetime instead.
     public var allocationRefreshMargin: Duration = .seconds(60)
