@@ -5,7 +5,8 @@ castd (dev-send) offers from its namespace with only a TURN server configured; a
 answers from the other namespace with only coturn as its STUN server (its
 server-reflexive candidate is the receiver's NAT mapping). The test checks castd's
 selected pair is `relay`, pixels of the SMPTE bars arrive, and that coturn saw the
-allocation; and that wrong credentials give a sentence naming the server.
+allocation; that wrong credentials give a sentence naming the server; and that with them
+the cast goes on over a direct path where one exists.
 """
 import asyncio
 import pathlib
@@ -34,19 +35,19 @@ class _Named(Netns):
         self.name = name
 
 
-async def start_sender(world: TurnWorld, clip, user: str, credential: str, *extra: str) -> DevSender:
+async def start_sender(world: TurnWorld, clip, user: str, credential: str, *extra: str, ns: str = "c") -> DevSender:
     proc = await asyncio.create_subprocess_exec(
-        *world.exec("c", castd_binary(), "dev-send", "--h264", str(clip), "--no-loopback",
+        *world.exec(ns, castd_binary(), "dev-send", "--h264", str(clip), "--no-loopback",
                     "--turn", TURN_URL, "--turn-user", user, "--turn-credential", credential, *extra),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     return DevSender(proc)
 
 
-async def answer_from(world: TurnWorld, sender: DevSender, frames_wanted: int):
+async def answer_from(world: TurnWorld, sender: DevSender, frames_wanted: int, ns: str = "r"):
     """aiortc with its sockets in the receiver's namespace (it gathers in setLocalDescription),
     so it sees only its own NAT; coturn is its STUN server."""
     pc = RTCPeerConnection(RTCConfiguration(iceServers=[RTCIceServer(urls=f"stun:{TURN_IP}:{TURN_PORT}")]))
-    return await answer_with_aiortc(sender, frames_wanted, pc=pc, gather_in=_Named(world.ns["r"]).entered, wait_s=25)
+    return await answer_with_aiortc(sender, frames_wanted, pc=pc, gather_in=_Named(world.ns[ns]).entered, wait_s=25)
 
 
 @pytest.mark.timeout(60)
@@ -96,3 +97,24 @@ async def test_wrong_turn_credentials_give_a_sentence_naming_the_server(bars_cli
         assert credential not in failed["message"] and user not in failed["message"]
         assert not any(m["type"] == "candidate" and " typ relay" in m["candidate"] for m in sender.log)
         assert REALM in world.coturn_log() or "401" in world.coturn_log()
+
+
+@pytest.mark.timeout(45)
+async def test_with_wrong_turn_credentials_the_cast_goes_on_over_a_direct_path(bars_clip):
+    # castd and aiortc side by side in the public namespace: an open path, and a TURN server
+    # that refuses castd's credentials. The relay fails with its sentence; the host pair carries the cast.
+    with TurnWorld() as world:
+        user, credential = world.credentials(secret="not-the-secret")
+        sender = await start_sender(world, bars_clip, user, credential, "--fps", "30", "--seconds", "20", ns="pub")
+        pc = None
+        try:
+            pc, frames = await answer_from(world, sender, frames_wanted=30, ns="pub")
+            for got, want in zip(bar_colours(frames[-1]), BARS):
+                assert max(abs(g - w) for g, w in zip(got, want)) <= 12, (got, want)
+        finally:
+            if pc:
+                await pc.close()
+            await sender.stop()
+        assert any(m["type"] == "relayFailed" and TURN_URL in m["message"] for m in sender.log)
+        pairs = [m for m in sender.log if m["type"] == "selectedPair"]
+        assert pairs and pairs[-1]["localType"] == "host", pairs
