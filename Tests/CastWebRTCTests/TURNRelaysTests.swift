@@ -110,6 +110,23 @@ import Testing
                  from: Self.server.address, to: Self.base, now: .zero)
         r.handle(ind, from: Self.server.address, to: Self.base, now: .zero)
         #expect(drain(&r) == [.data(from: Self.peer, to: Self.relayed, [0xCD])])
+
+        // The allocation is lost (437 to a refresh): what ICE still sends from the relayed
+        // address is dropped, never sent from the host socket instead.
+        r.handleTimeout(now: .zero + .seconds(540))
+        // (The permission is refreshed then too; the allocation's Refresh is among the requests.)
+        let requests = try drain(&r).compactMap { o -> StunMessage? in
+            if case .transmit(let t) = o { return try StunMessage(decoding: t.bytes) } else { return nil }
+        }
+        let refresh = try #require(requests.first { $0.method == StunMessage.refreshMethod })
+        r.handle(StunMessage(method: refresh.method, class: .errorResponse, transactionID: refresh.transactionID,
+                             attributes: [.errorCode(code: 437, reason: "Allocation Mismatch")]).encode(integrityKey: key),
+                 from: Self.server.address, to: Self.base, now: .zero + .seconds(540))
+        guard case .failed(_, let e)? = drain(&r).first else { Issue.record("no failure"); return }
+        #expect(e.code == .turnAllocationMismatch)
+        #expect(r.isRelayed(Self.relayed))
+        r.send(from: Self.relayed, to: Self.peer, [0xEF], now: .zero + .seconds(541))
+        #expect(drain(&r).isEmpty)
     }
 
     @Test func gatheringFinishesAtOnceWithoutTurnServersAndAfterAFailure() throws {

@@ -28,6 +28,9 @@ public struct TURNRelays: Sendable {
         var index: Int
         var base: SocketAddress
         var finishedGathering = false
+        /// Kept after the allocation is lost, so that what ICE still sends from it is
+        /// dropped rather than sent from a host socket.
+        var relayed: SocketAddress?
     }
 
     public let servers: [TURNServer]
@@ -86,13 +89,14 @@ public struct TURNRelays: Sendable {
         drain(i)
     }
 
+    /// Whether `address` is (or was) the relayed address of one of these allocations.
     public func isRelayed(_ address: SocketAddress) -> Bool {
-        entries.contains { $0.client.relayedAddress == address }
+        entries.contains { $0.relayed == address }
     }
 
     /// Relays a datagram from the relayed address `from` to `to` (permission made on the way).
     public mutating func send(from: SocketAddress, to: SocketAddress, _ bytes: [UInt8], now: Instant) {
-        guard let i = entries.firstIndex(where: { $0.client.relayedAddress == from }) else { return }
+        guard let i = entries.firstIndex(where: { $0.relayed == from }) else { return }
         entries[i].client.handle(.send(to: to, bytes), now: now)
         drain(i)
     }
@@ -108,7 +112,7 @@ public struct TURNRelays: Sendable {
 
     /// The selected pair runs through `relayed`: bind a channel to the peer (RFC 8656 §12).
     public mutating func bindChannel(relayed: SocketAddress, peer: SocketAddress, now: Instant) {
-        guard let i = entries.firstIndex(where: { $0.client.relayedAddress == relayed }) else { return }
+        guard let i = entries.firstIndex(where: { $0.relayed == relayed }) else { return }
         entries[i].client.handle(.bindChannel(peer: peer), now: now)
         drain(i)
     }
@@ -145,6 +149,7 @@ public struct TURNRelays: Sendable {
                 switch e {
                 case .allocated(let relayed, let mapped, _):
                     entries[i].finishedGathering = true
+                    entries[i].relayed = relayed
                     outputs.append(.allocated(server: server, index: entries[i].index, relayed: relayed, mapped: mapped))
                 case .failed(let err):
                     entries[i].finishedGathering = true
