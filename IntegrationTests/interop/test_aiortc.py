@@ -4,6 +4,7 @@ castd (dev-send) offers; aiortc answers, decodes every frame, and the test check
 pixels of the SMPTE colour bars, the frame size and that frames keep coming.
 """
 import asyncio
+import contextlib
 import pathlib
 import subprocess
 
@@ -44,8 +45,20 @@ def bar_colours(frame: np.ndarray) -> list[tuple[int, int, int]]:
     return out
 
 
-async def answer_with_aiortc(sender: DevSender, frames_wanted: int):
-    pc = RTCPeerConnection()
+def assert_sent_cleanly(sender: DevSender, rc: int, frames: int) -> dict:
+    """dev-send exited 0 having sent `frames` frames without an SRTP error; its last stats."""
+    stats = sender.stats()
+    assert rc == 0
+    assert stats["framesSent"] >= frames
+    assert stats["srtpErrors"] == 0
+    return stats
+
+
+async def answer_with_aiortc(sender: DevSender, frames_wanted: int, pc: RTCPeerConnection | None = None,
+                             gather_in=contextlib.nullcontext, wait_s: float = 30):
+    """aiortc answers castd's offer and decodes frames; `gather_in()` is entered while aiortc
+    makes its sockets (setLocalDescription gathers), e.g. another network namespace."""
+    pc = pc or RTCPeerConnection()
     frames: list[np.ndarray] = []
     got_enough = asyncio.Event()
 
@@ -62,14 +75,15 @@ async def answer_with_aiortc(sender: DevSender, frames_wanted: int):
                     got_enough.set()
         asyncio.ensure_future(pull())
 
-    offer = await sender.next("offer")
-    await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type="offer"))
-    await pc.setLocalDescription(await pc.createAnswer())
+    offer = await sender.next("offer", timeout=15)
+    with gather_in():
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type="offer"))
+        await pc.setLocalDescription(await pc.createAnswer())
     await sender.send(type="answer", sdp=pc.localDescription.sdp)
 
     fwd = asyncio.create_task(sender.forward_candidates(pc))
     try:
-        await asyncio.wait_for(got_enough.wait(), 30)
+        await asyncio.wait_for(got_enough.wait(), wait_s)
     finally:
         fwd.cancel()
     return pc, frames
@@ -92,10 +106,7 @@ async def test_aiortc_decodes_castds_colour_bars(bars_clip):
         if pc:
             await pc.close()
         rc = await sender.stop()
-    stats = sender.stats()
-    assert rc == 0
-    assert stats["framesSent"] >= 60
-    assert stats["srtpErrors"] == 0
+    stats = assert_sent_cleanly(sender, rc, frames=60)
     assert stats["senderReportsSent"] >= 1
 
 

@@ -27,12 +27,17 @@ enum SessionCommand {
         let clock = SystemMonotonicClock()
         // spec §8: ice-config once per run, reused across reconnects.
         var stun: [SocketAddress] = []
+        var turn: [TURNServer] = []
         do {
             try await backend.identity.signIn(createIfMissing: false)
             let token = try await backend.identity.accessToken()
             let ice = try await backend.api.iceConfig(token: token)
             stun = ICEServerResolver.stunAddresses(ice)
-            log.write(LogLine(.info, "ice_config", [("stun_servers", stun.count), ("turn", ice.turnConfigured)]))
+            let (servers, skipped) = ICEServerResolver.turnServers(ice)
+            turn = servers
+            for s in skipped { log.write(LogLine(.warning, "turn_server_skipped", [("reason", s)])) }
+            log.write(LogLine(.info, "ice_config", [("stun_servers", stun.count), ("turn_servers", turn.count),
+                                                    ("turn", ice.turnConfigured)]))
         } catch let e as CastError where e.code == .noCredentials || e.code == .certificate {
             // No identity, or a backend whose TLS certificate is not trusted: nothing to retry.
             return r.fail(e.message, code: e.code.rawValue)
@@ -46,6 +51,7 @@ enum SessionCommand {
 
         var peerOptions = PeerRunner.Options()
         peerOptions.stunServers = stun
+        peerOptions.turnServers = turn
         peerOptions.includeLoopback = environment["CASTD_ICE_LOOPBACK"] == "1"
         let media = MediaFactory.make(o, environment: environment, log: log)
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,

@@ -1,5 +1,6 @@
 import CastCore
 import CastOpenSSL
+import CastSignaling
 import CastWebRTC
 import Foundation
 
@@ -13,6 +14,10 @@ import Foundation
 ///        {"type":"state","state":…} {"type":"keyframeRequested"} {"type":"failure","message":…}
 ///        {"type":"stats",…} (every second while connected, and at the end)
 ///   in:  {"type":"answer","sdp":…} {"type":"candidate","candidate":…} {"type":"endOfCandidates"} {"type":"stop"}
+///
+/// `--stun URL` and `--turn URL --turn-user U --turn-credential C` stand in for ice-config's
+/// servers (relay candidates, `relayAllocated`/`relayFailed` lines; tests only: a credential on
+/// the command line is visible to other local users).
 public enum DevSend {
     public struct Options: Sendable {
         public var file: String
@@ -21,6 +26,12 @@ public enum DevSend {
         public var seconds: Double? = nil
         /// Drop this share of outgoing media packets (fault injection, to show NACK/RTX).
         public var dropRTP: Double = 0
+        /// `--turn URL` with `--turn-user`/`--turn-credential`: a TURN server as ice-config would give it.
+        public var turnURL: String? = nil
+        public var turnUser: String? = nil
+        public var turnCredential: String? = nil
+        /// `--stun URL`: a STUN server as ice-config would give it.
+        public var stunURL: String? = nil
     }
 
     public static func parse(_ args: [String]) throws -> Options {
@@ -33,6 +44,10 @@ public enum DevSend {
             case "--no-loopback": o.includeLoopback = false
             case "--seconds": o.seconds = Double(it.next() ?? "")
             case "--drop-rtp": o.dropRTP = Double(it.next() ?? "") ?? -1
+            case "--turn": o.turnURL = it.next()
+            case "--turn-user": o.turnUser = it.next()
+            case "--turn-credential": o.turnCredential = it.next()
+            case "--stun": o.stunURL = it.next()
             default: throw CastError(.usage, "dev-send: unknown option \(a)")
             }
         }
@@ -77,6 +92,16 @@ public enum DevSend {
             var options = PeerRunner.Options()
             options.includeLoopback = o.includeLoopback
             options.dropMediaFraction = o.dropRTP
+            var servers: [IceServer] = []
+            if let u = o.stunURL { servers.append(IceServer(urls: [u])) }
+            if let u = o.turnURL {
+                servers.append(IceServer(urls: [u], username: o.turnUser, credential: o.turnCredential.map(Redacted.init)))
+            }
+            let ice = IceConfig(iceServers: servers, turnConfigured: o.turnURL != nil)
+            options.stunServers = ICEServerResolver.stunAddresses(ice)
+            let (turn, skipped) = ICEServerResolver.turnServers(ice)
+            options.turnServers = turn
+            for s in skipped { emit(["type": "turnSkipped", "message": s]) }
             runner = try PeerRunner(options: options, certificate: cert, clock: clock)
         } catch {
             var err = StandardStream.err
@@ -106,8 +131,12 @@ public enum DevSend {
                     emit(["type": "mdnsResolved", "hostname": h, "addresses": addresses.map { AddressRedaction.redact($0.description) },
                           "fromCache": fromCache])
                 case .mdnsUnresolved(let h): emit(["type": "mdnsUnresolved", "hostname": h])
-                case .selectedPair(let l, let r, let t):
-                    emit(["type": "selectedPair", "local": "\(l)", "remote": "\(r)", "remoteType": t.rawValue])
+                case .selectedPair(let l, let r, let t, let lt):
+                    emit(["type": "selectedPair", "local": "\(l)", "remote": "\(r)", "remoteType": t.rawValue, "localType": lt.rawValue])
+                case .relayAllocated(let server, let relayed):
+                    emit(["type": "relayAllocated", "server": server, "relayed": "\(relayed)"])
+                case .relayFailed(let server, let message):
+                    emit(["type": "relayFailed", "server": server, "message": message])
                 case .bandwidthEstimate(let bps): emit(["type": "bandwidth", "bps": bps])
                 case .failure(let m):
                     emit(["type": "failure", "message": m])

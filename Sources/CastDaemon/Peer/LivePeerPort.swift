@@ -109,9 +109,13 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                                                                ("source", fromCache ? "cache" : "response")]))
                 case .mdnsUnresolved(let host):
                     log.write(LogLine(.info, "mdns_unresolved", [("host", AddressRedaction.redact(host))]))
-                case .selectedPair(let local, let remote, let type):
+                case .selectedPair(let local, let remote, let type, let localType):
                     log.write(LogLine(.info, "selected_pair", [("negotiation", nid), ("local", "\(local)"), ("remote", "\(remote)"),
-                                                               ("remote_type", type.rawValue)]))
+                                                               ("local_type", localType.rawValue), ("remote_type", type.rawValue)]))
+                case .relayAllocated(let server, let relayed):
+                    log.write(LogLine(.info, "turn_allocated", [("negotiation", nid), ("server", server), ("relayed", "\(relayed)")]))
+                case .relayFailed(let server, let message):
+                    log.write(LogLine(.warning, "turn_failed", [("negotiation", nid), ("server", server), ("message", message)]))
                 case .bandwidthEstimate(let bps):
                     log.write(LogLine(.debug, "bandwidth_estimate", [("bps", bps)]))
                 case .failure(let m):

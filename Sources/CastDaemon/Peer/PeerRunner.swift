@@ -17,6 +17,8 @@ public final class PeerRunner: @unchecked Sendable {
         /// Gather host candidates on loopback too (tests on one machine).
         public var includeLoopback = false
         public var stunServers: [SocketAddress] = []
+        /// TURN servers from ice-config: relay candidates from each (UDP to the server).
+        public var turnServers: [TURNServer] = []
         public var encoderCanDoMain = false
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
         /// Tests only: see `PeerSession.Configuration.dropMediaFraction`.
@@ -55,6 +57,7 @@ public final class PeerRunner: @unchecked Sendable {
                 onTargetBitrate: @escaping @Sendable (Int) -> Void = { _ in }) throws {
         var config = PeerSession.Configuration(wallclockOffset: Self.wallclockOffset(clock: clock))
         config.stunServers = options.stunServers
+        config.turnServers = options.turnServers
         config.encoderCanDoMain = options.encoderCanDoMain
         config.iceOverrides = options.iceOverrides
         config.dropMediaFraction = options.dropMediaFraction

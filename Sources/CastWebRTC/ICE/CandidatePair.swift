@@ -6,12 +6,16 @@ public enum CandidatePairState: String, Sendable, Equatable {
 }
 
 /// One of our candidates. Host candidates are their own base; server-reflexive ones
-/// send from their host base (RFC 8445 §5.1.1.2); relay candidates (TURN, later) will
-/// carry the relayed address here and a base on the TURN allocation.
+/// send from their host base (RFC 8445 §5.1.1.2); relay candidates are their own base
+/// too, the relayed address, and the owner sends from it through the TURN allocation.
 public struct LocalCandidate: Equatable, Sendable {
     public var candidate: ICECandidate
     public var base: SocketAddress
     public var localPreference: UInt32
+
+    /// Host and relay candidates are their own base (RFC 8445 §5.1.1): they are what pairs
+    /// are made of; server- and peer-reflexive candidates are only signalled.
+    public var isOwnBase: Bool { candidate.type == .host || candidate.type == .relay }
 }
 
 /// A local base paired with a remote transport address (RFC 8445 §6.1.2).

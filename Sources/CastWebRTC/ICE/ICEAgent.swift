@@ -126,6 +126,33 @@ public struct ICEAgent: Sendable {
         startCheckingIfReady(now: now)
     }
 
+    /// An allocation on a TURN server succeeded: `relayed` becomes a relay candidate, its own
+    /// base (RFC 8445 §5.1.1.2), paired with every remote candidate. What ICE sends from it the
+    /// owner relays through the TURN client. RFC 8445 §5.1.2.2: relay has type preference 0,
+    /// the lowest; the local preference ranks UDP above TCP above TLS to the server, then
+    /// ice-config's order of servers.
+    public mutating func addRelayCandidate(relayed: SocketAddress, mapped: SocketAddress?, server: SocketAddress,
+                                           transport: TURNTransport, serverIndex: Int, now: Instant) {
+        guard state != .closed, state != .failed, !localCandidates.contains(where: { $0.base == relayed }) else { return }
+        let rank: UInt32 = switch transport { case .udp: 3; case .tcp: 2; case .tls: 1 }
+        let pref = rank << 14 | (0x3FFF - UInt32(min(serverIndex, 0x3FFF)))
+        var c = ICECandidate(
+            foundation: Self.foundation(.relay, relayed.ip, server: server),
+            priority: ICECandidate.priority(type: .relay, localPreference: pref),
+            address: .ip(relayed.ip), port: relayed.port, type: .relay,
+            extensions: [.init("generation", "0"), .init("ufrag", config.localUfrag)])
+        // RFC 8839 §5.1: raddr/rport of a relayed candidate is the mapped address.
+        if let mapped {
+            c.relatedAddress = mapped.ip.description
+            c.relatedPort = mapped.port
+        }
+        let local = LocalCandidate(candidate: c, base: relayed, localPreference: pref)
+        localCandidates.append(local)
+        events.append(.localCandidate(c))
+        for r in remoteCandidates { addPair(local, r) }
+        startCheckingIfReady(now: now)
+    }
+
     /// The shell has reported every interface; gathering completes when the STUN servers answered or timed out.
     public mutating func endOfLocalCandidates(now: Instant) {
         localEnded = true
@@ -183,12 +210,12 @@ public struct ICEAgent: Sendable {
             for j in pairs.indices where pairs[j].remote == addr { pairs[j].remotePriority = c.priority }
             sortPairs()
             // The prflx candidate was paired only with the socket its check arrived on.
-            for l in localCandidates where l.candidate.type == .host { addPair(l, c) }
+            for l in localCandidates where l.isOwnBase { addPair(l, c) }
             startCheckingIfReady(now: now)
             return .kept
         }
         remoteCandidates.append(c)
-        for l in localCandidates where l.candidate.type == .host { addPair(l, c) }
+        for l in localCandidates where l.isOwnBase { addPair(l, c) }
         startCheckingIfReady(now: now)
         return .kept
     }

@@ -15,6 +15,8 @@ public final class PeerSession {
     public struct Configuration: Sendable {
         /// STUN servers from ice-config (spec §8), resolved by the shell.
         public var stunServers: [SocketAddress] = []
+        /// TURN servers from ice-config (spec §8), resolved by the shell; UDP ones are allocated on.
+        public var turnServers: [TURNServer] = []
         public var encoderCanDoMain = false
         public var mtu = RTPConstants.defaultMTU
         /// Unix time at monotonic zero (for RTCP sender reports).
@@ -52,8 +54,13 @@ public final class PeerSession {
         /// mDNS found no address for the name (ICE may still connect through a peer-reflexive candidate).
         case mdnsUnresolved(hostname: String)
         /// ICE selected a pair; `remoteType` is the remote candidate's type at that moment
-        /// (again when a signalled or resolved candidate replaces a peer-reflexive remote).
-        case selectedPair(local: SocketAddress, remote: SocketAddress, remoteType: CandidateType)
+        /// (again when a signalled or resolved candidate replaces a peer-reflexive remote);
+        /// `localType` is `.relay` when the pair runs through a TURN allocation, else `.host`.
+        case selectedPair(local: SocketAddress, remote: SocketAddress, remoteType: CandidateType, localType: CandidateType)
+        /// A TURN allocation succeeded (its relay candidate is trickled); `server` is the ice-config URL.
+        case relayAllocated(server: String, relayed: SocketAddress)
+        /// A TURN allocation failed or was lost: a sentence naming the server (never its credentials).
+        case relayFailed(server: String, message: String)
         case bandwidthEstimate(bitsPerSecond: UInt64)
         /// Why the connection failed, in words (DTLS fingerprint mismatch, …).
         case failure(String)
@@ -73,6 +80,8 @@ public final class PeerSession {
         /// The type of the selected pair's remote candidate as ICE knows it now (a
         /// peer-reflexive remote is replaced by the host candidate mDNS resolves later).
         public var selectedRemoteType: String? = nil
+        /// `relay` when the selected pair runs through a TURN allocation, else `host`.
+        public var selectedLocalType: String? = nil
         public var mdnsDatagramsIn = 0
         public var mdnsResolved = 0
         public var mdnsUnresolved = 0
@@ -88,6 +97,11 @@ public final class PeerSession {
     private var ice: ICEAgent
     private var mdns: MDNSResolver
     private var mdnsEndpoints: [SocketAddress] = []
+    private var relays: TURNRelays
+    /// endOfCandidates waits for both ICE's host/srflx gathering and the TURN allocations.
+    private var iceGathered = false
+    private var relaysGathered = false
+    private var gatheringReported = false
     private var dtls: DTLSTransport? = nil
     private var outbound: SRTPSession? = nil
     private var inbound: SRTPSession? = nil
@@ -113,6 +127,7 @@ public final class PeerSession {
         configuration.iceOverrides?(&iceConfig)
         ice = ICEAgent(config: iceConfig)
         mdns = MDNSResolver(configuration: configuration.mdns)
+        relays = TURNRelays(servers: configuration.turnServers)
 
         senderSeed = UInt64.random(in: 0...UInt64.max, using: &random)
         // RFC 7022: a random CNAME per session; the SDP's a=ssrc cname and the SDES item agree.
@@ -163,12 +178,14 @@ public final class PeerSession {
     /// A local address with a bound UDP socket: becomes a host candidate (and srflx via STUN).
     public func addLocalAddress(_ base: SocketAddress, now: Instant) {
         ice.addHostCandidate(base, now: now)
+        relays.addBase(base, now: now)
         pump(now: now)
     }
 
     /// Every local address has been added.
     public func endOfLocalAddresses(now: Instant) {
         ice.endOfLocalCandidates(now: now)
+        relays.endOfBases()
         pump(now: now)
     }
 
@@ -183,7 +200,10 @@ public final class PeerSession {
                                  remoteFingerprint: a.remoteFingerprint, mtu: configuration.mtu)
         answer = a
         ice.setRemoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd, now: now)
-        for c in a.candidates { ice.addRemoteCandidate(c, now: now) }
+        for c in a.candidates {
+            ice.addRemoteCandidate(c, now: now)
+            if let addr = c.socketAddress { relays.permit(addr.ip, now: now) }
+        }
         if a.endOfCandidates { ice.endOfRemoteCandidates(now: now) }
         pump(now: now)
     }
@@ -193,6 +213,7 @@ public final class PeerSession {
         let c = try ICECandidate(parsing: line)
         guard c.transport.lowercased() == "udp" else { return }   // castd speaks ICE over UDP only
         let outcome = ice.addRemoteCandidate(c, now: now)
+        if outcome == .kept, let addr = c.socketAddress { relays.permit(addr.ip, now: now) }
         pump(now: now)
         switch outcome {
         case .kept, .skipped: return
@@ -236,9 +257,13 @@ public final class PeerSession {
     }
 
     public func close(now: Instant) {
-        if state == .connected, let bye = video.goodbye(reason: "castd closed") { sendMedia(bye) }
+        if state == .connected, let bye = video.goodbye(reason: "castd closed") { sendMedia(bye, now: now) }
         ice.close()
         dtls?.close()
+        // RFC 8656 §8: release the allocations (one Refresh with LIFETIME 0 each; the shell
+        // sends what is queued and stops, and an unanswered release just expires on the server).
+        relays.close(now: now)
+        pumpRelays(now: now)
         setState(.closed)
     }
 
@@ -278,11 +303,23 @@ public final class PeerSession {
         }
     }
 
-    /// Moves everything the parts produced to the outputs.
+    /// Moves everything the parts produced to the outputs. TURN goes first (its data feeds
+    /// ICE and DTLS) and last (what they sent through a relay); a relay's answer to that
+    /// is another datagram, so a few rounds always end it.
     private func pump(now: Instant) {
+        var rounds = 0
+        repeat {
+            pumpRelays(now: now)
+            pumpOnce(now: now)
+            rounds += 1
+        } while relays.hasOutput && rounds < 4
+        pumpRelays(now: now)
+    }
+
+    private func pumpOnce(now: Instant) {
         pumpICEAndMDNS(now: now)
         while let t = ice.pollTransmit() {
-            transmits.append(Transmit(bytes: t.datagram, from: t.from, to: t.to))
+            route(t.datagram, from: t.from, to: t.to, now: now)
         }
         while let q = mdns.pollQuery() {
             for e in mdnsEndpoints {
@@ -320,10 +357,53 @@ public final class PeerSession {
         // after selection: the selected pair's remote is that host candidate from now on.
         if let pair = ice.selectedPair, let type = ice.remoteCandidates.first(where: { $0.socketAddress == pair.remote })?.type {
             if let before = statistics.selectedRemoteType, before != type.rawValue {
-                events.append(.selectedPair(local: pair.local, remote: pair.remote, remoteType: type))
+                events.append(.selectedPair(local: pair.local, remote: pair.remote, remoteType: type,
+                                            localType: relays.isRelayed(pair.local) ? .relay : .host))
             }
             statistics.selectedRemoteType = type.rawValue
         }
+    }
+
+    /// A datagram from one of our addresses: a socket's goes out as it is, a relayed
+    /// address's goes through its TURN allocation.
+    private func route(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
+        if relays.isRelayed(from) {
+            relays.send(from: from, to: to, bytes, now: now)
+        } else {
+            transmits.append(Transmit(bytes: bytes, from: from, to: to))
+        }
+    }
+
+    private func pumpRelays(now: Instant) {
+        while true {
+            switch relays.poll() {
+            case .transmit(let t):
+                transmits.append(t)
+            case .allocated(let server, let index, let relayed, let mapped):
+                ice.addRelayCandidate(relayed: relayed, mapped: mapped, server: server.address,
+                                      transport: server.transport, serverIndex: index, now: now)
+                events.append(.relayAllocated(server: server.name, relayed: relayed))
+                // Its candidate event now, so that it is trickled before endOfCandidates.
+                while let e = ice.pollEvent() { handleICEEvent(e, now: now) }
+                // Let the receiver's checks in before ours went out to it (RFC 8656 §9).
+                for c in ice.remoteCandidates { if let a = c.socketAddress { relays.permit(a.ip, now: now) } }
+            case .data(let from, let to, let bytes):
+                receive(bytes, from: from, to: to, now: now)
+            case .failed(let server, let error):
+                events.append(.relayFailed(server: server.name, message: error.message))
+            case .gatheringFinished:
+                relaysGathered = true
+                reportGatheringIfDone()
+            case .timeout:
+                return
+            }
+        }
+    }
+
+    private func reportGatheringIfDone() {
+        guard iceGathered, relaysGathered, !gatheringReported else { return }
+        gatheringReported = true
+        events.append(.gatheringComplete)
     }
 
     private func handleICEEvent(_ e: ICEEvent, now: Instant) {
@@ -336,14 +416,20 @@ public final class PeerSession {
             }
             updateState()
         case .localCandidate(let c): events.append(.localCandidate(c.attributeValue))
-        case .gatheringComplete: events.append(.gatheringComplete)
+        case .gatheringComplete:
+            iceGathered = true
+            reportGatheringIfDone()
         case .needsResolution(let h):
             events.append(.needsResolution(hostname: h))
             if mdnsEndpoints.isEmpty { mdns.giveUp(h) } else { mdns.resolve(h, now: now) }
         case .selectedPair(let l, let r):
             statistics.selectedPair = "\(l) -> \(r)"
             let type = ice.remoteCandidates.first { $0.socketAddress == r }?.type ?? .prflx
-            events.append(.selectedPair(local: l, remote: r, remoteType: type))
+            let localType: CandidateType = relays.isRelayed(l) ? .relay : .host
+            statistics.selectedLocalType = localType.rawValue
+            // RFC 8656 §12: media through a relay goes as ChannelData (4 bytes of overhead, not 36).
+            if localType == .relay { relays.bindChannel(relayed: l, peer: r, now: now) }
+            events.append(.selectedPair(local: l, remote: r, remoteType: type, localType: localType))
         case .roleChanged: break
         }
     }
@@ -374,12 +460,12 @@ public final class PeerSession {
             }
             if let pair = ice.selectedPair {
                 while let bytes = d.pollTransmit() {
-                    transmits.append(Transmit(bytes: bytes, from: pair.local, to: pair.remote))
+                    route(bytes, from: pair.local, to: pair.remote, now: now)
                 }
             }
         }
         if mediaFlows {
-            for datagram in video.poll(now: now) { sendMedia(datagram) }
+            for datagram in video.poll(now: now) { sendMedia(datagram, now: now) }
         }
         // What sending produced: a congestion keyframe request (the pacer dropped media);
         // new targets are read through `targetBitrate` by the shell after each turn.
@@ -393,7 +479,7 @@ public final class PeerSession {
 
     private var dropRandom = SeededRandom(seed: 0x0D_0D_0D)
 
-    private func sendMedia(_ d: VideoSender.Datagram) {
+    private func sendMedia(_ d: VideoSender.Datagram, now: Instant) {
         guard let pair = ice.selectedPair, let srtp = outbound else { return }
         if configuration.dropMediaFraction > 0, case .rtp(let p) = d, p.count > 1,
            p[1] & 0x7f != answer?.video.rtxPayloadType ?? 0xff,
@@ -407,7 +493,7 @@ public final class PeerSession {
             case .rtp(let p): bytes = try srtp.protectRTP(p)
             case .rtcp(let p): bytes = try srtp.protectRTCP(p)
             }
-            transmits.append(Transmit(bytes: bytes, from: pair.local, to: pair.remote))
+            route(bytes, from: pair.local, to: pair.remote, now: now)
         } catch {
             statistics.srtpErrors += 1
         }
@@ -434,6 +520,18 @@ extension PeerSession: DatagramCore {
             pump(now: now)
             return
         }
+        if relays.claims(bytes, from: from, to: to) {
+            relays.handle(bytes, from: from, to: to, now: now)
+            pump(now: now)
+            return
+        }
+        receive(bytes, from: from, to: to, now: now)
+        pump(now: now)
+    }
+
+    /// One datagram for ICE, DTLS or RTCP, from a socket or from a relay (then `to` is the
+    /// relayed address).
+    private func receive(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
         statistics.datagramsIn += 1
         switch PacketKind(classifying: bytes) {
         case .stun:
@@ -449,11 +547,11 @@ extension PeerSession: DatagramCore {
         default:
             statistics.malformedIn += 1
         }
-        pump(now: now)
     }
 
     public func handleTimeout(now: Instant) {
         ice.handleTimeout(now: now)
+        relays.handleTimeout(now: now)
         mdns.handleTimeout(now: now)
         dtls?.handleTimeout(now: now)
         pump(now: now)
@@ -466,7 +564,7 @@ extension PeerSession: DatagramCore {
     }
 
     public func nextDeadline() -> Instant? {
-        [ice.nextDeadline(), mdns.nextDeadline(), dtls?.nextDeadline(), mediaFlows ? video.nextDeadline : nil]
+        [ice.nextDeadline(), relays.nextDeadline(), mdns.nextDeadline(), dtls?.nextDeadline(), mediaFlows ? video.nextDeadline : nil]
             .compactMap { $0 }.min()
     }
 }

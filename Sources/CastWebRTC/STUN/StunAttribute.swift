@@ -1,6 +1,7 @@
 import CastCore
 
-/// The STUN attributes castd reads and writes (RFC 8489 §14, RFC 8445 §16.1).
+/// The STUN attributes castd reads and writes (RFC 8489 §14, RFC 8445 §16.1,
+/// RFC 8656 §18 for TURN).
 /// Any other attribute is kept as `.other` so that a message survives a
 /// parse/serialize round trip byte for byte.
 ///
@@ -27,6 +28,28 @@ public enum StunAttribute: Equatable, Sendable {
     case useCandidate
     case iceControlled(tieBreaker: UInt64)
     case iceControlling(tieBreaker: UInt64)
+    /// RFC 8489 §14.9: kept as text for messages; the long-term key hashes its UTF-8 bytes.
+    case realm(String)
+    /// RFC 8489 §14.10: opaque bytes, echoed exactly as the server sent them.
+    case nonce([UInt8])
+    /// RFC 8489 §14.11: the algorithm number and its parameters.
+    case passwordAlgorithm(StunPasswordAlgorithm)
+    /// RFC 8489 §14.12: what the server offers, in its order.
+    case passwordAlgorithms([StunPasswordAlgorithm])
+    /// RFC 8656 §18.1: the channel number in the high 16 bits, then RFFU (zero).
+    case channelNumber(UInt16)
+    /// RFC 8656 §18.2: seconds.
+    case lifetime(UInt32)
+    /// RFC 8656 §18.3: XOR'd like XOR-MAPPED-ADDRESS.
+    case xorPeerAddress(SocketAddress)
+    /// RFC 8656 §18.4: the application data of a Send or Data indication.
+    case data([UInt8])
+    /// RFC 8656 §18.5.
+    case xorRelayedAddress(SocketAddress)
+    /// RFC 8656 §18.6: the IP protocol number (17 = UDP), then 24 RFFU bits.
+    case requestedTransport(UInt8)
+    /// RFC 8656 §18.8: empty.
+    case dontFragment
     case other(type: UInt16, value: [UInt8])
 
     /// Attribute type codepoints (IANA "STUN Attributes").
@@ -44,6 +67,18 @@ public enum StunAttribute: Equatable, Sendable {
         public static let fingerprint: UInt16 = 0x8028
         public static let iceControlled: UInt16 = 0x8029
         public static let iceControlling: UInt16 = 0x802A
+        // RFC 8489 §18.3.1 and RFC 8656 §18 (IANA "STUN Attributes").
+        public static let channelNumber: UInt16 = 0x000C
+        public static let lifetime: UInt16 = 0x000D
+        public static let xorPeerAddress: UInt16 = 0x0012
+        public static let data: UInt16 = 0x0013
+        public static let realm: UInt16 = 0x0014
+        public static let nonce: UInt16 = 0x0015
+        public static let xorRelayedAddress: UInt16 = 0x0016
+        public static let requestedTransport: UInt16 = 0x0019
+        public static let dontFragment: UInt16 = 0x001A
+        public static let passwordAlgorithm: UInt16 = 0x001D
+        public static let passwordAlgorithms: UInt16 = 0x8002
     }
 
     public var type: UInt16 {
@@ -61,6 +96,17 @@ public enum StunAttribute: Equatable, Sendable {
         case .useCandidate: return Kind.useCandidate
         case .iceControlled: return Kind.iceControlled
         case .iceControlling: return Kind.iceControlling
+        case .realm: return Kind.realm
+        case .nonce: return Kind.nonce
+        case .passwordAlgorithm: return Kind.passwordAlgorithm
+        case .passwordAlgorithms: return Kind.passwordAlgorithms
+        case .channelNumber: return Kind.channelNumber
+        case .lifetime: return Kind.lifetime
+        case .xorPeerAddress: return Kind.xorPeerAddress
+        case .data: return Kind.data
+        case .xorRelayedAddress: return Kind.xorRelayedAddress
+        case .requestedTransport: return Kind.requestedTransport
+        case .dontFragment: return Kind.dontFragment
         case .other(let t, _): return t
         }
     }
@@ -70,10 +116,11 @@ public enum StunAttribute: Equatable, Sendable {
     func encodeValue(transactionID: StunTransactionID) -> [UInt8] {
         switch self {
         case .mappedAddress(let a): return Self.encodeAddress(a, xor: nil)
-        case .xorMappedAddress(let a): return Self.encodeAddress(a, xor: transactionID)
-        case .username(let s), .software(let s): return Array(s.utf8)
-        case .messageIntegrity(let b), .messageIntegritySHA256(let b): return b
-        case .fingerprint(let v), .priority(let v):
+        case .xorMappedAddress(let a), .xorPeerAddress(let a), .xorRelayedAddress(let a):
+            return Self.encodeAddress(a, xor: transactionID)
+        case .username(let s), .software(let s), .realm(let s): return Array(s.utf8)
+        case .messageIntegrity(let b), .messageIntegritySHA256(let b), .nonce(let b), .data(let b): return b
+        case .fingerprint(let v), .priority(let v), .lifetime(let v):
             var w = ByteWriter(capacity: 4); w.u32(v); return w.bytes
         case .errorCode(let code, let reason):
             // §14.8: 21 reserved bits, class (hundreds, 3 bits), number (0–99).
@@ -84,7 +131,16 @@ public enum StunAttribute: Equatable, Sendable {
             var w = ByteWriter(capacity: types.count * 2)
             for t in types { w.u16(t) }
             return w.bytes
-        case .useCandidate: return []
+        case .useCandidate, .dontFragment: return []
+        case .channelNumber(let n):
+            var w = ByteWriter(capacity: 4); w.u16(n); w.u16(0); return w.bytes
+        case .requestedTransport(let p): return [p, 0, 0, 0]
+        case .passwordAlgorithm(let a):
+            var w = ByteWriter(capacity: 4 + a.parameters.count); a.write(to: &w); return w.bytes
+        case .passwordAlgorithms(let list):
+            var w = ByteWriter(capacity: 8 * list.count)
+            for a in list { a.write(to: &w) }
+            return w.bytes
         case .iceControlled(let t), .iceControlling(let t):
             var w = ByteWriter(capacity: 8); w.u64(t); return w.bytes
         case .other(_, let v): return v
@@ -144,6 +200,29 @@ public enum StunAttribute: Equatable, Sendable {
         switch type {
         case Kind.mappedAddress: return .mappedAddress(try decodeAddress(v, xor: nil))
         case Kind.xorMappedAddress: return .xorMappedAddress(try decodeAddress(v, xor: transactionID))
+        case Kind.xorPeerAddress: return .xorPeerAddress(try decodeAddress(v, xor: transactionID))
+        case Kind.xorRelayedAddress: return .xorRelayedAddress(try decodeAddress(v, xor: transactionID))
+        case Kind.realm: return .realm(String(decoding: v, as: UTF8.self))
+        case Kind.nonce: return .nonce(Array(v))
+        case Kind.data: return .data(Array(v))
+        case Kind.lifetime: try exact(4, "LIFETIME"); return .lifetime(u32())
+        case Kind.dontFragment: try exact(0, "DONT-FRAGMENT"); return .dontFragment
+        case Kind.channelNumber:
+            try exact(4, "CHANNEL-NUMBER")
+            return .channelNumber(UInt16(v[v.startIndex]) << 8 | UInt16(v[v.startIndex + 1]))
+        case Kind.requestedTransport:
+            try exact(4, "REQUESTED-TRANSPORT")
+            return .requestedTransport(v[v.startIndex])
+        case Kind.passwordAlgorithm:
+            var r = ByteReader(Array(v))
+            let a = try StunPasswordAlgorithm.read(&r)
+            guard r.isAtEnd else { throw CastError(.malformed, "STUN PASSWORD-ALGORITHM has \(r.remaining) trailing bytes") }
+            return .passwordAlgorithm(a)
+        case Kind.passwordAlgorithms:
+            var r = ByteReader(Array(v))
+            var list: [StunPasswordAlgorithm] = []
+            while !r.isAtEnd { list.append(try StunPasswordAlgorithm.read(&r)) }
+            return .passwordAlgorithms(list)
         case Kind.username:
             guard v.count <= 763 else { throw CastError(.malformed, "STUN USERNAME longer than 763 bytes (RFC 8489 §14.3)") }
             return .username(String(decoding: v, as: UTF8.self))
@@ -176,5 +255,41 @@ public enum StunAttribute: Equatable, Sendable {
         default:
             return .other(type: type, value: Array(v))
         }
+    }
+}
+
+
+/// One entry of PASSWORD-ALGORITHM(S) (RFC 8489 §14.11, §14.12):
+///
+///    |          Algorithm            |  Algorithm Parameters Length  |
+///    |                    Algorithm Parameters (variable)           ...
+///
+/// The parameters are padded to 4 bytes inside the attribute.
+public struct StunPasswordAlgorithm: Equatable, Sendable {
+    public var number: UInt16
+    public var parameters: [UInt8]
+
+    /// RFC 8489 §18.5 (IANA "STUN Password Algorithms").
+    public static let md5 = StunPasswordAlgorithm(number: 0x0001, parameters: [])
+    public static let sha256 = StunPasswordAlgorithm(number: 0x0002, parameters: [])
+
+    public init(number: UInt16, parameters: [UInt8]) {
+        self.number = number
+        self.parameters = parameters
+    }
+
+    func write(to w: inout ByteWriter) {
+        w.u16(number)
+        w.u16(UInt16(truncatingIfNeeded: parameters.count))
+        w.append(parameters)
+        w.zeros((4 - parameters.count % 4) % 4)
+    }
+
+    static func read(_ r: inout ByteReader) throws -> StunPasswordAlgorithm {
+        let number = try r.u16("a password algorithm")
+        let n = Int(try r.u16("a password algorithm parameters length"))
+        let p = Array(try r.take(n, "password algorithm parameters"))
+        try r.skip((4 - n % 4) % 4, "password algorithm padding")
+        return StunPasswordAlgorithm(number: number, parameters: p)
     }
 }

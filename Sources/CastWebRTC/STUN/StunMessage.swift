@@ -42,6 +42,13 @@ public struct StunMessage: Equatable, Sendable {
     /// RFC 8489 §14.7: the CRC-32 is XOR'ed with 0x5354554e ("STUN").
     static let fingerprintXor: UInt32 = 0x5354_554E
     public static let bindingMethod: UInt16 = 0x001
+    // RFC 8656 §17 (IANA "STUN Methods").
+    public static let allocateMethod: UInt16 = 0x003
+    public static let refreshMethod: UInt16 = 0x004
+    public static let sendMethod: UInt16 = 0x006
+    public static let dataMethod: UInt16 = 0x007
+    public static let createPermissionMethod: UInt16 = 0x008
+    public static let channelBindMethod: UInt16 = 0x009
 
     public var method: UInt16
     public var messageClass: StunClass
@@ -53,6 +60,8 @@ public struct StunMessage: Equatable, Sendable {
     public private(set) var raw: [UInt8]?
     /// Offset of the MESSAGE-INTEGRITY attribute header in `raw`.
     private var integrityOffset: Int?
+    /// Offset of the MESSAGE-INTEGRITY-SHA256 attribute header in `raw`.
+    private var integritySHA256Offset: Int?
     /// Offset of the FINGERPRINT attribute header in `raw`.
     private var fingerprintOffset: Int?
 
@@ -79,14 +88,21 @@ public struct StunMessage: Equatable, Sendable {
     /// Serializes the attributes, then appends MESSAGE-INTEGRITY (HMAC-SHA1 keyed
     /// with `integrityKey`, §14.5) and FINGERPRINT (§14.7) when asked. Padding is zeros.
     /// For ICE the key is the peer's password (short-term credentials, §9.1.1).
-    public func encode(integrityKey: [UInt8]? = nil, fingerprint: Bool = false) -> [UInt8] {
+    /// With `sha256`, MESSAGE-INTEGRITY-SHA256 (HMAC-SHA256, §14.6) replaces MESSAGE-INTEGRITY,
+    /// as a client must once the server offered SHA-256 in PASSWORD-ALGORITHMS (§9.2.5).
+    public func encode(integrityKey: [UInt8]? = nil, sha256: Bool = false, fingerprint: Bool = false) -> [UInt8] {
         var w = ByteWriter(capacity: 128)
         w.u16(messageType)
         w.u16(0)
         w.u32(Self.magicCookie)
         w.append(transactionID.bytes)
         for a in attributes { Self.append(a, to: &w, transactionID: transactionID) }
-        if let key = integrityKey {
+        if let key = integrityKey, sha256 {
+            // §14.6: like MESSAGE-INTEGRITY, over a length that ends just after this 36-byte attribute.
+            w.set16(UInt16(w.count - 20 + 36), at: 2)
+            let mac = Digest.sha256.hmac(key: key, w.bytes)
+            Self.append(.messageIntegritySHA256(mac), to: &w, transactionID: transactionID)
+        } else if let key = integrityKey {
             // §14.5: the length field counts up to and including MESSAGE-INTEGRITY.
             w.set16(UInt16(w.count - 20 + 24), at: 2)
             let mac = Digest.sha1.hmac(key: key, w.bytes)
@@ -156,6 +172,8 @@ public struct StunMessage: Equatable, Sendable {
                 if integrityOffset == nil { integrityOffset = start }
             case .fingerprint:
                 fingerprintOffset = start
+            case .messageIntegritySHA256:
+                if integritySHA256Offset == nil { integritySHA256Offset = start }
             default:
                 // §14.5: attributes after MESSAGE-INTEGRITY (other than the SHA256 variant and
                 // FINGERPRINT) are ignored by the receiver; we drop them so no one acts on them.
@@ -175,21 +193,39 @@ public struct StunMessage: Equatable, Sendable {
 
     public var hasFingerprint: Bool { fingerprintOffset != nil }
     public var hasIntegrity: Bool { integrityOffset != nil }
+    public var hasIntegritySHA256: Bool { integritySHA256Offset != nil }
 
     /// Checks MESSAGE-INTEGRITY with `key` (§14.5): HMAC-SHA1 over the message up to
     /// the attribute, with the header length adjusted to end just after it.
     public func verifyIntegrity(key: [UInt8]) -> Bool {
-        guard let raw, let off = integrityOffset else { return false }
-        var prefix = Array(raw[0..<off])
-        let len = UInt16(off - 20 + 24)
-        prefix[2] = UInt8(len >> 8); prefix[3] = UInt8(len & 0xff)
-        let mac = Digest.sha1.hmac(key: key, prefix)
-        guard let got = attributes.lazy.compactMap({ a -> [UInt8]? in
+        verifyMAC(at: integrityOffset, size: 24, digest: .sha1, key: key) { a in
             if case .messageIntegrity(let b) = a { return b } else { return nil }
-        }).first, got.count == mac.count else { return false }
+        }
+    }
+
+    /// Checks MESSAGE-INTEGRITY-SHA256 with `key` (§14.6), the same way with HMAC-SHA256.
+    /// A truncated MAC (16 to 28 bytes) is compared on its length.
+    public func verifyIntegritySHA256(key: [UInt8]) -> Bool {
+        guard let got = attributes.lazy.compactMap({ a -> [UInt8]? in
+            if case .messageIntegritySHA256(let b) = a { return b } else { return nil }
+        }).first else { return false }
+        return verifyMAC(at: integritySHA256Offset, size: 4 + got.count, digest: .sha256, key: key) { a in
+            if case .messageIntegritySHA256(let b) = a { return b } else { return nil }
+        }
+    }
+
+    private func verifyMAC(at offset: Int?, size: Int, digest: Digest, key: [UInt8],
+                           value: (StunAttribute) -> [UInt8]?) -> Bool {
+        guard let raw, let off = offset else { return false }
+        var prefix = Array(raw[0..<off])
+        let len = UInt16(off - 20 + size)
+        prefix[2] = UInt8(len >> 8); prefix[3] = UInt8(len & 0xff)
+        let full = digest.hmac(key: key, prefix)
+        guard let got = attributes.lazy.compactMap(value).first, got.count <= full.count, !got.isEmpty else { return false }
+        let mac = full.prefix(got.count)
         // Constant-time comparison: a timing side channel would leak the MAC.
         var diff: UInt8 = 0
-        for i in 0..<mac.count { diff |= mac[i] ^ got[i] }
+        for (a, b) in zip(mac, got) { diff |= a ^ b }
         return diff == 0
     }
 
@@ -215,6 +251,34 @@ public struct StunMessage: Equatable, Sendable {
     public var xorMappedAddress: SocketAddress? {
         for case .xorMappedAddress(let a) in attributes { return a }
         for case .mappedAddress(let a) in attributes { return a }
+        return nil
+    }
+    public var realm: String? {
+        for case .realm(let r) in attributes { return r }
+        return nil
+    }
+    public var nonce: [UInt8]? {
+        for case .nonce(let n) in attributes { return n }
+        return nil
+    }
+    public var lifetime: UInt32? {
+        for case .lifetime(let l) in attributes { return l }
+        return nil
+    }
+    public var xorRelayedAddress: SocketAddress? {
+        for case .xorRelayedAddress(let a) in attributes { return a }
+        return nil
+    }
+    public var xorPeerAddress: SocketAddress? {
+        for case .xorPeerAddress(let a) in attributes { return a }
+        return nil
+    }
+    public var dataValue: [UInt8]? {
+        for case .data(let d) in attributes { return d }
+        return nil
+    }
+    public var passwordAlgorithms: [StunPasswordAlgorithm]? {
+        for case .passwordAlgorithms(let l) in attributes { return l }
         return nil
     }
     public var errorCode: (code: Int, reason: String)? {

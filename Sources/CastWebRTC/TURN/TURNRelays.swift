@@ -1,0 +1,176 @@
+import CastCore
+
+/// The TURN allocations of one peer connection: one `TURNClient` per TURN server of
+/// ice-config, allocated from a host socket of the server's address family (the socket
+/// the host candidate uses, as browsers do). Pure, in the same contract as `TURNClient`:
+/// `handle…(now:)`, then `poll()` until `.timeout(deadline)`.
+///
+/// To ICE, a relayed address is one more local socket (RFC 8445 §5.1.1.2: a relayed
+/// candidate is its own base): what ICE, DTLS and SRTP send "from" it goes through
+/// `send(from:to:_:now:)`, and what peers send to it comes back as `.data`.
+public struct TURNRelays: Sendable {
+    public enum Output: Sendable, Equatable {
+        /// A datagram for a TURN server, from the host socket the allocation uses.
+        case transmit(Transmit)
+        /// An allocation succeeded: add its relay candidate (`index` orders the servers).
+        case allocated(server: TURNServer, index: Int, relayed: SocketAddress, mapped: SocketAddress?)
+        /// A peer's datagram arrived at `relayed`: handle it as if it came in on that socket.
+        case data(from: SocketAddress, to: SocketAddress, [UInt8])
+        /// An allocation could not be made, or was lost; the message names the server.
+        case failed(server: TURNServer, CastError)
+        /// Every allocation that was started has succeeded or failed (for endOfCandidates).
+        case gatheringFinished
+        case timeout(Instant?)
+    }
+
+    private struct Entry: Sendable {
+        var client: TURNClient
+        var index: Int
+        var base: SocketAddress
+        var finishedGathering = false
+        /// Kept after the allocation is lost, so that what ICE still sends from it is
+        /// dropped rather than sent from a host socket.
+        var relayed: SocketAddress?
+    }
+
+    public let servers: [TURNServer]
+    private var entries: [Entry] = []
+    private var outputs: [Output] = []
+    private var gatheringReported = false
+    private var basesEnded = false
+
+    public init(servers: [TURNServer]) {
+        // RFC 8656 §3.1: TCP and TLS need a stream socket from the shell; only UDP here.
+        self.servers = servers.filter { $0.transport == .udp }
+    }
+
+    /// Outputs are waiting to be polled.
+    public var hasOutput: Bool { !outputs.isEmpty }
+
+    /// Whether any allocation is still being made.
+    public var gathering: Bool { entries.contains { !$0.finishedGathering } }
+
+    /// A host socket is ready: allocate on every server of its family not yet allocated on.
+    public mutating func addBase(_ base: SocketAddress, now: Instant) {
+        guard !base.ip.isLoopback, !base.ip.isLinkLocal else { return }
+        for (i, s) in servers.enumerated() where s.address.ip.isIPv6 == base.ip.isIPv6 && !entries.contains(where: { $0.index == i }) {
+            var c = TURNClient(server: s)
+            c.handle(.start, now: now)
+            entries.append(Entry(client: c, index: i, base: base))
+            drain(entries.count - 1)
+        }
+    }
+
+    /// No more host sockets will come: gathering may finish once the allocations have.
+    public mutating func endOfBases() {
+        basesEnded = true
+        reportGatheringIfDone()
+    }
+
+    /// Whether a datagram that arrived on `to` from `from` is for a TURN client: it comes
+    /// from the server of an allocation made from that socket, and is TURN (ChannelData,
+    /// or STUN other than Binding, which ICE's server-reflexive gathering owns).
+    public func claims(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress) -> Bool {
+        guard entries.contains(where: { $0.client.server.address == from && $0.base == to }) else { return false }
+        switch PacketKind(classifying: bytes) {
+        case .turnChannel: return true
+        case .stun:
+            guard bytes.count >= 2 else { return false }
+            let type = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
+            let method = (type & 0x3E00) >> 2 | (type & 0x00E0) >> 1 | (type & 0x000F)
+            return method != StunMessage.bindingMethod
+        default: return false
+        }
+    }
+
+    public mutating func handle(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
+        guard let i = entries.firstIndex(where: { $0.client.server.address == from && $0.base == to }) else { return }
+        entries[i].client.handle(.received(bytes), now: now)
+        drain(i)
+    }
+
+    /// Whether `address` is (or was) the relayed address of one of these allocations.
+    public func isRelayed(_ address: SocketAddress) -> Bool {
+        entries.contains { $0.relayed == address }
+    }
+
+    /// Relays a datagram from the relayed address `from` to `to` (permission made on the way).
+    public mutating func send(from: SocketAddress, to: SocketAddress, _ bytes: [UInt8], now: Instant) {
+        guard let i = entries.firstIndex(where: { $0.relayed == from }) else { return }
+        entries[i].client.handle(.send(to: to, bytes), now: now)
+        drain(i)
+    }
+
+    /// A permission for a remote candidate's address on every allocation, so its checks
+    /// are let in before ours went out (RFC 8656 §9).
+    public mutating func permit(_ ip: IPAddress, now: Instant) {
+        for i in entries.indices where entries[i].client.relayedAddress?.ip.isIPv6 == ip.isIPv6 {
+            entries[i].client.handle(.createPermission(ip), now: now)
+            drain(i)
+        }
+    }
+
+    /// The selected pair runs through `relayed`: bind a channel to the peer (RFC 8656 §12).
+    public mutating func bindChannel(relayed: SocketAddress, peer: SocketAddress, now: Instant) {
+        guard let i = entries.firstIndex(where: { $0.relayed == relayed }) else { return }
+        entries[i].client.handle(.bindChannel(peer: peer), now: now)
+        drain(i)
+    }
+
+    public mutating func handleTimeout(now: Instant) {
+        for i in entries.indices {
+            entries[i].client.handle(.timeout, now: now)
+            drain(i)
+        }
+    }
+
+    /// Releases every allocation (Refresh with LIFETIME 0).
+    public mutating func close(now: Instant) {
+        for i in entries.indices {
+            entries[i].client.handle(.close, now: now)
+            drain(i)
+        }
+    }
+
+    public func nextDeadline() -> Instant? { entries.compactMap { $0.client.nextDeadline() }.min() }
+
+    public mutating func poll() -> Output {
+        outputs.isEmpty ? .timeout(nextDeadline()) : outputs.removeFirst()
+    }
+
+    private mutating func drain(_ i: Int) {
+        let base = entries[i].base
+        let server = entries[i].client.server
+        loop: while true {
+            switch entries[i].client.poll() {
+            case .transmit(let b):
+                outputs.append(.transmit(Transmit(bytes: b, from: base, to: server.address)))
+            case .event(let e):
+                switch e {
+                case .allocated(let relayed, let mapped, _):
+                    entries[i].finishedGathering = true
+                    entries[i].relayed = relayed
+                    outputs.append(.allocated(server: server, index: entries[i].index, relayed: relayed, mapped: mapped))
+                case .failed(let err):
+                    entries[i].finishedGathering = true
+                    outputs.append(.failed(server: server, err))
+                case .data(let from, let bytes):
+                    if let relayed = entries[i].client.relayedAddress {
+                        outputs.append(.data(from: from, to: relayed, bytes))
+                    }
+                case .refreshed, .permissionInstalled, .permissionFailed, .channelBound, .closed:
+                    break
+                }
+            case .timeout:
+                break loop
+            }
+        }
+        reportGatheringIfDone()
+    }
+
+    private mutating func reportGatheringIfDone() {
+        guard basesEnded, !gatheringReported, !gathering else { return }
+        gatheringReported = true
+        outputs.append(.gatheringFinished)
+    }
+}
