@@ -53,7 +53,7 @@ def per_second_counts(times: list[float], t0: float, t1: float) -> list[int]:
     n = max(1, int(t1 - t0))
     bins = [0] * n
     for t in times:
-        i = int(t - t0)
+        i = math.floor(t - t0)          # not int(): a frame just before t0 is not in the first second
         if 0 <= i < n:
             bins[i] += 1
     return bins
