@@ -126,6 +126,7 @@ async def main() -> None:
                     await dash.approve(resolution=p.get("resolution"), frame_rate=p.get("frameRate"),
                                        auto_quality=p.get("autoQuality"), timeout=60)
                     viewer = await Viewer.open(browser, cfg["api_url"], dash.session_id, no_ice_servers=True)
+                    clock = Clock()        # each page has its own performance.timeOrigin
                     await viewer.page.evaluate(HOOK)
                     await clock.sync(viewer.page)
                     out({"ok": True})

@@ -314,8 +314,10 @@ class Run:
             summary["libwebrtc"] = {k: last.get(k) for k in ("encoderImplementation", "codec", "frameWidth", "frameHeight",
                                                              "qualityLimitationReason", "targetBitrate")}
             if first and last.get("bytesSent") is not None and last["t"] > first["t"]:
-                summary["libwebrtc"]["sent_mbps"] = round((last["bytesSent"] - first["bytesSent"]) * 8
-                                                          / (last["t"] - first["t"]) / 1e6, 3)
+                span = last["t"] - first["t"]
+                summary["libwebrtc"]["sent_mbps"] = round((last["bytesSent"] - first["bytesSent"]) * 8 / span / 1e6, 3)
+                summary["libwebrtc"]["encoded_fps"] = round(((last.get("framesEncoded") or 0)
+                                                             - (first.get("framesEncoded") or 0)) / span, 2)
         rel = lambda t: round(t - t_start, 2)  # noqa: E731
         summary["timeline"] = {
             "delivered_mbps": [[rel(t), round(m, 3)] for t, m in bm.rate_series(stats)],
