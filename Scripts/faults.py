@@ -1196,28 +1196,35 @@ async def bottleneck_row(w: World, name: str, segments: list[tuple[float, float]
 
 
 async def webrtcbin_no_copies(w: World, name: str, seconds: float = 25) -> Result:
-    """GStreamer's webrtcbin as the receiver (tools/webrtcbin_receiver.py) on a lossless local
-    path (both ends in castd's namespace): it NACKs packets that are merely late, and castd must
-    not take those NACKs (or its own ignored ones) as evidence of loss."""
-    from castd_proc import Daemon, castd_env, pair
-    from tools.webrtcbin_receiver import WebrtcbinAnswerer
+    """GStreamer's webrtcbin as the receiver (tools/webrtcbin_receiver.py, a process of its own)
+    on a lossless local path (both ends in castd's namespace): it NACKs packets that are merely
+    late, and castd must not take those NACKs (or its own ignored ones) as evidence of loss."""
+    from castd_proc import Daemon, castd_env, run_castd
     r = Result(name, "no loss-protection copies from castd (copies= of its stats lines stays 0) to a webrtcbin "
                      "receiver on a lossless link, and ≥ 24 access units a second arrive (issue 14 §4)")
     d = w.out / "webrtcbin"
     d.mkdir(parents=True, exist_ok=True)
-    rx, rc, _, raw = await pair(w.stack, d / "state", prefs={"autoQuality": True, "resolution": "1080p", "frameRate": 30})
-    w.secrets.add(rx.session.get("pin", ""))
-    answerer = daemon = None
+    env = castd_env(w.stack, d / "state", DISPLAY=w.screen.display)
+    errf = open(d / "receiver.log", "ab")
+    rx = await asyncio.create_subprocess_exec(PYTHON, str(IT / "tools" / "webrtcbin_receiver.py"), "--seconds",
+                                              str(seconds), env=env, stdout=asyncio.subprocess.PIPE, stderr=errf)
+    errf.close()
+    daemon = None
+
+    async def line(timeout: float) -> dict:
+        got = await asyncio.wait_for(rx.stdout.readline(), timeout)
+        if not got:
+            raise RuntimeError(f"the webrtcbin receiver ended ({await rx.wait()}; see {d / 'receiver.log'})")
+        return json.loads(got)
     try:
+        s = await line(60)
+        w.secrets.add(s["pin"])
+        rc, out, err = await run_castd(env, "pair", "--pin", s["pin"], "--json")
         if rc != 0:
-            raise RuntimeError(f"pairing failed ({rc}): {raw[-500:]}")
-        answerer = WebrtcbinAnswerer(rx.client, rx.session["sessionId"])
-        await answerer.start()
-        daemon = await Daemon.start(castd_env(w.stack, d / "state", DISPLAY=w.screen.display), rx.session["sessionId"])
-        await answerer.wait_frames(30, timeout=60)
-        au0, t0 = answerer.access_units, time.monotonic()
-        await asyncio.sleep(seconds)
-        au1, t1 = answerer.access_units, time.monotonic()
+            raise RuntimeError(f"pairing failed ({rc}): {err[-500:]}")
+        daemon = await Daemon.start(env, s["sessionId"])
+        await line(90)                    # {"started"}: the first 30 access units arrived
+        got = await line(seconds + 30)
         await asyncio.sleep(5.5)          # one more castd stats line
         st = [{k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)\b", l)} for l in daemon.stderr_lines if "event=stats" in l]
         alive = daemon.proc.returncode is None
@@ -1225,20 +1232,19 @@ async def webrtcbin_no_copies(w: World, name: str, seconds: float = 25) -> Resul
         if daemon:
             await daemon.kill()
             (d / "castd.log").write_text("\n".join(daemon.stderr_lines) + "\n")
-        if answerer:
-            await answerer.close()
-        await rx.client.close()
-    fps = round((au1 - au0) / (t1 - t0), 1)
+        if rx.returncode is None:
+            rx.kill()
+        await rx.wait()
+    fps = got["per_s"]
     figs = {"access_units_per_s": fps, "copies": delta(st, "copies"), "nacks": delta(st, "nacks"),
             "nacks_ignored": delta(st, "nacks_ignored"), "retransmits": delta(st, "retransmits"),
-            "frames_sent": delta(st, "frames_sent"), "webrtcbin_nacks_sent": answerer.nacks if answerer else None,
-            "first_stats_line_copies": st[0].get("copies") if st else None}
+            "frames_sent": delta(st, "frames_sent"), "webrtcbin_nacks_sent": got.get("nacks_sent"),
+            "copies_in_all": st[-1].get("copies") if st else None}
     ok = alive and len(st) >= 2 and st[-1].get("copies", 0) == 0 and fps >= 24
-    return check(r, ok, f"{st[-1].get('copies') if st else None} copies in all ({figs['copies']} in the last "
+    return check(r, ok, f"{figs['copies_in_all']} copies in all ({figs['copies']} in the last "
                         f"{len(st) - 1} stats periods) for {figs['frames_sent']} frames; {figs['nacks']} NACKs "
                         f"({figs['nacks_ignored']} ignored), {figs['retransmits']} retransmissions; webrtcbin got "
                         f"{fps} access units/s", **figs)
-
 
 BOTTLENECK_ROWS = [
     ("2 Mbit/s bottleneck (Chromium)", True, bottleneck_row, ("2 Mbit/s bottleneck (Chromium)", [(25, 2000)]), {}),

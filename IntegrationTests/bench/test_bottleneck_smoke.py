@@ -67,11 +67,14 @@ def test_settle_times_after_a_step_down_and_up():
     # the queue drains to 10 ms three seconds after the step down
     link = [{"t": 10 + k * 0.25, "rate_kbit": 1500, "backlog_bytes": 30_000 if k < 12 else 1_875}
             for k in range(40)]
-    # delivered 1.2 Mbit/s until t = 26, then 7 Mbit/s (≥ 80 % of 8)
-    rates = [(20 + k, 1.2 if 20 + k < 26 else 7.0) for k in range(1, 10)]
+    # 7.5 Mbit/s on the first segment; 1.2 until t = 26, then 7 Mbit/s (≥ 80 % of 7.5)
+    rates = [(k, 7.5) for k in range(1, 10)] + [(20 + k, 1.2 if 20 + k < 26 else 7.0) for k in range(1, 10)]
     down, up = bm.settle_times(steps, link, rates, 30.0)
     assert down["kind"] == "down" and down["settle_s"] == 3.0
-    assert up["kind"] == "up" and up["settle_s"] == 6.0
+    assert up["kind"] == "up" and up["settle_s"] == 6.0 and up["reference_mbps"] == 7.5
+    # a sender that delivered 3.5 Mbit/s before the step down has settled at 2.8 (80 % of 3.5), not 6.4
+    capped = bm.settle_times(steps, link, [(k, 3.5) for k in range(1, 10)] + [(24, 2.0), (25, 3.0)], 30.0)[1]
+    assert capped["reference_mbps"] == 3.5 and capped["settle_s"] == 5.0
     assert bm.targets_steps({"settle": [down, up]}) == {
         "queue < 50 ms within 5 s of the step down": True, ">= 80 % of capacity within 10 s of the step up": True}
     never = bm.settle_times(steps, [{**x, "backlog_bytes": 30_000} for x in link], [(21, 1.0)], 30.0)

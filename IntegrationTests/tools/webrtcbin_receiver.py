@@ -7,6 +7,10 @@ parsed into access units that are counted, not decoded.
 webrtcbin NACKs packets that are merely late (2–30 ms, issue 14), so it is the receiver that
 shows whether a sender treats NACKs it ignored, or late packets, as loss.
 
+Run it only inside a network namespace without a route off the machine (Scripts/faults does):
+libnice, webrtcbin's ICE agent, multicasts UPnP/SSDP discovery (239.255.255.250) on every
+interface by default.
+
     rx = WebrtcbinAnswerer(receiver_client, session_id)
     await rx.start()
     await rx.wait_frames(100)            # access units, not decoded frames
@@ -193,3 +197,49 @@ class WebrtcbinAnswerer(ReceiverAnswerer):
             except Exception:  # statistics are best effort
                 self.nacks = None
             await asyncio.get_running_loop().run_in_executor(None, peer.stop)
+
+
+async def _main() -> int:
+    """The receiver role as a process of its own (GStreamer in a process that already runs
+    other native libraries has crashed: Scripts/faults runs it this way). Creates a session,
+    prints {"sessionId", "pin"}, approves the join request, answers with webrtcbin; prints
+    {"started": true} at the first `--warmup` access units, then after `--seconds`
+    {"access_units", "seconds", "per_s", "nacks_sent"} and ends."""
+    import argparse
+    import json
+    sys.path.insert(0, str(ROOT / "IntegrationTests" / "daemon"))
+    from castd_proc import Receiver
+    from tools.signaling import StackConfig
+    ap = argparse.ArgumentParser(description=_main.__doc__)
+    ap.add_argument("--seconds", type=float, default=25)
+    ap.add_argument("--warmup", type=int, default=30)
+    a = ap.parse_args()
+    cfg = StackConfig.from_env()
+
+    def out(obj: dict) -> None:
+        print(json.dumps(obj), flush=True)
+
+    stack = type("Stack", (), {"api_url": cfg.api_url, "supabase_url": cfg.supabase_url, "key": cfg.supabase_key})
+    rx = Receiver(stack)
+    s = await rx.create()
+    out({"sessionId": s["sessionId"], "pin": s["pin"]})
+    answerer = WebrtcbinAnswerer(rx.client, s["sessionId"])
+    try:
+        await rx.wait_pairing_then(True, {"autoQuality": True, "resolution": "1080p", "frameRate": 30}, timeout=60)
+        await answerer.start()
+        await answerer.wait_frames(a.warmup, timeout=60)
+        n0, t0 = answerer.access_units, time.monotonic()
+        out({"started": True})
+        await asyncio.sleep(a.seconds)
+        n1, t1 = answerer.access_units, time.monotonic()
+        nacks = answerer.pc.nacks_sent() if answerer.pc else None
+        out({"access_units": n1 - n0, "seconds": round(t1 - t0, 2), "per_s": round((n1 - n0) / (t1 - t0), 1),
+             "nacks_sent": nacks})
+    finally:
+        await answerer.close()
+        await rx.client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(_main()))

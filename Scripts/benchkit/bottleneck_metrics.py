@@ -23,6 +23,7 @@ from benchkit.stats import quantile  # noqa: E402
 SETTLE_QUEUE_MS = 50        # a step down has settled when tbf's queue stays under this (issue 14)
 SETTLE_HOLD_S = 2.0         # … for this long
 SETTLE_RATE_FRACTION = 0.8  # a step up has settled when the delivered rate reaches this share of the capacity
+                            # (or of the sender's median rate on the first segment, if lower)
 FREEZE_GAP_S = 1.0          # the targets' freeze: no presented frame for longer than this
 
 
@@ -108,7 +109,8 @@ def settle_times(steps: list[tuple[float, float | None]], link: list[dict], rate
                  t_end: float) -> list[dict]:
     """For each change of the link's rate after the first: seconds until it settled, or None
     if it did not before the next change. Down: tbf's queue under SETTLE_QUEUE_MS for
-    SETTLE_HOLD_S. Up: the delivered rate at ≥ SETTLE_RATE_FRACTION of the new capacity."""
+    SETTLE_HOLD_S. Up: the delivered rate at ≥ SETTLE_RATE_FRACTION of the new capacity, or of
+    the sender's median delivered rate on the first segment (after 5 s) when that is lower."""
     out = []
     for i in range(1, len(steps)):
         t, rate = steps[i]
@@ -125,7 +127,11 @@ def settle_times(steps: list[tuple[float, float | None]], link: list[dict], rate
                     break
         else:
             entry["kind"] = "up"
-            cap = (rate or 0) / 1000
+            # What the sender can use: the new capacity, or what it delivered on the first
+            # segment if that was less (a sender capped at 4 Mbit/s never fills 8).
+            first = [m for ts, m in rates if steps[0][0] + 5 < ts <= steps[1][0]]
+            cap = min((rate or 0) / 1000, sorted(first)[len(first) // 2]) if first else (rate or 0) / 1000
+            entry["reference_mbps"] = round(cap, 3)
             for ts, mbps in rates:
                 if t < ts <= t_next and cap and mbps >= SETTLE_RATE_FRACTION * cap:
                     entry["settle_s"] = round(ts - t, 2)
