@@ -76,6 +76,17 @@ def ecdsa_pem() -> str:
                                 serialization.NoEncryption())).decode()
 
 
+def ecdsa_identity(pipe) -> str:
+    """Gives the DTLS elements of a webrtcbin pipeline an ECDSA certificate (ecdsa_pem);
+    returns its SDP fingerprint ("sha-256 AB:CD:…"), which the caller puts in its description."""
+    pem = ecdsa_pem()
+    der = ssl.PEM_cert_to_DER_cert(pem[:pem.index("-----END CERTIFICATE-----") + 25])
+    pipe.connect("deep-element-added",
+                 lambda _bin, _sub, el: el.get_factory() and el.get_factory().get_name() == "dtlsdec"
+                 and el.set_property("pem", pem))
+    return "sha-256 " + ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())
+
+
 class GstPeer:
     """One webrtcbin pipeline; its callbacks (GStreamer threads) are handed to the asyncio loop."""
 
@@ -88,14 +99,9 @@ class GstPeer:
                 " ! application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000"
                 " ! webrtcbin name=wb bundle-policy=max-bundle")
         self.pipe = Gst.parse_launch(desc)
-        pem = ecdsa_pem()
         # webrtcbin's SDP keeps the fingerprint of the certificate it generated: the offer
         # carries this one's instead (negotiate), which is the one the handshake presents.
-        der = ssl.PEM_cert_to_DER_cert(pem[:pem.index("-----END CERTIFICATE-----") + 25])
-        self.fingerprint = "sha-256 " + ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())
-        self.pipe.connect("deep-element-added",
-                          lambda _bin, _sub, el: el.get_factory() and el.get_factory().get_name() == "dtlsdec"
-                          and el.set_property("pem", pem))
+        self.fingerprint = ecdsa_identity(self.pipe)
         self.wb = self.pipe.get_by_name("wb")
         if stun:
             self.wb.set_property("stun-server", stun)

@@ -1,0 +1,132 @@
+"""Smoke tests of Scripts/bench --bottleneck's parts (a benchmark is never pass/fail on its
+figures): the metrics read a recorded getStats / timecode sample; tbf and the loss rule are
+set, changed and removed with their namespaces; Chromium's canvas sender pairs through the
+local stack and its frames reach the Chromium receiver through the link (a short run of the
+bench itself, libwebrtc only: it needs no castd build)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "Scripts"))
+sys.path.insert(0, str(ROOT / "IntegrationTests"))
+from benchkit import bottleneck_metrics as bm  # noqa: E402
+from benchkit import timecode  # noqa: E402
+from tools.bottleneck_link import BottleneckLink, burst_bytes, parse_tc_stats  # noqa: E402
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and tc need root")
+
+
+def code_bytes(t_s: float, frame: int) -> list[int]:
+    """What the viewer hook hands back for a frame whose timecode was drawn at t_s."""
+    bits = timecode.encode(int(t_s * 1e6), frame)
+    return [sum(bits[8 * i + j] << j for j in range(8)) for i in range(6)]
+
+
+# A getStats sample as window.castdViewer.stats gives it (trimmed), with the monotonic "t"
+# the receiver process adds: 1 s apart, 30 frames and 250 kB a second, 2 packets lost of 200.
+def stats_at(i: int, *, lost: int = 0, freezes: int = 0, width: int = 1920) -> dict:
+    return {"t": 100.0 + i, "framesDecoded": 30 * i, "bytesReceived": 250_000 * i, "packetsReceived": 200 * i,
+            "packetsLost": lost, "freezeCount": freezes, "totalFreezesDuration": 0.5 * freezes,
+            "frameWidth": width, "frameHeight": width * 9 // 16, "roundTripTimeMs": 40 + i, "nackCount": lost,
+            "pliCount": 0, "retransmittedPacketsReceived": lost}
+
+
+def test_timecode_round_trip_and_torn_code_rejected():
+    t = 1234.567891
+    assert bm.decode_timecode(code_bytes(t, 7), t + 0.05) == pytest.approx(t, abs=1e-6)
+    torn = code_bytes(t, 7)
+    torn[1] ^= 0x10
+    assert bm.decode_timecode(torn, t + 0.05) is None
+    assert bm.decode_timecode(None, t) is None
+
+
+def test_summary_of_a_recorded_sample():
+    stats = [stats_at(i, lost=2 * (i >= 5), freezes=int(i >= 7)) for i in range(11)]
+    # 30 frames a second for 10 s, each shown 80 ms after its code was drawn, but none in [106, 107.5)
+    frames = [(100 + k / 30, code_bytes(100 + k / 30 - 0.08, k)) for k in range(300)
+              if not 106 <= 100 + k / 30 < 107.5]
+    s = bm.summarize(frames, stats, [], [(100.0, 2000)], 101.0, 110.0)
+    assert s["delivered_mbps"] == pytest.approx(2.0, rel=1e-3)
+    assert s["decoded_fps"] == pytest.approx(30.0)
+    assert s["packets_lost"] == 2 and s["loss_percent"] == pytest.approx(100 * 2 / 1802, abs=0.01)
+    assert s["freezes"] == 1 and s["freezes_s"] == 0.5
+    assert s["glass_to_glass_ms_median"] == pytest.approx(80, abs=0.5)
+    assert s["fps_worst_second"] == 0 and 24 < s["fps_mean"] < 26
+    assert s["gaps_over_1s"] and s["gaps_over_1s"][0] == pytest.approx(1.5, abs=0.05)
+    assert s["resolution"] == "1920x1080" and s["readable_timecode_fraction"] == 1.0
+    assert s["rtt_ms_median"] == 46
+
+
+def test_settle_times_after_a_step_down_and_up():
+    steps = [(0.0, 8000), (10.0, 1500), (20.0, 8000)]
+    # the queue drains to 10 ms three seconds after the step down
+    link = [{"t": 10 + k * 0.25, "rate_kbit": 1500, "backlog_bytes": 30_000 if k < 12 else 1_875}
+            for k in range(40)]
+    # 7.5 Mbit/s on the first segment; 1.2 until t = 26, then 7 Mbit/s (≥ 80 % of 7.5)
+    rates = [(k, 7.5) for k in range(1, 10)] + [(20 + k, 1.2 if 20 + k < 26 else 7.0) for k in range(1, 10)]
+    down, up = bm.settle_times(steps, link, rates, 30.0)
+    assert down["kind"] == "down" and down["settle_s"] == 3.0
+    assert up["kind"] == "up" and up["settle_s"] == 6.0 and up["reference_mbps"] == 7.5
+    # a sender that delivered 3.5 Mbit/s before the step down has settled at 2.8 (80 % of 3.5), not 6.4
+    capped = bm.settle_times(steps, link, [(k, 3.5) for k in range(1, 10)] + [(24, 2.0), (25, 3.0)], 30.0)[1]
+    assert capped["reference_mbps"] == 3.5 and capped["settle_s"] == 5.0
+    assert bm.targets_steps({"settle": [down, up]}) == {
+        "queue < 50 ms within 5 s of the step down": True, ">= 80 % of capacity within 10 s of the step up": True}
+    never = bm.settle_times(steps, [{**x, "backlog_bytes": 30_000} for x in link], [(21, 1.0)], 30.0)
+    assert never[0]["settle_s"] is None and never[1]["settle_s"] is None
+
+
+def test_tc_statistics_parsed():
+    text = ("qdisc tbf 8001: root refcnt 2 rate 2Mbit burst 5000b lat 200ms\n"
+            " Sent 1234567 bytes 2345 pkt (dropped 17, overlimits 99 requeues 0)\n backlog 41240b 28p requeues 0\n")
+    assert parse_tc_stats(text) == {"qdisc": "tbf", "sent_bytes": 1234567, "sent_packets": 2345, "drops": 17,
+                                    "backlog_bytes": 41240, "backlog_packets": 28}
+    assert burst_bytes(2000) == 5000 and burst_bytes(80_000) == 50_000
+
+
+@root_only
+def test_tbf_and_loss_set_changed_and_removed():
+    with BottleneckLink() as link:
+        link.set_rate(2000)
+        shown = subprocess.run(["ip", "netns", "exec", link.ns_s, "tc", "qdisc", "show", "dev", link.dev_s],
+                               capture_output=True, text=True).stdout
+        assert "tbf" in shown and "rate 2Mbit" in shown and "lat 200ms" in shown, shown
+        link.set_rate(1500)
+        shown = subprocess.run(["ip", "netns", "exec", link.ns_s, "tc", "qdisc", "show", "dev", link.dev_s],
+                               capture_output=True, text=True).stdout
+        assert "rate 1500Kbit" in shown, shown
+        link.set_loss(0.02)
+        rules = subprocess.run(["ip", "netns", "exec", link.ns_s, "nft", "list", "table", "inet", "bottleneck"],
+                               capture_output=True, text=True).stdout
+        assert "numgen random mod 10000 < 200" in rules, rules
+        link.set_loss(0)
+        assert link.loss_dropped() == 0
+        link.set_rate(None)
+        assert link.backlog()["qdisc"] != "tbf"
+        assert link.exists()
+    assert not link.exists()
+
+
+@root_only
+@pytest.mark.timeout(240)
+def test_canvas_sender_pairs_and_reaches_the_chromium_receiver(tmp_path):
+    """Chromium's libwebrtc sender, signaled by Python, through the link on a free scenario."""
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "Scripts" / "benchkit" / "bottleneck.py"),
+                        "--sender", "libwebrtc", "--scenario", "free", "--seconds", "12", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=230, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "bottleneck.json").read_text())
+    s = res["scenarios"][0]["libwebrtc"]
+    assert "error" not in s, s
+    assert s["libwebrtc"]["codec"] == "video/H264", s["libwebrtc"]
+    assert s["resolution"] == "1920x1080" and s["delivered_mbps"] > 0.1
+    assert s["fps_mean"] > 0 and s["glass_to_glass_ms_median"] is not None
+    assert s["readable_timecode_fraction"] > 0.5
+    assert res["off_machine"]["root_namespace"]["run_any"] == 0
+    assert res["off_machine"]["sender_namespace_positive_control"]["run_any"] > 0
+    assert (tmp_path / "bottleneck-free.png").exists()
