@@ -471,3 +471,40 @@ extension Array where Element == SessionMachine.Action {
         #expect(all.count == 30)   // 3 windows of 10
     }
 }
+
+/// Issue 17: rows a sender does not expect are ignored and counted, never trusted.
+@Suite struct UnexpectedRowTests {
+    @Test func aSecondApprovalMidCastIsIgnoredAndDoesNotMoveTheExpiry() {
+        var h = Harness()
+        _ = h.startApproved(authExpiresIn: .seconds(7200))
+        h.connect()
+        let before = h.machine.nextDeadline()
+        let a = h.send(.approved(authExpiresAt: Instant(nanoseconds: .max), prefs: StreamPrefs(frameRate: 1)))
+        #expect(a.contains(.rowIgnored(type: "join_approved", why: "already approved", total: 1)))
+        #expect(!a.contains(where: { if case .startMedia = $0 { return true }; return false }))
+        #expect(h.machine.nextDeadline() == before)
+        // The original authorization still ends the cast at its time.
+        let end = h.advance(.seconds(7201))
+        #expect(end.finish?.1 == "Authorization expired; pair again.")
+    }
+
+    @Test func anApprovalThatNeverExpiresKeepsCasting() {
+        var h = Harness()
+        _ = h.startApproved(authExpiresIn: .seconds(1) * 1_000_000_000_000)   // saturates
+        h.connect()
+        let a = h.advance(.seconds(3600))
+        #expect(a.finish == nil)
+        #expect(a.updates.contains(.heartbeat))
+    }
+
+    @Test func rowsOfTheReceiversOwnRoleAreCountedNotActedOn() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let a = h.send(.signal(.offer(sdp: "v=0", negotiationID: "x")))
+        let b = h.send(.signal(.joinRequest(deviceName: "evil")))
+        #expect(a == [.rowIgnored(type: "offer", why: "a sender does not handle it", total: 1)])
+        #expect(b == [.rowIgnored(type: "join_request", why: "a sender does not handle it", total: 2)])
+        #expect(h.machine.ignoredRows == 2)
+    }
+}

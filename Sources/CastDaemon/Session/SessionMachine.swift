@@ -157,7 +157,10 @@ public struct SessionMachine: Sendable {
             if approval != nil, status == .connecting || status == .connected { beginCast(now: now) }
 
         case .approved(let expires, let prefs):
-            guard approval == nil else { break }
+            // Issue 17: RLS lets the receiver insert any row addressed to the sender, so a second
+            // `join_approved` mid-cast is possible. Only the first approval counts: a later one
+            // must not move the authorization's expiry or the stream preferences.
+            guard approval == nil else { ignore("join_approved", "already approved"); break }
             approval = (expires, prefs)
             authExpiresAt = expires
             if phase == .awaitingApproval { beginCast(now: now) }
