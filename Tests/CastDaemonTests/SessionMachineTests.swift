@@ -105,7 +105,7 @@ extension Array where Element == SessionMachine.Action {
     @Test func anEndedSessionAtStartExitsWithASentence() {
         var h = Harness()
         let a = h.send(.ready(status: .disconnected))
-        #expect(a.finish?.0 == 1)
+        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
         #expect(a.finish?.1.contains("pair again") == true)
         #expect(a.inserts.isEmpty)
     }
@@ -114,7 +114,7 @@ extension Array where Element == SessionMachine.Action {
         var h = Harness()
         h.send(.ready(status: .pairing))
         let a = h.send(.signal(.disconnect(DisconnectReason(raw: "denied"))))
-        #expect(a.finish?.0 == 1)
+        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
         #expect(a.finish?.1 == "The receiver denied the request to cast.")
         #expect(a.inserts.isEmpty && a.updates.isEmpty)
     }
@@ -207,7 +207,7 @@ extension Array where Element == SessionMachine.Action {
         _ = h.startApproved(authExpiresIn: .seconds(45))
         h.connect()
         let a = h.advance(.seconds(46))
-        #expect(a.finish?.0 == 1)
+        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
         #expect(a.finish?.1 == "Authorization expired; pair again.")
         #expect(a.inserts.isEmpty)
         #expect(!a.updates.contains(.end))
@@ -220,6 +220,7 @@ extension Array where Element == SessionMachine.Action {
         h.connect()
         h.advance(.seconds(30))
         let a = h.send(.sessionUpdateFinished(.heartbeat, .notFound))
+        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
         #expect(a.finish?.1 == "Authorization expired; pair again.")
     }
 
@@ -506,5 +507,15 @@ extension Array where Element == SessionMachine.Action {
         #expect(a == [.rowIgnored(type: "offer", why: "a sender does not handle it", total: 1)])
         #expect(b == [.rowIgnored(type: "join_request", why: "a sender does not handle it", total: 2)])
         #expect(h.machine.ignoredRows == 2)
+    }
+}
+
+@Suite struct PermanentEndTests {
+    @Test func theReceiverGivingUpIsAPermanentEnd() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let a = h.send(.signal(.disconnect(.failed)))
+        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
     }
 }

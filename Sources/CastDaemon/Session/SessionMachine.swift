@@ -150,7 +150,7 @@ public struct SessionMachine: Sendable {
         case .ready(let status):
             guard phase == .awaitingReady else { return }
             if status.isFinal {
-                finishQuietly(exitCode: 1, "The session is already over (status \(status.raw)); pair again.")
+                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The session is already over (status \(status.raw)); pair again.")
                 return
             }
             phase = .awaitingApproval
@@ -180,7 +180,7 @@ public struct SessionMachine: Sendable {
                 if mediaStarted { actions.append(.stopMedia); mediaStarted = false }
                 if negotiationId != nil { actions.append(.closePeer); negotiationId = nil }
             case .expired:
-                finishQuietly(exitCode: 1, "The session expired before it was approved; pair again.")
+                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The session expired before it was approved; pair again.")
             case .connecting, .connected:
                 if phase == .awaitingApproval, approval != nil { beginCast(now: now) }
             case .waiting, .pairing, .other:
@@ -243,7 +243,7 @@ public struct SessionMachine: Sendable {
             return
         }
         if let t = authExpiresAt, now >= t {
-            finishQuietly(exitCode: 1, "Authorization expired; pair again.")
+            finishQuietly(exitCode: CLI.ExitCode.sessionOver, "Authorization expired; pair again.")
             return
         }
         switch phase {
@@ -298,9 +298,9 @@ public struct SessionMachine: Sendable {
             case .receiverEnded, .senderEnded:
                 finishQuietly(exitCode: 0, "The receiver ended the session.")
             case .denied:
-                finishQuietly(exitCode: 1, "The receiver denied the request to cast.")
+                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The receiver denied the request to cast.")
             case .failed:
-                finishQuietly(exitCode: 1, "The receiver gave up reconnecting.")
+                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The receiver gave up reconnecting.")
             case .other(let raw):
                 finishQuietly(exitCode: 0, "The receiver ended the session (reason: \(Self.printable(raw))).")
             }
@@ -357,7 +357,7 @@ public struct SessionMachine: Sendable {
         case .notFound:
             if action != .end {
                 // spec §10: after expiry session-update answers 404; stop signaling.
-                finishQuietly(exitCode: 1, "Authorization expired; pair again.")
+                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "Authorization expired; pair again.")
             }
         case .invalidState:
             if action != .end { finishQuietly(exitCode: 0, "The broadcasting session has ended.") }
