@@ -51,6 +51,8 @@ def test_unit_is_notify_with_watchdog_and_restarts_only_on_failure():
     assert svc["KillSignal"] == "SIGTERM"
     assert svc["Restart"] == "on-failure"
     assert int(svc["WatchdogSec"].rstrip("s")) > 0
+    # READY comes once signed in and subscribed (seconds), not after a viewer shows up.
+    assert svc["TimeoutStartSec"] == "90s"
     assert "2" in svc["RestartPreventExitStatus"].split()
 
 

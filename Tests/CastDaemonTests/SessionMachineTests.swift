@@ -519,3 +519,60 @@ extension Array where Element == SessionMachine.Action {
         #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
     }
 }
+
+/// Issue 17: a media failure reopens the media a bounded number of times, then ends the cast.
+@Suite struct MediaFailureTests {
+    @Test func aFailureStopsTheMediaAndStartsItAgainAfterTheBackoff() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let a = h.send(.mediaFailed("encoding failed: x"))
+        #expect(a.contains(.stopMedia))
+        #expect(h.machine.activity == .restartingMedia)
+        #expect(h.machine.mediaRunning == false)
+        #expect(h.advance(.milliseconds(999)).isEmpty)
+        let b = h.advance(.milliseconds(1))
+        #expect(b.contains(.startMedia(Harness.prefs)))
+        #expect(h.machine.activity == .connected && h.machine.mediaRunning)
+        #expect(b.finish == nil && b.inserts.isEmpty)   // the peer and the session are untouched
+    }
+
+    @Test func pastTheRestartsTheCastEndsWithAReasonAndASentence() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        var delays: [Duration] = []
+        for _ in 0..<3 {
+            h.send(.mediaFailed("the encoder could not start: no"))
+            let failedAt = h.now
+            while !h.advance(.milliseconds(100)).contains(.startMedia(Harness.prefs)) {}
+            delays.append(h.now - failedAt)
+        }
+        #expect(delays == [.seconds(1), .seconds(2), .seconds(4)])
+        let end = h.send(.mediaFailed("the encoder could not start: no"))
+        #expect(end.inserts == [.disconnect(SessionMachine.mediaFailedReason)])
+        #expect(end.updates == [.end])
+        #expect(end.finish?.0 == 1)
+        #expect(end.finish?.1 == "The screen could not be captured or encoded (the encoder could not start: no); gave up after 3 restarts.")
+    }
+
+    @Test func failuresOlderThanTheWindowAreForgotten() {
+        var h = Harness()
+        _ = h.startApproved(authExpiresIn: .seconds(100_000))
+        h.connect()
+        for _ in 0..<6 {
+            h.send(.mediaFailed("stall"))
+            h.advance(.seconds(61))   // restarts after 1 s, then runs for a minute
+            #expect(h.machine.mediaRunning)
+        }
+        #expect(!h.machine.isEnded)
+    }
+
+    @Test func aFailureWhileMediaIsStoppedIsIgnored() {
+        var h = Harness()
+        h.send(.ready(status: .pairing))
+        let a = h.send(.mediaFailed("late report"))
+        #expect(!a.contains(.stopMedia) && a.finish == nil)
+        #expect(h.machine.activity == .waitingForApproval)
+    }
+}

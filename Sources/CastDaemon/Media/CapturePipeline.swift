@@ -27,6 +27,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         var endedRingSkipped: UInt64 = 0
         var currentRing = FrameRingStats()
         public var encoder: String = "-"
+        /// When the last access unit came out of the encoder: the media's progress signal
+        /// (issue 17; a still screen is refreshed a little under every second, so it moves too).
+        public var lastFrameAt: Instant? = nil
         /// Per-frame durations since the last `drainStageTimes()`: XShm capture, downscale,
         /// BGRx → I420/NV12, encode, and capture time → access unit out (the sum plus waits).
         public var capture = StageTimes(), scale = StageTimes(), convert = StageTimes()
@@ -47,13 +50,16 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private let lock = NSLock()
     private var sink: (@Sendable ([UInt8], Instant) -> Void)? = nil   // guarded by `lock`
     private var needsUser: (@Sendable (String) -> Void)? = nil          // guarded by `lock`
+    private var failed: (@Sendable (String) -> Void)? = nil             // guarded by `lock`
+    private let fault: MediaFault?
     private var stats = Statistics()                                 // guarded by `lock`
     private var finished: DispatchSemaphore? = nil                   // owner only
 
     public init(options: SessionOptions, log: LogSink, backend: Backend = .x11,
                 portal: ScreenCastPortal.Options = ScreenCastPortal.Options(),
-                mutter: MutterScreenCast.Options = MutterScreenCast.Options()) {
+                mutter: MutterScreenCast.Options = MutterScreenCast.Options(), fault: MediaFault? = nil) {
         self.options = options
+        self.fault = fault
         self.log = log
         self.backend = backend
         portalOptions = portal
@@ -63,6 +69,11 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     public func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void) { lock.withLock { self.sink = sink } }
     public func requestKeyframe() { keyframeWanted.store(true, ordering: .relaxed) }
     public func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { needsUser = handler } }
+    public func onFailure(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { failed = handler } }
+    public var lastFrameAt: Instant? { lock.withLock { stats.lastFrameAt } }
+
+    /// The encode thread gave up (issue 17): the session decides (reopen, or end the cast).
+    private func mediaFailed(_ reason: String) { lock.withLock { failed }?(reason) }
     public var statistics: Statistics { lock.withLock { stats } }
 
     /// The stage summaries of the window since the last call, as key=value log fields
@@ -224,6 +235,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 end = .failed
                 break capturing
             }
+            if let fault, fault == .captureStall || fault == .stuck,
+               statistics.captured >= MediaFault.afterFrames, MediaFault.fireOnce() {
+                simulateStall(fault)
+            }
             let wait = pacer.nextTick - clock.now()
             if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
             let now = clock.now()
@@ -265,6 +280,14 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         return end
     }
 
+    /// Test-only (`MediaFault`): the source delivers nothing until the cast stops, or, `stuck`,
+    /// the thread hangs and ignores the stop.
+    private func simulateStall(_ fault: MediaFault) {
+        log.write(LogLine(.warning, "test_fault", [("fault", fault.rawValue)]))
+        if fault == .stuck { while true { Thread.sleep(forTimeInterval: 1) } }
+        while running.load(ordering: .relaxed) { Thread.sleep(forTimeInterval: 0.05) }
+    }
+
     private func sleepWhileRunning(_ d: Duration) {
         let end = clock.now() + d
         while running.load(ordering: .relaxed), clock.now() < end { Thread.sleep(forTimeInterval: 0.05) }
@@ -280,8 +303,12 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         let chain = EncoderChain(preference: preference, config: config) { line in
             log.write(LogLine(.info, "encoder", [("detail", line)]))
         }
-        do { try chain.start() } catch {
+        do {
+            if fault == .encoderFailAlways { throw CastError(.init("test_fault"), "test fault encoder-fail-always") }
+            try chain.start()
+        } catch {
             log.write(LogLine(.error, "encoder_unavailable", [("error", "\(error)")]))
+            mediaFailed("the encoder could not start: \((error as? CastError)?.message ?? "\(error)")")
             return
         }
         lock.withLock { stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-" }
@@ -309,6 +336,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 pixels = UnsafeRawPointer(scaled.bytes)
             }
             do {
+                if fault == .encoderFailOnce, statistics.encoded >= MediaFault.afterFrames, MediaFault.fireOnce() {
+                    throw CastError(.init("test_fault"), "test fault encoder-fail-once")
+                }
                 let au = try chain.encode(pixels: pixels, frame: frame)
                 if scaler == nil { ring.finishRead(lease) }
                 guard let au else { continue }
@@ -318,6 +348,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                     stats.encode.record(chain.lastEncodeTime)
                     stats.captureToEncoded.record(age)
                     stats.encoded += 1
+                    stats.lastFrameAt = clock.now()
                     if au.isKeyframe { stats.keyframes += 1 }
                     stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"
                     return self.sink
@@ -326,6 +357,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             } catch {
                 if scaler == nil { ring.finishRead(lease) }
                 log.write(LogLine(.error, "encode_failed", [("error", "\(error)")]))
+                mediaFailed("encoding failed: \((error as? CastError)?.message ?? "\(error)")")
                 return
             }
         }
