@@ -46,7 +46,10 @@ async def test_ready_before_approval_then_the_watchdog_is_fed_while_casting_and_
         await asyncio.wait_for(join_request(), 30)
         answerer = ReceiverAnswerer(rx.client, sid)
         await answerer.start()
-        env = castd_env(stack, tmp_path, DISPLAY=screen.display, CASTD_TEST_FAULT="stuck", **listener.env())
+        # SWIFT_BACKTRACE off: Swift's crash backtracer would otherwise spend a long while on the
+        # SIGABRT (systemd sends SIGKILL after TimeoutAbortSec= for that; this listener does not).
+        env = castd_env(stack, tmp_path, DISPLAY=screen.display, CASTD_TEST_FAULT="stuck",
+                        SWIFT_BACKTRACE="enable=no", **listener.env())
         t_start = time.monotonic()
         daemon = await Daemon.start(env, sid)
         listener.supervise(daemon.proc.pid)
@@ -82,6 +85,13 @@ async def test_ready_before_approval_then_the_watchdog_is_fed_while_casting_and_
         assert any(s.startswith("Stuck: ") for _, s in listener.values("STATUS"))
     finally:
         if daemon:
+            import os
+            if os.environ.get("NOTIFY_DEBUG"):
+                for l, t in zip(daemon.stderr_lines, daemon.stderr_times):
+                    if "event=row " not in l:
+                        print(f"{t - t_start:7.2f} {l[:160]}")
+                print([(round(m.at - t_start, 2), m.fields) for m in listener.messages if "WATCHDOG" not in m.fields])
+                print([round(t - t_start, 1) for t in listener.pings()][-15:])
             await daemon.kill()
         if answerer:
             await answerer.close()

@@ -62,11 +62,15 @@ def test_exit_codes_the_help_calls_final_are_kept_out_of_restart():
     r = subprocess.run([str(_castd_binary()), "--help"], capture_output=True, text=True)
     assert r.returncode == 0
     text = r.stdout.split("Exit codes:")[1].split("\n\n")[0]
-    codes = {}
+    codes: dict[int, str] = {}
+    last = None
     for line in text.splitlines():
         parts = line.split(None, 1)
         if parts and parts[0].isdigit():
-            codes[int(parts[0])] = parts[1]
+            last = int(parts[0])
+            codes[last] = parts[1]
+        elif last is not None and line.strip():
+            codes[last] += " " + line.strip()   # a continuation line
     assert set(codes) == {0, 1, 2, 3, 69}, codes
     assert "pair again" in codes[3] and "does not restart" in codes[3]
     cp = configparser.ConfigParser(strict=False, interpolation=None)

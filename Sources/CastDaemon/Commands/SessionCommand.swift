@@ -141,13 +141,6 @@ final class ReadinessNotifier: @unchecked Sendable {
                 SDNotify.send("READY=1")
                 log.write(LogLine(.notice, "ready", [("activity", "\(live.activity)")]))
             }
-            switch live.activity {
-            case .starting: status("Signing in and subscribing")
-            case .waitingForApproval: status("Waiting for the receiver to approve the request")
-            case .negotiating: status("Waiting for the receiver's answer and the connection")
-            case .restartingMedia: status("Restarting capture and encoding after a failure")
-            case .connected, .ended: break
-            }
             let verdict = policy.evaluate(.init(mediaRunning: live.mediaRunning, mediaStartedAt: live.mediaStartedAt,
                                                 lastFrameAt: lastFrameAt(), mediaCallSince: live.mediaCallSince,
                                                 ended: live.activity == .ended), now: now)
@@ -164,6 +157,15 @@ final class ReadinessNotifier: @unchecked Sendable {
                 if !starving { log.write(LogLine(.error, "watchdog_starved", [("reason", reason)])) }
                 starving = true
                 status("Stuck: \(reason)")
+            }
+            if !starving {
+                switch live.activity {
+                case .starting: status("Signing in and subscribing")
+                case .waitingForApproval: status("Waiting for the receiver to approve the request")
+                case .negotiating: status("Waiting for the receiver's answer and the connection")
+                case .restartingMedia: status("Restarting capture and encoding after a failure")
+                case .connected, .ended: break
+                }
             }
             if let s = await peer.statistics(), let v = s.video {
                 if !firstFrameLogged, v.framesSent > 0, v.receiver != nil {

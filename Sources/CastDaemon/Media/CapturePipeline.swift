@@ -30,6 +30,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         /// When the last access unit came out of the encoder: the media's progress signal
         /// (issue 17; a still screen is refreshed a little under every second, so it moves too).
         public var lastFrameAt: Instant? = nil
+        public var firstFrameAt: Instant? = nil
         /// Per-frame durations since the last `drainStageTimes()`: XShm capture, downscale,
         /// BGRx → I420/NV12, encode, and capture time → access unit out (the sum plus waits).
         public var capture = StageTimes(), scale = StageTimes(), convert = StageTimes()
@@ -236,7 +237,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 break capturing
             }
             if let fault, fault == .captureStall || fault == .stuck,
-               statistics.captured >= MediaFault.afterFrames, MediaFault.fireOnce() {
+               MediaFault.due(first: statistics.firstFrameAt, now: clock.now()), MediaFault.fireOnce() {
                 simulateStall(fault)
             }
             let wait = pacer.nextTick - clock.now()
@@ -336,7 +337,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 pixels = UnsafeRawPointer(scaled.bytes)
             }
             do {
-                if fault == .encoderFailOnce, statistics.encoded >= MediaFault.afterFrames, MediaFault.fireOnce() {
+                if fault == .encoderFailOnce, MediaFault.due(first: statistics.firstFrameAt, now: clock.now()),
+                   MediaFault.fireOnce() {
                     throw CastError(.init("test_fault"), "test fault encoder-fail-once")
                 }
                 let au = try chain.encode(pixels: pixels, frame: frame)
@@ -349,6 +351,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                     stats.captureToEncoded.record(age)
                     stats.encoded += 1
                     stats.lastFrameAt = clock.now()
+                    if stats.firstFrameAt == nil { stats.firstFrameAt = stats.lastFrameAt }
                     if au.isKeyframe { stats.keyframes += 1 }
                     stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"
                     return self.sink
