@@ -14,7 +14,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     var bytes = Array(UnsafeBufferPointer(start: data, count: size))[...]
     func byte() -> UInt8 { bytes.popFirst() ?? 0 }
     func chunk() -> [UInt8] { let n = Int(byte()); let c = Array(bytes.prefix(n)); bytes = bytes.dropFirst(n); return c }
-    func int64() -> Int64 { (0..<8).reduce(Int64(0)) { ($0 << 8) | Int64(byte()) } }
+    func int64() -> Int64 { (0..<8).reduce(Int64(0)) { acc, _ in (acc << 8) | Int64(byte()) } }
     let clock = ManualClock(Instant(nanoseconds: 1_000_000_000))
     let wall = WallClockMapping(clock: clock)
     let nowWall = Date(timeIntervalSince1970: 1_792_500_000 + Double(int64() % 1_000_000_000))
