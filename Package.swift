@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "CastRTP", targets: ["CastRTP"]),
         .library(name: "CastWebRTC", targets: ["CastWebRTC"]),
         .library(name: "CastSignaling", targets: ["CastSignaling"]),
+        // The session machine, for the fuzz target that drives it with hostile rows (issue 17).
+        .library(name: "CastDaemon", targets: ["CastDaemon"]),
     ],
     targets: [
         // C libraries (Debian's).

@@ -22,7 +22,9 @@ let package = Package(
     ] + names.map { name in
         .executableTarget(
             name: name,
-            dependencies: ["FuzzSupport"] + libraries.map { .product(name: $0, package: "castd") },
+            // FuzzSession drives the session machine, which lives in the daemon's library.
+            dependencies: ["FuzzSupport"] + (libraries + (name == "FuzzSession" ? ["CastDaemon"] : []))
+                .map { .product(name: $0, package: "castd") },
             swiftSettings: [.unsafeFlags(["-parse-as-library"])])
     },
     swiftLanguageModes: [.v6]

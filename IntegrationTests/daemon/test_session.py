@@ -82,7 +82,7 @@ async def test_a_session_that_is_over_refuses_to_start(stack, tmp_path):
     await rx.client.api("session-end", {"sessionId": sid})
     daemon = await Daemon.start(castd_env(stack, tmp_path), sid)
     rc, out = await daemon.wait(timeout=20)
-    assert rc == 1
+    assert rc == 3   # the session is over for good: the unit's RestartPreventExitStatus
     assert any("already over" in l for l in daemon.stderr_lines)
     await rx.client.close()
 
@@ -113,7 +113,7 @@ async def test_authorization_expiry_ends_the_cast_with_pair_again(stack_factory,
     try:
         await daemon.wait_log("event=connected", timeout=30)
         rc, out = await daemon.wait(timeout=30)
-        assert rc == 1
+        assert rc == 3
         assert "castd: Authorization expired; pair again." in daemon.stderr_lines
         # castd stopped signaling: no disconnect row from it (RLS would refuse it anyway).
         rows = await rx.client.select(sid, "receiver")

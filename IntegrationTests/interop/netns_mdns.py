@@ -25,14 +25,6 @@ from tools.mdns_responder import MDNSResponder, group_users  # noqa: E402
 RECEIVER_IP = "10.99.0.1"
 
 
-def redact(address: str) -> str:
-    """castd's AddressRedaction (CastCore/Redacted.swift): FNV-1a, 16 bits."""
-    h = 2166136261
-    for b in address.encode():
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    return f"v4#{h & 0xffff:x}"
-
-
 async def main(clip: str, mode: str) -> dict:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     subprocess.run(["ip", "addr", "add", f"{RECEIVER_IP}/32", "dev", "lo"], check=True)
@@ -108,7 +100,7 @@ async def main(clip: str, mode: str) -> dict:
             b.close()
     log = sender.log
     return {
-        "exit": rc, "frames": frames, "mode": mode, "expected_remote": redact(RECEIVER_IP),
+        "exit": rc, "frames": frames, "mode": mode, "receiver_ip": RECEIVER_IP,
         "listening": [m for m in log if m["type"] in ("mdnsListening", "mdnsUnavailable")],
         "resolved": [m for m in log if m["type"] == "mdnsResolved"],
         "unresolved": [m for m in log if m["type"] == "mdnsUnresolved"],

@@ -14,6 +14,7 @@ Screenshots go to $CASTD_TEST_ARTIFACTS/pages (default: artifacts/pages).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import sys
@@ -52,6 +53,17 @@ async def browser():
     await b.close()
     assert not b.group_alive(), "chromium left processes behind"
     b.assert_stayed_on_the_machine()
+
+
+async def wait_text(page, selector: str, want: str, timeout: float = WAIT) -> None:
+    """Waits until `selector`'s text is `want`. The pages write what they learn from two
+    channels (the HTTP answer to a click, Realtime for the session row) in either order, so a
+    test waits for the state it asserts instead of reading once (issue 17: the deny test read
+    the result right after the status turned `expired`, before the HTTP answer had landed)."""
+    got = await page.wait_for(
+        f"(t => t === {json.dumps(want)} && t)(document.querySelector({json.dumps(selector)})?.textContent)",
+        timeout=timeout)
+    assert got == want
 
 
 async def open_dashboard(browser, stack, stay=True):
@@ -129,8 +141,8 @@ async def test_dashboard_pin_pairs_with_the_official_client_and_approve_delivers
 
         # The dashboard shows the join request with the device name.
         await page.wait_for("!!document.querySelector('[data-testid=join-request]')", timeout=WAIT)
-        assert await page.text("[data-testid=join-request] [data-testid=device-name]") == "Jane's iPad Pro"
-        assert await page.text("[data-testid=session-status]") == "pairing"
+        await wait_text(page, "[data-testid=join-request] [data-testid=device-name]", "Jane's iPad Pro")
+        await wait_text(page, "[data-testid=session-status]", "pairing")
         # The receiver's preferences travel in join_approved (spec §5).
         await page.evaluate("""(() => {
             const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('change')); };
@@ -143,7 +155,7 @@ async def test_dashboard_pin_pairs_with_the_official_client_and_approve_delivers
             "(s => s === 'connecting' && s)(document.querySelector('[data-testid=session-status]').textContent)",
             timeout=WAIT)
         assert status == "connecting"
-        assert await page.text("[data-testid=join-request] [data-testid=request-result]") == " Approved"
+        await wait_text(page, "[data-testid=join-request] [data-testid=request-result]", " Approved")
         assert await page.evaluate("document.querySelector('[data-testid=open-viewer]').getAttribute('href')") == f"/viewer/{sid}"
         await page.screenshot(ARTIFACTS / "dashboard-approved.png", full_page=True)
 
@@ -174,7 +186,7 @@ async def test_dashboard_deny_expires_the_session_and_tells_the_sender(browser, 
         await sender.signals.wait_status("expired", timeout=WAIT)
         await page.wait_for("document.querySelector('[data-testid=session-status]').textContent === 'expired'",
                             timeout=WAIT)
-        assert await page.text("[data-testid=join-request] [data-testid=request-result]") == " Denied"
+        await wait_text(page, "[data-testid=join-request] [data-testid=request-result]", " Denied")
         assert await page.evaluate("document.getElementById('viewer-link').hidden") is True
         await page.screenshot(ARTIFACTS / "dashboard-denied.png", full_page=True)
         await sender.close()

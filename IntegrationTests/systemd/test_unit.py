@@ -51,4 +51,31 @@ def test_unit_is_notify_with_watchdog_and_restarts_only_on_failure():
     assert svc["KillSignal"] == "SIGTERM"
     assert svc["Restart"] == "on-failure"
     assert int(svc["WatchdogSec"].rstrip("s")) > 0
+    # READY comes once signed in and subscribed (seconds), not after a viewer shows up.
+    assert svc["TimeoutStartSec"] == "90s"
     assert "2" in svc["RestartPreventExitStatus"].split()
+
+
+def test_exit_codes_the_help_calls_final_are_kept_out_of_restart():
+    """Issue 17: a permanent end (session over, denied, authorization expired) has its own exit
+    status, and the unit does not restart on it; every code in --help is accounted for."""
+    r = subprocess.run([str(_castd_binary()), "--help"], capture_output=True, text=True)
+    assert r.returncode == 0
+    text = r.stdout.split("Exit codes:")[1].split("\n\n")[0]
+    codes: dict[int, str] = {}
+    last = None
+    for line in text.splitlines():
+        parts = line.split(None, 1)
+        if parts and parts[0].isdigit():
+            last = int(parts[0])
+            codes[last] = parts[1]
+        elif last is not None and line.strip():
+            codes[last] += " " + line.strip()   # a continuation line
+    assert set(codes) == {0, 1, 2, 3, 69}, codes
+    assert "pair again" in codes[3] and "does not restart" in codes[3]
+    cp = configparser.ConfigParser(strict=False, interpolation=None)
+    cp.optionxform = str
+    cp.read(UNIT)
+    prevent = {int(c) for c in cp["Service"]["RestartPreventExitStatus"].split()}
+    assert prevent == {2, 3, 69}
+    assert 1 not in prevent   # transient failures still restart

@@ -11,17 +11,20 @@ public struct Instant: Comparable, Hashable, Sendable, CustomStringConvertible {
 
     public static func < (a: Instant, b: Instant) -> Bool { a.nanoseconds < b.nanoseconds }
 
+    // Saturating, not wrapping: a deadline derived from a backend value (an
+    // authorization that expires in the year 9999) must stay in the far future,
+    // not wrap round into the past (issue 17).
     public static func + (a: Instant, d: Duration) -> Instant {
-        Instant(nanoseconds: a.nanoseconds &+ d.totalNanoseconds)
+        Instant(nanoseconds: a.nanoseconds.saturatingAdd(d.totalNanoseconds))
     }
 
     public static func - (a: Instant, d: Duration) -> Instant {
-        Instant(nanoseconds: a.nanoseconds &- d.totalNanoseconds)
+        Instant(nanoseconds: a.nanoseconds.saturatingSubtract(d.totalNanoseconds))
     }
 
-    /// The duration from `b` to `a` (negative when `a` is earlier).
+    /// The duration from `b` to `a` (negative when `a` is earlier), saturating.
     public static func - (a: Instant, b: Instant) -> Duration {
-        .nanoseconds(a.nanoseconds &- b.nanoseconds)
+        .nanoseconds(a.nanoseconds.saturatingSubtract(b.nanoseconds))
     }
 
     public var description: String { "\(Double(nanoseconds) / 1e9)s" }

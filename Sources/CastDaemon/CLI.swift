@@ -13,6 +13,10 @@ public enum CLI {
         public static let failure: Int32 = 1
         /// Bad command line or configuration.
         public static let usage: Int32 = 2
+        /// The session is over for good (already ended, expired, denied, authorization
+        /// expired, the receiver gave up): only a new pairing helps, so the systemd unit
+        /// does not restart on it (`RestartPreventExitStatus=`).
+        public static let sessionOver: Int32 = 3
         /// A part of castd that is not built yet was asked for.
         public static let unavailable: Int32 = 69
     }
@@ -35,8 +39,10 @@ public enum CLI {
 
     Exit codes:
       0   success (a cast ended cleanly, a pairing was approved)
-      1   the cast or pairing failed; the message says why
+      1   the cast or pairing failed; the message says why (the unit restarts on it)
       2   bad command line or configuration
+      3   the session is over for good (already ended, expired, denied, authorization
+          expired, the receiver gave up): pair again; the unit does not restart on it
       69  the requested part is not available in this build
 
     Options of --session:

@@ -96,4 +96,31 @@ import Testing
         #expect(AddressRedaction.redact("192.0.2.7") == v4)
         #expect(AddressRedaction.redact("192.0.2.8") != v4)
     }
+
+    /// Issue 17: `dump()` and `Mirror` walked into `unredacted`.
+    @Test func reflectionDoesNotReachTheValue() {
+        struct Credentials { var user = "anon"; var token = Redacted("eyJhbGciOi.secret.sig") }
+        var dumped = ""
+        dump(Credentials(), to: &dumped)
+        #expect(dumped.contains("anon"))
+        #expect(!dumped.contains("secret"))
+        #expect(Mirror(reflecting: Redacted("secret")).children.isEmpty)
+        #expect(!String(reflecting: Credentials()).contains("secret"))
+    }
+
+    /// Issue 17: the unkeyed FNV-1a 16-bit tag let anyone map a tag back to its
+    /// address by hashing the 256 addresses of a known /24.
+    @Test func addressTagsAreKeyedNotTheUnkeyedHash() {
+        func unkeyed(_ a: String) -> String {
+            var h: UInt32 = 2_166_136_261
+            for b in a.utf8 { h = (h ^ UInt32(b)) &* 16_777_619 }
+            return "v4#" + String(h & 0xffff, radix: 16)
+        }
+        let subnet = (0..<256).map { "192.0.2.\($0)" }
+        let tags = subnet.map(AddressRedaction.redact)
+        #expect(tags.filter { !$0.hasPrefix("v4#") }.isEmpty)
+        #expect(zip(subnet, tags).filter { unkeyed($0.0) == $0.1 }.count < 8)
+        // 32-bit tags: within a /24 they do not collide (2^-16-ish odds otherwise).
+        #expect(Set(tags).count == 256)
+    }
 }

@@ -105,7 +105,7 @@ extension Array where Element == SessionMachine.Action {
     @Test func anEndedSessionAtStartExitsWithASentence() {
         var h = Harness()
         let a = h.send(.ready(status: .disconnected))
-        #expect(a.finish?.0 == 1)
+        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
         #expect(a.finish?.1.contains("pair again") == true)
         #expect(a.inserts.isEmpty)
     }
@@ -114,7 +114,7 @@ extension Array where Element == SessionMachine.Action {
         var h = Harness()
         h.send(.ready(status: .pairing))
         let a = h.send(.signal(.disconnect(DisconnectReason(raw: "denied"))))
-        #expect(a.finish?.0 == 1)
+        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
         #expect(a.finish?.1 == "The receiver denied the request to cast.")
         #expect(a.inserts.isEmpty && a.updates.isEmpty)
     }
@@ -207,7 +207,7 @@ extension Array where Element == SessionMachine.Action {
         _ = h.startApproved(authExpiresIn: .seconds(45))
         h.connect()
         let a = h.advance(.seconds(46))
-        #expect(a.finish?.0 == 1)
+        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
         #expect(a.finish?.1 == "Authorization expired; pair again.")
         #expect(a.inserts.isEmpty)
         #expect(!a.updates.contains(.end))
@@ -220,6 +220,7 @@ extension Array where Element == SessionMachine.Action {
         h.connect()
         h.advance(.seconds(30))
         let a = h.send(.sessionUpdateFinished(.heartbeat, .notFound))
+        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
         #expect(a.finish?.1 == "Authorization expired; pair again.")
     }
 
@@ -469,5 +470,109 @@ extension Array where Element == SessionMachine.Action {
             #expect(all.filter { $0 >= t && $0 - t < .seconds(60) }.count <= 10)
         }
         #expect(all.count == 30)   // 3 windows of 10
+    }
+}
+
+/// Issue 17: rows a sender does not expect are ignored and counted, never trusted.
+@Suite struct UnexpectedRowTests {
+    @Test func aSecondApprovalMidCastIsIgnoredAndDoesNotMoveTheExpiry() {
+        var h = Harness()
+        _ = h.startApproved(authExpiresIn: .seconds(7200))
+        h.connect()
+        let before = h.machine.nextDeadline()
+        let a = h.send(.approved(authExpiresAt: Instant(nanoseconds: .max), prefs: StreamPrefs(frameRate: 1)))
+        #expect(a.contains(.rowIgnored(type: "join_approved", why: "already approved", total: 1)))
+        #expect(!a.contains(where: { if case .startMedia = $0 { return true }; return false }))
+        #expect(h.machine.nextDeadline() == before)
+        // The original authorization still ends the cast at its time.
+        let end = h.advance(.seconds(7201))
+        #expect(end.finish?.1 == "Authorization expired; pair again.")
+    }
+
+    @Test func anApprovalThatNeverExpiresKeepsCasting() {
+        var h = Harness()
+        _ = h.startApproved(authExpiresIn: .seconds(1) * 1_000_000_000_000)   // saturates
+        h.connect()
+        let a = h.advance(.seconds(3600))
+        #expect(a.finish == nil)
+        #expect(a.updates.contains(.heartbeat))
+    }
+
+    @Test func rowsOfTheReceiversOwnRoleAreCountedNotActedOn() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let a = h.send(.signal(.offer(sdp: "v=0", negotiationID: "x")))
+        let b = h.send(.signal(.joinRequest(deviceName: "evil")))
+        #expect(a == [.rowIgnored(type: "offer", why: "a sender does not handle it", total: 1)])
+        #expect(b == [.rowIgnored(type: "join_request", why: "a sender does not handle it", total: 2)])
+        #expect(h.machine.ignoredRows == 2)
+    }
+}
+
+@Suite struct PermanentEndTests {
+    @Test func theReceiverGivingUpIsAPermanentEnd() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let a = h.send(.signal(.disconnect(.failed)))
+        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
+    }
+}
+
+/// Issue 17: a media failure reopens the media a bounded number of times, then ends the cast.
+@Suite struct MediaFailureTests {
+    @Test func aFailureStopsTheMediaAndStartsItAgainAfterTheBackoff() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let a = h.send(.mediaFailed("encoding failed: x"))
+        #expect(a.contains(.stopMedia))
+        #expect(h.machine.activity == .restartingMedia)
+        #expect(h.machine.mediaRunning == false)
+        #expect(h.advance(.milliseconds(999)).isEmpty)
+        let b = h.advance(.milliseconds(1))
+        #expect(b.contains(.startMedia(Harness.prefs)))
+        #expect(h.machine.activity == .connected && h.machine.mediaRunning)
+        #expect(b.finish == nil && b.inserts.isEmpty)   // the peer and the session are untouched
+    }
+
+    @Test func pastTheRestartsTheCastEndsWithAReasonAndASentence() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        var delays: [Duration] = []
+        for _ in 0..<3 {
+            h.send(.mediaFailed("the encoder could not start: no"))
+            let failedAt = h.now
+            while !h.advance(.milliseconds(100)).contains(.startMedia(Harness.prefs)) {}
+            delays.append(h.now - failedAt)
+        }
+        #expect(delays == [.seconds(1), .seconds(2), .seconds(4)])
+        let end = h.send(.mediaFailed("the encoder could not start: no"))
+        #expect(end.inserts == [.disconnect(SessionMachine.mediaFailedReason)])
+        #expect(end.updates == [.end])
+        #expect(end.finish?.0 == 1)
+        #expect(end.finish?.1 == "The screen could not be captured or encoded (the encoder could not start: no); gave up after 3 restarts.")
+    }
+
+    @Test func failuresOlderThanTheWindowAreForgotten() {
+        var h = Harness()
+        _ = h.startApproved(authExpiresIn: .seconds(100_000))
+        h.connect()
+        for _ in 0..<6 {
+            h.send(.mediaFailed("stall"))
+            h.advance(.seconds(61))   // restarts after 1 s, then runs for a minute
+            #expect(h.machine.mediaRunning)
+        }
+        #expect(!h.machine.isEnded)
+    }
+
+    @Test func aFailureWhileMediaIsStoppedIsIgnored() {
+        var h = Harness()
+        h.send(.ready(status: .pairing))
+        let a = h.send(.mediaFailed("late report"))
+        #expect(!a.contains(.stopMedia) && a.finish == nil)
+        #expect(h.machine.activity == .waitingForApproval)
     }
 }

@@ -158,6 +158,20 @@ import Testing
         #expect(opaque.expiresAt == 160)
         #expect(!"\(t)".contains(jwt) && !"\(t)".contains("rt-1"))
     }
+
+    /// Issue 17: `nowUnix + expires_in` and `expiresAt - nowUnix` overflowed (a trap) on
+    /// values a server or a stored file may hold.
+    @Test func extremeExpiriesSaturateInsteadOfTrapping() throws {
+        let now: Int64 = 1_792_500_000
+        let body = #"{"access_token":"opaque","refresh_token":"r","expires_in":9223372036854775807,"user":{"id":"u"}}"#
+        let t = try AuthTokens.decode(body: Array(body.utf8), nowUnix: now)
+        #expect(t.expiresAt == .max)
+        #expect(!RefreshPolicy.refreshOnTick(expiresAt: .max, nowUnix: now))
+        #expect(RefreshPolicy.refreshOnTick(expiresAt: .min, nowUnix: now))
+        #expect(RefreshPolicy.refreshBeforeCall(expiresAt: .min, nowUnix: now))
+        #expect(!RefreshPolicy.refreshBeforeCall(expiresAt: 0, nowUnix: .min))
+        #expect(RefreshPolicy.isFresh(expiresAt: .max, nowUnix: .min))
+    }
 }
 
 @Suite struct DeviceNameTests {

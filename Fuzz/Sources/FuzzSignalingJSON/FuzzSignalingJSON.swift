@@ -15,7 +15,14 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     case 1: _ = ServerErrorMapping.api(status: 400 + Int(mode % 30), body: body, retryAfter: text, endpoint: "session-pair")
     case 2: _ = ServerErrorMapping.postgrest(status: 500, body: body)
     case 3: _ = ServerErrorMapping.auth(status: 400, body: body)
-    case 4: _ = try? AuthTokens.decode(body: body, nowUnix: 0)
+    case 4:
+        // A realistic `now` (issue 17: with 0 the sums and differences on `exp` and
+        // `expires_in` never came near overflow), then the refresh decisions on the result.
+        for now in [1_792_500_000, Int64.max - 1, Int64.min + 1] as [Int64] {
+            guard let t = try? AuthTokens.decode(body: body, nowUnix: now) else { continue }
+            _ = RefreshPolicy.refreshOnTick(expiresAt: t.expiresAt, nowUnix: now)
+            _ = RefreshPolicy.refreshBeforeCall(expiresAt: t.expiresAt, nowUnix: now)
+        }
     case 5: _ = try? JSONCoding.decode(IceConfig.self, from: body); _ = try? JSONCoding.decode(SessionCreateResponse.self, from: body)
     case 6: _ = try? PairingURL(parsing: text)
     case 7: _ = try? PairingPIN.normalize(text)

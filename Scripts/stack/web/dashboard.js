@@ -147,6 +147,10 @@ async function decide(li, approve) {
   const buttons = li.querySelectorAll("button");
   buttons.forEach((b) => { b.disabled = true; });
   const result = li.querySelector(".result");
+  // The session's status arrives over Realtime and may land before the answer below
+  // (issue 17): say at once that the decision is under way, so the request is never
+  // shown with no result next to a status it caused.
+  result.textContent = approve ? " Approving…" : " Denying…";
   const body = { sessionId: state.session.sessionId, approve };
   if (approve) body.streamPrefs = streamPrefs();
   try {
@@ -157,6 +161,7 @@ async function decide(li, approve) {
     li.dataset.decision = approve ? "approved" : "denied";
     if (approve) openViewer();
   } catch (e) {
+    result.textContent = "";
     buttons.forEach((b) => { b.disabled = false; });
     showError($("error"), e);
   }

@@ -19,6 +19,8 @@ public struct WallClockMapping: Sendable {
     public func instant(forISO iso: String?, now: Date = Date()) -> Instant? {
         guard let iso, let date = Self.parse(iso) else { return nil }
         let delta = date.timeIntervalSince(now)
-        return clock.now() + .nanoseconds(Int64(delta * 1e9))
+        // Any ISO time a row may carry (up to 9999-12-31) must map without a trap: the
+        // conversion and the addition saturate (issue 17: one row crashed castd here).
+        return clock.now() + .nanoseconds(Int64(saturating: delta * 1e9))
     }
 }

@@ -14,6 +14,10 @@ public protocol MediaPipeline: MediaPort {
     func attach(backlog: @escaping @Sendable () -> Duration)
     /// Who hears that capture cannot start without a person (the portal's dialog waits, nobody is there).
     func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void)
+    /// Who hears that the encoder or the capture failed for good in this run (issue 17).
+    func onFailure(_ handler: @escaping @Sendable (String) -> Void)
+    /// When the last frame was encoded: the progress the systemd watchdog waits for (issue 17).
+    var lastFrameAt: Instant? { get }
 }
 
 enum MediaFactory {
@@ -46,7 +50,12 @@ enum MediaFactory {
                                               responseTimeout: o.portalTimeout, cursor: o.cursor)
         let mutter = MutterScreenCast.Options(busAddress: environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 },
                                               connector: o.output ?? "", cursorMode: o.cursor ? .metadata : .hidden)
+        let fault = MediaFault(environment: environment)
+        if let fault {
+            log.write(LogLine(.warning, "test_fault_active", [("fault", fault.rawValue),
+                                                             ("note", "\(MediaFault.environmentKey) is for tests only")]))
+        }
         return CapturePipeline(options: o, log: log, backend: backend(o, environment: environment, log: log),
-                               portal: portal, mutter: mutter)
+                               portal: portal, mutter: mutter, fault: fault)
     }
 }

@@ -64,18 +64,21 @@ enum SessionCommand {
                                          transport: backend.transport, clock: clock, log: log,
                                          connector: backend.connector)
         let notifier = ReadinessNotifier(peer: peer, log: log, mediaStats: { (media as? CapturePipeline)?.statistics },
-                                         stageTimes: { (media as? CapturePipeline)?.drainStageTimes() ?? [] })
+                                         stageTimes: { (media as? CapturePipeline)?.drainStageTimes() ?? [] },
+                                         lastFrameAt: { media.lastFrameAt },
+                                         interval: ReadinessNotifier.interval(environment: environment))
         let controller = SessionController(
             machine: SessionMachine { UUID().uuidString.lowercased() },
             signaling: signaling, peer: peer, media: media, clock: clock, log: log,
             onConnected: { _ in notifier.connected() })
         media.onNeedsUser { sentence in controller.captureNeedsUser(sentence) }
+        media.onFailure { reason in controller.mediaFailed(reason) }
         let trap = SignalTrap { sig in
             log.write(LogLine(.notice, "signal", [("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT")]))
             controller.requestStop()
         }
         SDNotify.send("STATUS=Signing in and subscribing")
-        let watch = Task { await notifier.run() }
+        let watch = Task { await notifier.run(controller: controller) }
         let outcome = await controller.run()
         watch.cancel()
         withExtendedLifetime(trap) {}
@@ -86,40 +89,102 @@ enum SessionCommand {
     }
 }
 
-/// sd_notify for the systemd unit: READY=1 once the receiver reports having
-/// received media (its first RTCP receiver report after frames were sent),
-/// WATCHDOG=1 every second while the process is healthy, and a STATUS line.
+/// sd_notify for the systemd unit (issue 17 semantics; README "Running under systemd"):
+/// - READY=1 once castd is up: signed in, subscribed, backfilled and the session row read
+///   (the machine left `starting`). Waiting for Approve or for a viewer comes after READY, so
+///   the unit's start timeout never races a person.
+/// - STATUS= says what the session is doing, and the cast's figures once media flows.
+/// - WATCHDOG=1 only when `WatchdogPolicy` says so: always while castd legitimately waits,
+///   and while casting only if frames keep being encoded; a stall goes to the session as
+///   `mediaFailed`. The state is read on the controller's actor, so a controller that no
+///   longer runs leaves the watchdog unfed too.
 final class ReadinessNotifier: @unchecked Sendable {
     private let peer: LivePeerPort
     private let log: LogSink
     private let mediaStats: @Sendable () -> CapturePipeline.Statistics?
     /// Per-stage durations since the previous `stats` line, as log fields.
     private let stageTimes: @Sendable () -> [(String, String)]
-    private var ready = false   // touched by `run`'s task only
-    private var ticks = 0       // likewise
+    private let lastFrameAt: @Sendable () -> Instant?
+    private let interval: Duration
+    private let clock = SystemMonotonicClock()
+    private let policy = WatchdogPolicy()
+    // Touched by `run`'s task only:
+    private var ready = false
+    private var firstFrameLogged = false
+    private var lastStatus = ""
+    private var starving = false
+    private var lastStats: Instant? = nil
 
     init(peer: LivePeerPort, log: LogSink, mediaStats: @escaping @Sendable () -> CapturePipeline.Statistics?,
-         stageTimes: @escaping @Sendable () -> [(String, String)] = { [] }) {
+         stageTimes: @escaping @Sendable () -> [(String, String)] = { [] },
+         lastFrameAt: @escaping @Sendable () -> Instant? = { nil }, interval: Duration = .seconds(1)) {
         self.peer = peer
         self.log = log
         self.mediaStats = mediaStats
         self.stageTimes = stageTimes
+        self.lastFrameAt = lastFrameAt
+        self.interval = interval
     }
 
-    func connected() { SDNotify.send("STATUS=Connected; waiting for the first frame to reach the receiver") }
+    /// A third of systemd's WatchdogSec (WATCHDOG_USEC, sd_watchdog_enabled(3)), at most 1 s.
+    static func interval(environment: [String: String]) -> Duration {
+        guard let usec = environment["WATCHDOG_USEC"].flatMap(Int64.init), usec > 0 else { return .seconds(1) }
+        return min(.seconds(1), max(.milliseconds(100), .microseconds(usec / 3)))
+    }
 
-    func run() async {
+    private func status(_ line: String) {
+        guard line != lastStatus else { return }
+        lastStatus = line
+        SDNotify.send("STATUS=\(line)")
+    }
+
+    func connected() { status("Connected; waiting for the first frame to reach the receiver") }
+
+    func run(controller: SessionController) async {
         while !Task.isCancelled {
-            SDNotify.send("WATCHDOG=1")
+            let live = await controller.liveness()
+            let now = clock.now()
+            if !ready, live.activity != .starting, live.activity != .ended {
+                ready = true
+                SDNotify.send("READY=1")
+                log.write(LogLine(.notice, "ready", [("activity", "\(live.activity)")]))
+            }
+            let verdict = policy.evaluate(.init(mediaRunning: live.mediaRunning, mediaStartedAt: live.mediaStartedAt,
+                                                lastFrameAt: lastFrameAt(), mediaCallSince: live.mediaCallSince,
+                                                ended: live.activity == .ended), now: now)
+            switch verdict {
+            case .feed:
+                starving = false
+                SDNotify.send("WATCHDOG=1")
+            case .stalled(let reason):
+                starving = false
+                log.write(LogLine(.warning, "media_stalled", [("reason", reason)]))
+                controller.mediaFailed(reason)
+                SDNotify.send("WATCHDOG=1")
+            case .starve(let reason):
+                if !starving { log.write(LogLine(.error, "watchdog_starved", [("reason", reason)])) }
+                starving = true
+                status("Stuck: \(reason)")
+            }
+            if !starving {
+                switch live.activity {
+                case .starting: status("Signing in and subscribing")
+                case .waitingForApproval: status("Waiting for the receiver to approve the request")
+                case .negotiating: status("Waiting for the receiver's answer and the connection")
+                case .restartingMedia: status("Restarting capture and encoding after a failure")
+                case .connected, .ended: break
+                }
+            }
             if let s = await peer.statistics(), let v = s.video {
-                if !ready, v.framesSent > 0, v.receiver != nil {
-                    ready = true
-                    SDNotify.send("READY=1")
+                if !firstFrameLogged, v.framesSent > 0, v.receiver != nil {
+                    firstFrameLogged = true
                     log.write(LogLine(.notice, "first_frame_received", [("frames_sent", v.framesSent)]))
                 }
-                SDNotify.send("STATUS=Casting: \(v.framesSent) frames, \(v.bytesSent / 1024) KiB sent, \(v.nacksReceived) NACKs, \(v.keyframesRequested) keyframe requests")
-                ticks += 1
-                if ticks % 5 == 0 {
+                if !starving, live.activity == .connected {
+                    status("Casting: \(v.framesSent) frames, \(v.bytesSent / 1024) KiB sent, \(v.nacksReceived) NACKs, \(v.keyframesRequested) keyframe requests")
+                }
+                if lastStats.map({ now - $0 >= .seconds(5) }) ?? true {
+                    lastStats = now
                     let m = mediaStats()
                     log.write(LogLine(.info, "stats", [
                         ("captured", m?.captured ?? 0), ("encoded", m?.encoded ?? 0), ("ring_dropped", m?.ringDropped ?? 0),
@@ -140,7 +205,7 @@ final class ReadinessNotifier: @unchecked Sendable {
                         + stageTimes().map { ($0.0, $0.1 as CustomStringConvertible) }))
                 }
             }
-            try? await Task.sleep(for: .seconds(1))
+            try? await Task.sleep(for: interval)
         }
     }
 }

@@ -34,6 +34,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         public var targetBitrate = 0
         public var encoderBitrate = 0
         public var frameRate = 0
+        /// When the last access unit came out of the encoder: the media's progress signal
+        /// (issue 17; a still screen is refreshed a little under every second, so it moves too).
+        public var lastFrameAt: Instant? = nil
+        public var firstFrameAt: Instant? = nil
         /// Per-frame durations since the last `drainStageTimes()`: XShm capture, downscale,
         /// BGRx → I420/NV12, encode, and capture time → access unit out (the sum plus waits).
         public var capture = StageTimes(), scale = StageTimes(), convert = StageTimes()
@@ -60,13 +64,16 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private var sink: (@Sendable ([UInt8], Instant) -> Void)? = nil   // guarded by `lock`
     private var needsUser: (@Sendable (String) -> Void)? = nil          // guarded by `lock`
     private var backlog: (@Sendable () -> Duration)? = nil              // guarded by `lock`
+    private var failed: (@Sendable (String) -> Void)? = nil             // guarded by `lock`
+    private let fault: MediaFault?
     private var stats = Statistics()                                 // guarded by `lock`
     private var finished: DispatchSemaphore? = nil                   // owner only
 
     public init(options: SessionOptions, log: LogSink, backend: Backend = .x11,
                 portal: ScreenCastPortal.Options = ScreenCastPortal.Options(),
-                mutter: MutterScreenCast.Options = MutterScreenCast.Options()) {
+                mutter: MutterScreenCast.Options = MutterScreenCast.Options(), fault: MediaFault? = nil) {
         self.options = options
+        self.fault = fault
         self.log = log
         self.backend = backend
         portalOptions = portal
@@ -80,6 +87,11 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     /// How much media the sink (the peer's pacer) still holds, as time at its pacing rate.
     public func attach(backlog: @escaping @Sendable () -> Duration) { lock.withLock { self.backlog = backlog } }
     public func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { needsUser = handler } }
+    public func onFailure(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { failed = handler } }
+    public var lastFrameAt: Instant? { lock.withLock { stats.lastFrameAt } }
+
+    /// The encode thread gave up (issue 17): the session decides (reopen, or end the cast).
+    private func mediaFailed(_ reason: String) { lock.withLock { failed }?(reason) }
     public var statistics: Statistics { lock.withLock { stats } }
 
     /// The stage summaries of the window since the last call, as key=value log fields
@@ -243,6 +255,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             }
             let ladderRate = wantedFrameRate.load(ordering: .relaxed)
             if ladderRate > 0, ladderRate != pacer.frameRate { pacer.setFrameRate(min(ladderRate, caps.maxFrameRate), now: clock.now()) }
+            if let fault, fault == .captureStall || fault == .stuck,
+               MediaFault.due(first: statistics.firstFrameAt, now: clock.now()), MediaFault.fireOnce() {
+                simulateStall(fault)
+            }
             let wait = pacer.nextTick - clock.now()
             if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
             let now = clock.now()
@@ -282,6 +298,14 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             stats.currentRing = FrameRingStats()
         }
         return end
+    }
+
+    /// Test-only (`MediaFault`): the source delivers nothing until the cast stops, or, `stuck`,
+    /// the thread hangs and ignores the stop.
+    private func simulateStall(_ fault: MediaFault) {
+        log.write(LogLine(.warning, "test_fault", [("fault", fault.rawValue)]))
+        if fault == .stuck { while true { Thread.sleep(forTimeInterval: 1) } }
+        while running.load(ordering: .relaxed) { Thread.sleep(forTimeInterval: 0.05) }
     }
 
     private func sleepWhileRunning(_ d: Duration) {
@@ -325,8 +349,12 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         let chain = EncoderChain(preference: preference, config: config) { line in
             log.write(LogLine(.info, "encoder", [("detail", line)]))
         }
-        do { try chain.start() } catch {
+        do {
+            if fault == .encoderFailAlways { throw CastError(.init("test_fault"), "test fault encoder-fail-always") }
+            try chain.start()
+        } catch {
             log.write(LogLine(.error, "encoder_unavailable", [("error", "\(error)")]))
+            mediaFailed("the encoder could not start: \((error as? CastError)?.message ?? "\(error)")")
             return
         }
         lock.withLock {
@@ -370,6 +398,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 pixels = UnsafeRawPointer(scaled.bytes)
             }
             do {
+                if fault == .encoderFailOnce, MediaFault.due(first: statistics.firstFrameAt, now: clock.now()),
+                   MediaFault.fireOnce() {
+                    throw CastError(.init("test_fault"), "test fault encoder-fail-once")
+                }
                 let au = try chain.encode(pixels: pixels, frame: frame)
                 if scaler == nil { ring.finishRead(lease) }
                 guard let au else { continue }
@@ -379,6 +411,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                     stats.encode.record(chain.lastEncodeTime)
                     stats.captureToEncoded.record(age)
                     stats.encoded += 1
+                    stats.lastFrameAt = clock.now()
+                    if stats.firstFrameAt == nil { stats.firstFrameAt = stats.lastFrameAt }
                     if au.isKeyframe { stats.keyframes += 1 }
                     stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"
                     return self.sink
@@ -387,6 +421,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             } catch {
                 if scaler == nil { ring.finishRead(lease) }
                 log.write(LogLine(.error, "encode_failed", [("error", "\(error)")]))
+                mediaFailed("encoding failed: \((error as? CastError)?.message ?? "\(error)")")
                 return
             }
         }

@@ -30,6 +30,10 @@ public actor SessionController {
     private var finalWork: [Task<Void, Never>] = []
     private var closePeerAtEnd = false
     private var onConnected: (@Sendable (String) -> Void)?
+    /// For the watchdog (issue 17): when the media was started, and when a media start or
+    /// stop began that has not returned.
+    private var mediaStartedAt: Instant? = nil
+    private var mediaCallSince: Instant? = nil
 
     public init(machine: SessionMachine, signaling: SignalingPort, peer: PeerPort, media: MediaPort,
                 clock: MonotonicClock, log: LogSink, endBudget: Duration = .seconds(2),
@@ -51,6 +55,23 @@ public actor SessionController {
     /// Capture cannot start without a person (the portal's dialog waits): the cast ends
     /// with a disconnect row saying so and exit 1.
     public nonisolated func captureNeedsUser(_ sentence: String) { events.yield(.input(.captureNeedsUser(sentence))) }
+
+    /// The encoder or the capture failed or stalled: the machine reopens the media or ends the cast.
+    public nonisolated func mediaFailed(_ reason: String) { events.yield(.input(.mediaFailed(reason))) }
+
+    /// What the watchdog needs to know, read on the actor (so a controller that no longer
+    /// runs answers nothing, and the watchdog goes unfed).
+    public struct Liveness: Sendable, Equatable {
+        public var activity: SessionMachine.Activity
+        public var mediaRunning: Bool
+        public var mediaStartedAt: Instant?
+        public var mediaCallSince: Instant?
+    }
+
+    public func liveness() -> Liveness {
+        Liveness(activity: machine.activity, mediaRunning: machine.mediaRunning,
+                 mediaStartedAt: mediaStartedAt, mediaCallSince: mediaCallSince)
+    }
 
     private nonisolated func feed(_ stream: AsyncStream<SessionMachine.Input>) -> Task<Void, Never> {
         let events = self.events
@@ -100,9 +121,15 @@ public actor SessionController {
             switch action {
             case .startMedia(let prefs):
                 log.write(LogLine(.info, "media_start", [("resolution", prefs.resolution ?? "-"), ("fps", prefs.frameRate.map(String.init) ?? "-")]))
+                mediaCallSince = clock.now()
                 await media.start(prefs)
+                mediaCallSince = nil
+                mediaStartedAt = clock.now()
             case .stopMedia:
+                mediaCallSince = clock.now()
+                mediaStartedAt = nil
                 await media.stop()
+                mediaCallSince = nil
             case .createPeer(let nid):
                 tasks.append(feed(await peer.create(negotiationId: nid)))
             case .closePeer:

@@ -16,6 +16,11 @@ public struct SessionMachine: Sendable {
         /// castd's own rows per minute (spec §6 caps the session at 200, both sides).
         public var rowLimit = 100
         public var rowWindow: Duration = .seconds(60)
+        /// Media failures (encoder or capture) are answered by reopening the media: after the
+        /// n-th failure within `mediaFailureWindow`, wait `mediaRestartBackoff[n-1]`, then
+        /// start again; one failure more than the list is long ends the cast (issue 17).
+        public var mediaRestartBackoff: [Duration] = [.seconds(1), .seconds(2), .seconds(4)]
+        public var mediaFailureWindow: Duration = .seconds(60)
         public init() {}
     }
 
@@ -44,6 +49,9 @@ public struct SessionMachine: Sendable {
         case signalingFailed(String)
         /// Capture waits for a person who is not there (the portal's dialog): the sentence says so.
         case captureNeedsUser(String)
+        /// The encoder or the capture stopped making progress or failed (issue 17); `reason` is
+        /// a short sentence for the log and, past the restarts, for the user.
+        case mediaFailed(String)
     }
 
     public enum Action: Sendable, Equatable {
@@ -92,6 +100,9 @@ public struct SessionMachine: Sendable {
     private var outbox: SignalingOutbox<OutgoingSignal>
     private var approval: (authExpiresAt: Instant?, prefs: StreamPrefs)? = nil
     private var mediaStarted = false
+    /// When a media restart is due (media stopped after a failure), and the recent failures.
+    private var mediaRestartAt: Instant? = nil
+    private var mediaFailures: [Instant] = []
     private var offerQueued = false
     private var answerApplied = false
     private var pendingLocal: [OutgoingSignal] = []
@@ -116,6 +127,38 @@ public struct SessionMachine: Sendable {
     /// The disconnect reason when capture needs a person and none is there (not one of the
     /// addendum's four: the receiver shows it raw, which says what to do).
     public static let captureNeedsUserReason = DisconnectReason.other("capture_needs_user")
+    /// The disconnect reason when the screen could not be captured or encoded even after the
+    /// restarts (shown raw by the receiver, like the one above).
+    public static let mediaFailedReason = DisconnectReason.other("media_failed")
+
+    /// What the session is doing, as far as the systemd watchdog is concerned (issue 17):
+    /// while media runs it must make progress; everything else is a wait the machine bounds
+    /// with its own timers (approval, answer, §11 backoff, a media restart's backoff).
+    public enum Activity: Sendable, Equatable {
+        /// Not yet subscribed and read the session row.
+        case starting
+        case waitingForApproval
+        /// Offer out, waiting for the answer and the connection (or reconnecting, spec §11).
+        case negotiating
+        case connected
+        case restartingMedia
+        case ended
+    }
+
+    public var activity: Activity {
+        switch phase {
+        case .ended: return .ended
+        case .awaitingReady: return .starting
+        case .awaitingApproval: return .waitingForApproval
+        default: break
+        }
+        if mediaRestartAt != nil { return .restartingMedia }
+        if phase == .connected { return .connected }
+        return .negotiating
+    }
+
+    /// Media has been started and not stopped: frames must be coming.
+    public var mediaRunning: Bool { mediaStarted && phase != .ended }
 
     // MARK: - Driving
 
@@ -126,7 +169,7 @@ public struct SessionMachine: Sendable {
     public func nextDeadline() -> Instant? {
         guard phase != .ended else { return nil }
         if let t = statusEndAt { return t }
-        var candidates: [Instant?] = [heartbeatDue, authExpiresAt, outbox.nextDeadline()]
+        var candidates: [Instant?] = [heartbeatDue, authExpiresAt, outbox.nextDeadline(), mediaRestartAt]
         switch phase {
         case .negotiating(let since): candidates.append(since + configuration.reconnect.attemptTimeout)
         case .disconnected(let since): candidates.append(since + configuration.reconnect.disconnectedGrace)
@@ -150,14 +193,17 @@ public struct SessionMachine: Sendable {
         case .ready(let status):
             guard phase == .awaitingReady else { return }
             if status.isFinal {
-                finishQuietly(exitCode: 1, "The session is already over (status \(status.raw)); pair again.")
+                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The session is already over (status \(status.raw)); pair again.")
                 return
             }
             phase = .awaitingApproval
             if approval != nil, status == .connecting || status == .connected { beginCast(now: now) }
 
         case .approved(let expires, let prefs):
-            guard approval == nil else { break }
+            // Issue 17: RLS lets the receiver insert any row addressed to the sender, so a second
+            // `join_approved` mid-cast is possible. Only the first approval counts: a later one
+            // must not move the authorization's expiry or the stream preferences.
+            guard approval == nil else { ignore("join_approved", "already approved"); break }
             approval = (expires, prefs)
             authExpiresAt = expires
             if phase == .awaitingApproval { beginCast(now: now) }
@@ -175,9 +221,10 @@ public struct SessionMachine: Sendable {
                 statusEndAt = now + configuration.disconnectRowGrace
                 outbox.removeQueued { _ in true }
                 if mediaStarted { actions.append(.stopMedia); mediaStarted = false }
+                mediaRestartAt = nil
                 if negotiationId != nil { actions.append(.closePeer); negotiationId = nil }
             case .expired:
-                finishQuietly(exitCode: 1, "The session expired before it was approved; pair again.")
+                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The session expired before it was approved; pair again.")
             case .connecting, .connected:
                 if phase == .awaitingApproval, approval != nil { beginCast(now: now) }
             case .waiting, .pairing, .other:
@@ -229,6 +276,9 @@ public struct SessionMachine: Sendable {
             // Not a network fault: retrying cannot help until someone accepts the dialog. The
             // receiver learns why from the reason (contract addendum: unknown reasons are shown raw).
             endAsSender(reason: Self.captureNeedsUserReason, exitCode: 1, message: sentence)
+
+        case .mediaFailed(let reason):
+            mediaFailed(Self.printable(reason, limit: 160), now: now)
         }
         pump(now: now)
     }
@@ -240,8 +290,14 @@ public struct SessionMachine: Sendable {
             return
         }
         if let t = authExpiresAt, now >= t {
-            finishQuietly(exitCode: 1, "Authorization expired; pair again.")
+            finishQuietly(exitCode: CLI.ExitCode.sessionOver, "Authorization expired; pair again.")
             return
+        }
+        if let t = mediaRestartAt, now >= t, let approval {
+            mediaRestartAt = nil
+            mediaStarted = true
+            actions.append(.log("event=media_restart"))
+            actions.append(.startMedia(approval.prefs))
         }
         switch phase {
         case .negotiating(let since) where now >= since + configuration.reconnect.attemptTimeout:
@@ -295,9 +351,9 @@ public struct SessionMachine: Sendable {
             case .receiverEnded, .senderEnded:
                 finishQuietly(exitCode: 0, "The receiver ended the session.")
             case .denied:
-                finishQuietly(exitCode: 1, "The receiver denied the request to cast.")
+                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The receiver denied the request to cast.")
             case .failed:
-                finishQuietly(exitCode: 1, "The receiver gave up reconnecting.")
+                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The receiver gave up reconnecting.")
             case .other(let raw):
                 finishQuietly(exitCode: 0, "The receiver ended the session (reason: \(Self.printable(raw))).")
             }
@@ -354,7 +410,7 @@ public struct SessionMachine: Sendable {
         case .notFound:
             if action != .end {
                 // spec §10: after expiry session-update answers 404; stop signaling.
-                finishQuietly(exitCode: 1, "Authorization expired; pair again.")
+                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "Authorization expired; pair again.")
             }
         case .invalidState:
             if action != .end { finishQuietly(exitCode: 0, "The broadcasting session has ended.") }
@@ -402,6 +458,30 @@ public struct SessionMachine: Sendable {
         }
     }
 
+    /// Issue 17: a media failure stops the media and starts it again after a backoff, a
+    /// bounded number of times within the window; past that, the cast ends with a reason the
+    /// receiver shows and a sentence for the user.
+    private mutating func mediaFailed(_ reason: String, now: Instant) {
+        guard mediaStarted else {
+            // Already stopped (a restart is pending, or the session is not casting): nothing to reopen.
+            actions.append(.log("event=media_failure_ignored reason=\"\(reason)\" note=\"media not running\""))
+            return
+        }
+        let window = configuration.mediaFailureWindow
+        mediaFailures = mediaFailures.filter { now - $0 < window } + [now]
+        let backoff = configuration.mediaRestartBackoff
+        guard mediaFailures.count <= backoff.count else {
+            endAsSender(reason: Self.mediaFailedReason, exitCode: 1,
+                        message: "The screen could not be captured or encoded (\(reason)); gave up after \(backoff.count) restarts.")
+            return
+        }
+        let delay = backoff[mediaFailures.count - 1]
+        actions.append(.log("event=media_failed reason=\"\(reason)\" restart=\(mediaFailures.count) delay_s=\(delay.seconds)"))
+        actions.append(.stopMedia)
+        mediaStarted = false
+        mediaRestartAt = now + delay
+    }
+
     private mutating func enqueueLocal(_ row: OutgoingSignal) {
         if offerQueued { outbox.enqueue(row) } else { pendingLocal.append(row) }
     }
@@ -409,6 +489,7 @@ public struct SessionMachine: Sendable {
     /// The sender ends the session: disconnect row, session-update end, peer closed (spec §9, §12 broadcastFinished).
     private mutating func endAsSender(reason: DisconnectReason, exitCode: Int32, message: String, peerAlreadyClosed: Bool = false) {
         outbox.removeQueued { _ in true }
+        mediaRestartAt = nil
         if mediaStarted { actions.append(.stopMedia) }
         if !peerAlreadyClosed && negotiationId != nil { actions.append(.closePeer) }
         actions.append(.insert(.disconnect(reason)))
@@ -420,6 +501,7 @@ public struct SessionMachine: Sendable {
     /// The session ended elsewhere (receiver, status, expiry): stop, send nothing.
     private mutating func finishQuietly(exitCode: Int32, _ message: String) {
         outbox.removeQueued { _ in true }
+        mediaRestartAt = nil
         if mediaStarted { actions.append(.stopMedia) }
         if negotiationId != nil { actions.append(.closePeer) }
         actions.append(.finish(exitCode: exitCode, message: message))
@@ -432,7 +514,7 @@ public struct SessionMachine: Sendable {
     }
 
     /// A remote string shown to the user: printable ASCII only, bounded.
-    static func printable(_ s: String) -> String {
-        String(s.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7f }.prefix(64).map(Character.init))
+    static func printable(_ s: String, limit: Int = 64) -> String {
+        String(s.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7f && $0 != "\"" }.prefix(limit).map(Character.init))
     }
 }

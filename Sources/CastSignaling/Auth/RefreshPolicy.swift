@@ -1,8 +1,11 @@
+import CastCore
+
 /// When to refresh the access token, as the official clients do
 /// (supabase-wire.md §A; supabase-js `AUTO_REFRESH_TICK_DURATION_MS` and
 /// `AUTO_REFRESH_TICK_THRESHOLD`): check every 30 s, refresh when fewer
 /// than 90 s remain, and before any call when fewer than 30 s remain.
-/// Times are Unix seconds (the JWT's `exp` is wall-clock time), passed in.
+/// Times are Unix seconds (the JWT's `exp` is wall-clock time), passed in;
+/// `exp` is the server's value, so the difference saturates (issue 17).
 public enum RefreshPolicy {
     public static let tickInterval: Duration = .seconds(30)
     public static let tickMargin: Int64 = 90
@@ -10,12 +13,12 @@ public enum RefreshPolicy {
 
     /// On a 30-second tick: is it time to refresh?
     public static func refreshOnTick(expiresAt: Int64, nowUnix: Int64) -> Bool {
-        expiresAt - nowUnix < tickMargin
+        expiresAt.saturatingSubtract(nowUnix) < tickMargin
     }
 
     /// Before a request that carries the token: must it be refreshed first?
     public static func refreshBeforeCall(expiresAt: Int64, nowUnix: Int64) -> Bool {
-        expiresAt - nowUnix < callMargin
+        expiresAt.saturatingSubtract(nowUnix) < callMargin
     }
 
     /// A token read from the shared store (rotated by another process) is

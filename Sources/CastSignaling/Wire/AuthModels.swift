@@ -33,7 +33,7 @@ extension AuthTokens {
             throw CastError(.authFailed, "The sign-in service answered with something that is not a session.")
         }
         let claims = try? JWTClaims(b.access_token)
-        let exp = claims?.exp ?? b.expires_at ?? b.expires_in.map { nowUnix + $0 }
+        let exp = claims?.exp ?? b.expires_at ?? b.expires_in.map { nowUnix.saturatingAdd($0) }
         guard let expiresAt = exp else {
             throw CastError(.authFailed, "The sign-in service's session has no expiry.")
         }
