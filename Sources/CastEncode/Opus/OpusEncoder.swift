@@ -11,7 +11,7 @@ import COpus
 /// - 48 kHz stereo: the receiver's Opus decoder runs at 48 kHz (RFC 7587 §7:
 ///   `opus/48000/2` whatever the content), so no resampling anywhere.
 /// - 20 ms frames: 10 ms frames save 10 ms of packetization delay but double
-///   the packet rate (100/s), whose RTP+SRTP+UDP overhead alone is ~40 kbit/s.
+///   the packet rate (100/s): about 25 kbit/s more IP/UDP/RTP/SRTP overhead.
 /// - `OPUS_APPLICATION_AUDIO` at 128 kbit/s: music, film and game audio, not
 ///   speech. RESTRICTED_LOWDELAY saves 4 ms of lookahead (2.5 ms instead of
 ///   6.5 ms) but has no SILK layer, so in-band FEC cannot work in it.
@@ -159,8 +159,11 @@ public final class OpusAudioEncoder {
 
     static func describe(_ code: Int32) -> String { String(cString: opus_strerror(code)) }
 
-    /// The libopus version string ("libopus 1.3.1"), for `castd doctor`.
-    public static var libraryVersion: String { String(cString: opus_get_version_string()) }
+    /// The libopus version ("1.3.1"), for `castd doctor`.
+    public static var libraryVersion: String {
+        let s = String(cString: opus_get_version_string())   // "libopus 1.3.1"
+        return s.hasPrefix("libopus ") ? String(s.dropFirst(8)) : s
+    }
 }
 
 /// How a packet was coded, from its TOC byte (RFC 6716 §3.1).
