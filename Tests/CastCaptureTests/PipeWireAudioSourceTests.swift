@@ -96,23 +96,29 @@ struct PipeWireAudioSourceTests {
 
     /// Per frame: the frequency and level of each channel. On a loaded machine
     /// the player (pw-play, not realtime here) underruns now and then, and its
-    /// sink then carries a few ms of silence: such frames are counted, and at
-    /// least 80 % must be exact. What castd itself does is checked on every
-    /// frame: nothing skipped by its ring.
+    /// sink then carries a few ms of silence (seen: up to a third of the frames
+    /// at load 12 on 2 cores): so the medians must be exact and at least half
+    /// of the frames. What castd itself does is checked on every frame: nothing
+    /// skipped by its ring.
     func checkTone(_ chunks: [AudioRing.Chunk], left: Double, right: Double, dBFS: Double) throws {
         // The first and last frames hold the tone's edges; the middle is steady.
         let steady = Array(chunks.dropFirst(3).dropLast(2))
         try #require(steady.count >= 20, "only \(steady.count) steady frames")
         var report: [String] = []
         var exact = 0
+        var fls: [Double] = [], frs: [Double] = [], dls: [Double] = [], drs: [Double] = []
         for c in steady {
             let l = Tone.channel(c.samples, 0, of: 2), r = Tone.channel(c.samples, 1, of: 2)
             let fl = Tone.frequency(l) ?? 0, fr = Tone.frequency(r) ?? 0
+            fls.append(fl); frs.append(fr); dls.append(Tone.dBFS(l)); drs.append(Tone.dBFS(r))
             let ok = abs(fl - left) < 2 && abs(fr - right) < 2 && abs(Tone.dBFS(l) - dBFS) < 1 && abs(Tone.dBFS(r) - dBFS) < 1
             if ok { exact += 1 }
             report.append("\(Int(fl))/\(Int(fr)) Hz \(Int(Tone.dBFS(l)))/\(Int(Tone.dBFS(r))) dBFS")
         }
-        #expect(Double(exact) >= 0.8 * Double(steady.count), "\(exact) of \(steady.count) frames exact: \(report)")
+        func median(_ v: [Double]) -> Double { v.sorted()[v.count / 2] }
+        #expect(abs(median(fls) - left) < 2 && abs(median(frs) - right) < 2, "\(report)")
+        #expect(abs(median(dls) - dBFS) < 1 && abs(median(drs) - dBFS) < 1, "\(report)")
+        #expect(2 * exact >= steady.count, "\(exact) of \(steady.count) frames exact: \(report)")
         #expect(steady.allSatisfy { $0.skippedBefore == 0 })
         // Frames follow each other on the capture clock, 20 ms apart (the graph's cycle time, not the callback's).
         let gaps = zip(steady, steady.dropFirst()).map { (b: AudioRing.Chunk, a: AudioRing.Chunk) in (a.captureTime - b.captureTime).totalNanoseconds }
@@ -161,8 +167,9 @@ struct PipeWireAudioSourceTests {
         for _ in 0..<50 where src.currentSink != "Test sink B" { usleep(100_000) }
         #expect(src.currentSink == "Test sink B")
         #expect(changes.withLock { $0 } == ["Test sink A", "Test sink B"])
-        // Drain what sink A left, then hear sink B.
-        while case .chunk = src.read(samplesPerChannel: 960, wait: .milliseconds(50)) {}
+        // Drop what the ring holds (sink A's last frames) without waiting: the
+        // monitor keeps delivering silence in real time, so a waiting drain would not end.
+        while case .chunk = src.read(samplesPerChannel: 960, wait: .zero) {}
         let player2 = try session.playTone(left: 2000, right: 500, amplitude: 0.25, seconds: 1.5)
         let second = loudFrames(src, count: 40)
         player2.waitUntilExit()
