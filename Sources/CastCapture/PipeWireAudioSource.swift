@@ -168,8 +168,11 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         // stream.capture.sink: capture a sink's monitor, not a source (PipeWire's
         // pw-stream property; WirePlumber links it to the default sink and
         // follows the default). media.role Music keeps role-based policies out of the way.
+        // node.latency 960/48000: one 20 ms Opus frame per graph cycle. The graph
+        // runs at the smallest latency any node asks for, so asking for less would
+        // tighten every client's cycle (players' too) for little gain.
         let props = pw_properties_new_string(
-            "media.type=Audio media.category=Capture media.role=Music stream.capture.sink=true node.name=castd-audio app.name=castd node.latency=480/48000")
+            "media.type=Audio media.category=Capture media.role=Music stream.capture.sink=true node.name=castd-audio app.name=castd node.latency=960/48000")
         guard let s = pw_stream_new(connection.core, "castd-audio", props) else {
             throw CastError(.capture, "PipeWire: cannot create the audio stream (\(String(cString: strerror(errno))))")
         }

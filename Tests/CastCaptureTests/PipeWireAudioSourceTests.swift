@@ -96,9 +96,9 @@ struct PipeWireAudioSourceTests {
 
     /// Per frame: the frequency and level of each channel. On a loaded machine
     /// the player (pw-play, not realtime here) underruns now and then, and its
-    /// sink then carries a few ms of silence (seen: up to a third of the frames
-    /// at load 12 on 2 cores): so the medians must be exact and at least half
-    /// of the frames. What castd itself does is checked on every frame: nothing
+    /// sink then carries a few ms of silence (seen: up to half of the frames at
+    /// load 12 on 2 cores, with other test suites running beside): so the medians must be exact, and at least a
+    /// third of the frames. What castd itself does is checked on every frame: nothing
     /// skipped by its ring.
     func checkTone(_ chunks: [AudioRing.Chunk], left: Double, right: Double, dBFS: Double) throws {
         // The first and last frames hold the tone's edges; the middle is steady.
@@ -118,12 +118,15 @@ struct PipeWireAudioSourceTests {
         func median(_ v: [Double]) -> Double { v.sorted()[v.count / 2] }
         #expect(abs(median(fls) - left) < 2 && abs(median(frs) - right) < 2, "\(report)")
         #expect(abs(median(dls) - dBFS) < 1 && abs(median(drs) - dBFS) < 1, "\(report)")
-        #expect(2 * exact >= steady.count, "\(exact) of \(steady.count) frames exact: \(report)")
+        #expect(3 * exact >= steady.count, "\(exact) of \(steady.count) frames exact: \(report)")
         #expect(steady.allSatisfy { $0.skippedBefore == 0 })
-        // Frames follow each other on the capture clock, 20 ms apart (the graph's cycle time, not the callback's).
+        // Frames follow each other on the capture clock (the graph's cycle time, not
+        // the callback's): always later, 20 ms apart at the median (an xrun of the
+        // loaded graph moves the clock on, and the ring fills that gap with silence).
         let gaps = zip(steady, steady.dropFirst()).map { (b: AudioRing.Chunk, a: AudioRing.Chunk) in (a.captureTime - b.captureTime).totalNanoseconds }
-        let regular = gaps.filter { abs($0 - 20_000_000) < 3_000_000 }.count
-        #expect(Double(regular) >= 0.8 * Double(gaps.count), "frame spacing (ms): \(gaps.map { Double($0) / 1e6 })")
+        let spacing = gaps.sorted()[gaps.count / 2]
+        #expect(gaps.allSatisfy { $0 > 0 } && abs(spacing - 20_000_000) < 1_000_000,
+                "frame spacing (ms): \(gaps.map { Double($0) / 1e6 })")
     }
 
     @Test func noSinkMeansNoAudioWithASentence() throws {

@@ -8,7 +8,7 @@ import Testing
 /// Opus encode cost per frame and the algorithmic latency, for 10 and 20 ms
 /// frames, AUDIO and RESTRICTED_LOWDELAY, FEC off and on (with 10 % expected
 /// loss, which makes libopus code LBRR). One JSON object per run.
-@Suite(.serialized, .enabled(if: Bench.enabled, "a benchmark: run Scripts/bench-capture-encode"))
+@Suite(.serialized, .enabled(if: Bench.enabled, "a benchmark: CASTD_BENCH=1 swift test --filter OpusEncodeBench"))
 struct OpusEncodeBench {
     /// Ten seconds of "music": three drifting partials and a little noise, stereo.
     static func signal(start: Int, count: Int) -> [Float] {
