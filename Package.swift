@@ -34,6 +34,7 @@ let package = Package(
         systemLibrary("CSRTP", pkgConfig: "libsrtp2", apt: ["libsrtp2-dev"]),
         systemLibrary("COpenSSL", pkgConfig: "openssl", apt: ["libssl-dev"]),
         systemLibrary("CSystemd", pkgConfig: "libsystemd", apt: ["libsystemd-dev"]),
+        systemLibrary("COpus", pkgConfig: "opus", apt: ["libopus-dev"]),
 
         // Pure: clocks as parameters, bytes, errors, redaction.
         .target(name: "CastCore"),
@@ -43,8 +44,8 @@ let package = Package(
         .target(name: "CastMedia", dependencies: ["CastCore"]),
         // Screen sources (IO).
         .target(name: "CastCapture", dependencies: ["CastCore", "CastMedia", "CX11", "CPipeWire", "CSystemd"]),
-        // H.264 encoders (IO).
-        .target(name: "CastEncode", dependencies: ["CastCore", "CastMedia", "CX264", "CVA"]),
+        // H.264 encoders and the Opus audio encoder (IO).
+        .target(name: "CastEncode", dependencies: ["CastCore", "CastMedia", "CX264", "CVA", "COpus"]),
         // RTP/RTCP, H.264 packetization, history, pacing (pure).
         .target(name: "CastRTP", dependencies: ["CastCore"]),
         // SDP, STUN, ICE, DTLS, SRTP, PeerSession (pure + C).
@@ -68,8 +69,10 @@ let package = Package(
         .testTarget(name: "CastMediaTests", dependencies: ["CastMedia"]),
         // Benchmark scaffolding (percentiles, rusage, JSON) for the bench suites below.
         .target(name: "BenchSupport", dependencies: ["CastCore"], path: "Tests/Support/BenchSupport"),
-        .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture", "CastEncode", "BenchSupport"]),
-        .testTarget(name: "CastEncodeTests", dependencies: ["CastEncode", "BenchSupport"]),
+        // Test tones and their measurement (frequency, level) for the audio tests of two modules.
+        .target(name: "AudioTestSupport", path: "Tests/Support/AudioTestSupport"),
+        .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture", "CastEncode", "BenchSupport", "AudioTestSupport"]),
+        .testTarget(name: "CastEncodeTests", dependencies: ["CastEncode", "BenchSupport", "AudioTestSupport"]),
         .testTarget(name: "CastRTPTests", dependencies: ["CastRTP"]),
         .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC"],
                     resources: [.copy("Fixtures")]),

@@ -3,6 +3,7 @@
 #include <pipewire/pipewire.h>
 #include <spa/param/video/format-utils.h>
 #include <spa/param/video/type-info.h>
+#include <spa/param/audio/format-utils.h>
 #include <spa/param/buffers.h>
 #include <spa/pod/builder.h>
 #include <spa/buffer/meta.h>
@@ -261,3 +262,54 @@ static inline void castd_pw_registry_destroy(struct pw_registry *registry) {
     pw_proxy_destroy((struct pw_proxy *)registry);
 }
 static inline uint32_t castd_pw_version_registry_events(void) { return PW_VERSION_REGISTRY_EVENTS; }
+
+// Audio (desktop audio capture).
+
+/// An audio/raw format object for `param_id` (SPA_PARAM_EnumFormat or
+/// SPA_PARAM_Format): one sample format, rate and channel count, with the
+/// standard positions for 1 (MONO) or 2 (FL, FR) channels.
+static inline const struct spa_pod *castd_pw_audio_format(uint8_t *buf, uint32_t buf_size, uint32_t param_id,
+                                                          uint32_t format, uint32_t rate, uint32_t channels) {
+    struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buf, buf_size);
+    struct spa_audio_info_raw info;
+    const struct spa_pod *p;
+    memset(&info, 0, sizeof(info));
+    info.format = (enum spa_audio_format)format;
+    info.rate = rate;
+    info.channels = channels;
+    if (channels == 1) {
+        info.position[0] = SPA_AUDIO_CHANNEL_MONO;
+    } else if (channels == 2) {
+        info.position[0] = SPA_AUDIO_CHANNEL_FL;
+        info.position[1] = SPA_AUDIO_CHANNEL_FR;
+    } else {
+        info.flags |= SPA_AUDIO_FLAG_UNPOSITIONED;
+    }
+    p = spa_format_audio_raw_build(&b, param_id, &info);
+    return b.state.offset > buf_size ? NULL : p;
+}
+
+/// A negotiated audio/raw format. Returns 0, or -1 for a pod that is not a
+/// format, -2 for another media type, -3 for a raw audio format it cannot read.
+static inline int castd_pw_parse_audio_format(const struct spa_pod *param, uint32_t *format,
+                                              uint32_t *rate, uint32_t *channels) {
+    uint32_t media_type = 0, media_subtype = 0;
+    struct spa_audio_info_raw info;
+    if (param == NULL || spa_format_parse(param, &media_type, &media_subtype) < 0) return -1;
+    if (media_type != SPA_MEDIA_TYPE_audio || media_subtype != SPA_MEDIA_SUBTYPE_raw) return -2;
+    memset(&info, 0, sizeof(info));
+    if (spa_format_audio_raw_parse(param, &info) < 0) return -3;
+    *format = info.format;
+    *rate = info.rate;
+    *channels = info.channels;
+    return 0;
+}
+
+/// A string property of a registry global's dictionary, or NULL.
+static inline const char *castd_pw_dict_get(const struct spa_dict *dict, const char *key) {
+    return dict ? spa_dict_lookup(dict, key) : NULL;
+}
+
+/// Asks the daemon for a `done` event with the returned sequence number once
+/// everything sent before (e.g. the registry's globals) has been processed.
+static inline int castd_pw_core_sync(struct pw_core *core, int seq) { return pw_core_sync(core, PW_ID_CORE, seq); }
