@@ -16,7 +16,7 @@ enum DoctorCommand {
                                   caps: .default, screenSize: capture.screen)
         var out = StandardStream.out
         let libraries = ["openssl": CryptoLibraries.openSSL, "libsrtp": CryptoLibraries.libsrtp,
-                         "x264": "build \(X264Info.build)", "libva": VAInfo.headerVersion,
+                         "x264": "build \(X264Info.build)", "libva": VAInfo.headerVersion, "libvpx": VP8Encoder.libraryVersion,
                          "libpipewire": PipeWireProbe.libraryVersion]
         if o.json {
             func comp(_ c: DoctorReport.Component) -> [String: Any] { ["name": c.name, "available": c.available, "detail": c.detail] }
@@ -26,12 +26,18 @@ enum DoctorCommand {
                 "willUse": ["capture": report.captureBackend.map { $0.name as Any } ?? NSNull(), "encoder": report.encoder.map { $0.name as Any } ?? NSNull()],
                 "libraries": libraries, "version": CastdVersion.string,
             ]
+            obj["videoCodecs"] = EncoderDoctor.codecs(report.encoders).map { c -> [String: Any] in
+                ["codec": c.codec.rawValue, "encoder": c.encoder.map { $0 as Any } ?? NSNull()]
+            }
             if let s = report.screenSize { obj["screen"] = ["width": s.width, "height": s.height] }
             if let d = try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]),
                let s = String(data: d, encoding: .utf8) { print(s, to: &out) }
         } else {
             print("castd \(CastdVersion.string) doctor", to: &out)
             for line in report.lines { print("  " + line, to: &out) }
+            // spec §7: offered in this order; the receiver's answer picks one.
+            let codecs = EncoderDoctor.codecs(report.encoders).map { "\($0.codec.displayName) (\($0.encoder ?? "no encoder"))" }
+            print("  video codecs offered: " + codecs.joined(separator: ", "), to: &out)
             print("  libraries: " + libraries.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "), to: &out)
         }
         // Exit 1 when nothing can cast here, so scripts can tell.

@@ -8,6 +8,8 @@ public protocol MediaPipeline: MediaPort {
     func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void)
     /// The receiver asked for a keyframe (PLI/FIR, already rate-limited).
     func requestKeyframe()
+    /// The answer chose this video codec (spec §7): encode it from the next frame on.
+    func setCodec(_ codec: VideoCodec)
     /// Who hears that capture cannot start without a person (the portal's dialog waits, nobody is there).
     func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void)
 }

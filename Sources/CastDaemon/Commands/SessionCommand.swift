@@ -49,7 +49,8 @@ enum SessionCommand {
         peerOptions.includeLoopback = environment["CASTD_ICE_LOOPBACK"] == "1"
         let media = MediaFactory.make(o, environment: environment, log: log)
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
-                                onKeyframeRequest: { media.requestKeyframe() })
+                                onKeyframeRequest: { media.requestKeyframe() },
+                                onVideoCodec: { media.setCodec($0) })
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
 
         let signaling = BackendSignaling(sessionID: o.sessionId, config: backend.config, identity: backend.identity,

@@ -77,6 +77,7 @@ public enum DevSend {
             var options = PeerRunner.Options()
             options.includeLoopback = o.includeLoopback
             options.dropMediaFraction = o.dropRTP
+            options.videoCodecs = [.h264]   // the file holds H.264 only
             runner = try PeerRunner(options: options, certificate: cert, clock: clock)
         } catch {
             var err = StandardStream.err
@@ -109,6 +110,7 @@ public enum DevSend {
                 case .selectedPair(let l, let r, let t):
                     emit(["type": "selectedPair", "local": "\(l)", "remote": "\(r)", "remoteType": t.rawValue])
                 case .bandwidthEstimate(let bps): emit(["type": "bandwidth", "bps": bps])
+                case .videoCodec(let c): emit(["type": "videoCodec", "codec": c.rawValue])
                 case .failure(let m):
                     emit(["type": "failure", "message": m])
                     flags.failed = m

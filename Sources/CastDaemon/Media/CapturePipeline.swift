@@ -44,6 +44,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private let clock = SystemMonotonicClock()
     private let running = Atomic<Bool>(false)
     private let keyframeWanted = Atomic<Bool>(false)
+    /// The negotiated codec (`setCodec`); the encode thread follows it at its next frame.
+    private let wantedCodec = Atomic<UInt8>(0)
     private let lock = NSLock()
     private var sink: (@Sendable ([UInt8], Instant) -> Void)? = nil   // guarded by `lock`
     private var needsUser: (@Sendable (String) -> Void)? = nil          // guarded by `lock`
@@ -62,6 +64,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
 
     public func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void) { lock.withLock { self.sink = sink } }
     public func requestKeyframe() { keyframeWanted.store(true, ordering: .relaxed) }
+    public func setCodec(_ codec: VideoCodec) {
+        wantedCodec.store(codec == .vp8 ? 1 : 0, ordering: .relaxed)
+    }
+    private var codec: VideoCodec { wantedCodec.load(ordering: .relaxed) == 1 ? .vp8 : .h264 }
     public func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { needsUser = handler } }
     public var statistics: Statistics { lock.withLock { stats } }
 
@@ -277,13 +283,19 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         let config = EncoderConfig(caps: caps, captured: captured)
         let preference = EncoderPreference(rawValue: options.encoder.rawValue) ?? .auto
         let log = self.log
-        let chain = EncoderChain(preference: preference, config: config) { line in
-            log.write(LogLine(.info, "encoder", [("detail", line)]))
+        // One chain per codec: a re-offer may land on another codec (spec §7), and the
+        // chain is rebuilt for it at the next frame, without restarting anything else.
+        func makeChain(_ codec: VideoCodec) -> EncoderChain? {
+            let chain = EncoderChain(codec: codec, preference: preference, config: config) { line in
+                log.write(LogLine(.info, "encoder", [("detail", line)]))
+            }
+            do { try chain.start() } catch {
+                log.write(LogLine(.error, "encoder_unavailable", [("codec", codec.rawValue), ("error", "\(error)")]))
+                return nil
+            }
+            return chain
         }
-        do { try chain.start() } catch {
-            log.write(LogLine(.error, "encoder_unavailable", [("error", "\(error)")]))
-            return
-        }
+        guard var chain = makeChain(codec) else { return }
         lock.withLock { stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-" }
         let target = config.size
         let scaler = target == captured ? nil : Scaler(from: captured, to: target)
@@ -295,6 +307,11 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             _ = published.wait(timeout: .now() + .milliseconds(200))
             guard alive.value else { break }
             guard let lease = ring.takeNewest() else { continue }
+            if codec != chain.codec {
+                log.write(LogLine(.info, "encoder_codec", [("from", chain.codec.rawValue), ("to", codec.rawValue)]))
+                guard let next = makeChain(codec) else { ring.finishRead(lease); return }
+                chain = next   // its first picture is a keyframe (EncoderChain.start)
+            }
             if keyframeWanted.exchange(false, ordering: .relaxed) { chain.requestKeyframe() }
             var frame = lease.frame
             var pixels = UnsafeRawPointer(lease.slot.bytes)
@@ -311,7 +328,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             do {
                 let au = try chain.encode(pixels: pixels, frame: frame)
                 if scaler == nil { ring.finishRead(lease) }
-                guard let au else { continue }
+                // A picture of the codec the peer no longer expects (setCodec came meanwhile) is dropped.
+                guard let au, chain.codec == codec else { continue }
                 let age = clock.now() - au.pts
                 let sink = lock.withLock { () -> (@Sendable ([UInt8], Instant) -> Void)? in
                     stats.convert.record(chain.lastConvertTime)

@@ -17,6 +17,8 @@ public final class PeerRunner: @unchecked Sendable {
         public var includeLoopback = false
         public var stunServers: [SocketAddress] = []
         public var encoderCanDoMain = false
+        /// The video codecs to offer, in order (spec §7).
+        public var videoCodecs: [VideoCodec] = VideoCodec.allCases
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
         /// Tests only: see `PeerSession.Configuration.dropMediaFraction`.
         public var dropMediaFraction: Double = 0
@@ -48,6 +50,7 @@ public final class PeerRunner: @unchecked Sendable {
         var config = PeerSession.Configuration(wallclockOffset: Self.wallclockOffset(clock: clock))
         config.stunServers = options.stunServers
         config.encoderCanDoMain = options.encoderCanDoMain
+        config.videoCodecs = options.videoCodecs
         config.iceOverrides = options.iceOverrides
         config.dropMediaFraction = options.dropMediaFraction
         var rng = SystemRandomNumberGenerator()

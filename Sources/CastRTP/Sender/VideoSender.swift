@@ -19,6 +19,8 @@ public struct VideoSender: Sendable {
     }
 
     public struct Configuration: Sendable {
+        /// The negotiated codec (the answer's choice, spec §7) and its payload type.
+        public var codec: VideoCodec
         public var payloadType: UInt8
         /// RFC 4588 RTX payload type when negotiated; plain retransmission otherwise.
         public var rtxPayloadType: UInt8?
@@ -39,7 +41,7 @@ public struct VideoSender: Sendable {
         /// Redundant RTX copies while loss is seen on a sparse stream (needs RTX).
         public var lossProtection: LossProtection.Configuration
 
-        public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, cname: String,
+        public init(codec: VideoCodec = .h264, payloadType: UInt8, rtxPayloadType: UInt8? = nil, cname: String,
                     mtu: Int = RTPConstants.defaultMTU, srtpOverhead: Int = 16,
                     extensionIDs: ExtensionIDs = ExtensionIDs(),
                     playoutDelay: (minimum: Duration, maximum: Duration) = (.zero, .zero),
@@ -47,6 +49,7 @@ public struct VideoSender: Sendable {
                     reportInterval: Duration = .seconds(1), wallclockOffset: Duration,
                     keyframeMinimumInterval: Duration = .milliseconds(500), initialRTT: Duration = .milliseconds(100),
                     lossProtection: LossProtection.Configuration = .init()) {
+            self.codec = codec
             self.payloadType = payloadType
             self.rtxPayloadType = rtxPayloadType
             self.cname = cname
@@ -111,7 +114,7 @@ public struct VideoSender: Sendable {
     }
 
     public let configuration: Configuration
-    public private(set) var packetizer: H264Packetizer
+    public private(set) var packetizer: VideoPacketizer
     public private(set) var statistics = Statistics()
     private var rtx: RTXEncoder?
     private var history: PacketHistory
@@ -149,14 +152,12 @@ public struct VideoSender: Sendable {
         if let id = ids.transportCC { probe.append(RTPHeaderExtension(id: id, data: [0, 0])) }
         if let id = ids.playoutDelay { probe.append(RTPHeaderExtension(id: id, data: [0, 0, 0])) }
         let extLength = probe.isEmpty ? 0 : RTPExtensionBlock.best(for: probe).encodedLength
-        let pc = H264Packetizer.Configuration(payloadType: configuration.payloadType, mtu: configuration.mtu,
+        let pc = PacketizerConfiguration(payloadType: configuration.payloadType, mtu: configuration.mtu,
                                               headerExtensionLength: extLength,
                                               srtpOverhead: configuration.srtpOverhead,
                                               rtxOverhead: configuration.rtxPayloadType == nil ? 0 : 2)
         extensionLength = extLength
-        packetizer = try H264Packetizer(configuration: pc, ssrc: ssrc,
-                                        initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random),
-                                        initialTimestamp: UInt32.random(in: 0...UInt32.max, using: &random))
+        packetizer = try VideoPacketizer(codec: configuration.codec, configuration: pc, ssrc: ssrc, random: &random)
         if let pt = configuration.rtxPayloadType {
             rtx = RTXEncoder(ssrc: rtxSSRC, payloadType: pt,
                              initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random))
@@ -177,9 +178,10 @@ public struct VideoSender: Sendable {
 
     // MARK: Media in
 
-    /// Packetizes an access unit and queues it in the pacer; call `poll(now:)` next.
+    /// Packetizes an encoded picture of the configured codec (an H.264 access
+    /// unit, or a VP8 frame) and queues it in the pacer; call `poll(now:)` next.
     public mutating func send(accessUnit: [UInt8], captureTime: Instant, now: Instant) throws {
-        let out = try packetizer.packetize(accessUnit: accessUnit, captureTime: captureTime)
+        let out = try packetizer.packetize(accessUnit, captureTime: captureTime)
         guard !out.packets.isEmpty else { return }
         statistics.framesSent += 1
         if out.isKeyframe {
