@@ -122,7 +122,9 @@ public final class EncoderChain {
         while let enc = current {
             let image = self.image(for: enc.inputFormat)
             let t0 = clock.now()
-            PixelConverter.convert(from: pixels, format: frame.format, size: frame.size, stride: frame.stride, to: image)
+            // BT.709 for H.264 (its VUI says so), BT.601 for VP8 (what its decoders assume).
+            PixelConverter.convert(from: pixels, format: frame.format, size: frame.size, stride: frame.stride, to: image,
+                                   matrix: enc.codec == .vp8 ? .bt601 : .bt709)
             let t1 = clock.now()
             do {
                 let au = try enc.encode(image, pts: frame.captureTime)

@@ -136,7 +136,7 @@ public final class VP8Encoder: VideoEncoder {
         }
         var img = vpx_image_t()
         img.fmt = VPX_IMG_FMT_I420
-        img.cs = VPX_CS_BT_709
+        img.cs = VPX_CS_BT_601   // EncoderChain converts with BT.601 for VP8 (RFC 6386 §9.2)
         img.range = VPX_CR_STUDIO_RANGE
         img.w = UInt32(image.size.width)
         img.h = UInt32(image.size.height)
