@@ -19,39 +19,24 @@ import time
 
 import pytest
 
-from castd_proc import Daemon, castd_env, run_castd
+from test_cast_chromium import chromium_cast
 from tools.chromium import Chromium
 from tools.confine import confined, rerun_confined
 from tools.firefox import Firefox
-from tools.receiver_pages import Dashboard, Viewer
-from xscreen import BARS, XScreen
+from xscreen import BARS
 
 SIZE = (1920, 1080)
 
 
 @contextlib.asynccontextmanager
 async def cast(stack, tmp_path, browser, *, codec=None, size=SIZE):
-    """An Xvfb screen, `browser` on the dashboard, `castd pair` approved there, the viewer open
-    (with ?codec=) and `castd --session` casting to it. Yields (viewer, daemon)."""
-    screen = await XScreen(*size).start()
-    daemon = None
-    try:
-        dash = await Dashboard.open(browser, stack.dashboard)
-        env = castd_env(stack, tmp_path, DISPLAY=screen.display)
-        pairing = asyncio.create_task(run_castd(env, "pair", "--pin", dash.pin, "--json"))
-        await dash.approve(resolution="1080p", frame_rate=30)
-        rc, out, err = await pairing
-        assert rc == 0, out + err
-        viewer = await Viewer.open(browser, stack.api_url, dash.session_id, codec=codec)
-        daemon = await Daemon.start(env, dash.session_id)
-        yield viewer, daemon
-    finally:
-        if daemon:
-            await daemon.kill()
+    """test_cast_chromium's cast with `browser` and ?codec=; prints castd's codec and encoder lines."""
+    async with chromium_cast(stack, tmp_path, size=size, browser=browser, codec=codec) as (viewer, daemon):
+        try:
+            yield viewer, daemon
+        finally:
             print("CASTD\n" + "\n".join(l for l in daemon.stderr_lines
-                                          if any(k in l for k in ("encoder", "video_codec", "peer_state", "error", "media_", "stats", "frames"))))
-        await browser.close()
-        screen.stop()
+                                          if any(k in l for k in ("encoder", "video_codec", "peer_state", "error", "stats"))))
 
 
 async def check_vp8_cast(viewer, daemon, size=SIZE) -> dict:
@@ -63,8 +48,8 @@ async def check_vp8_cast(viewer, daemon, size=SIZE) -> dict:
         print("VIEWER EVENTS", (await viewer.events())[-15:])
         raise
     t0 = time.monotonic()
-    await asyncio.sleep(5)
-    later = await viewer.stats()
+    # Frames keep coming: 30 more (the rate is printed, not asserted: speed goals go in benchmarks).
+    later = await viewer.wait_frames(first["framesDecoded"] + 30, timeout=40)
     fps = (later["framesDecoded"] - first["framesDecoded"]) / (time.monotonic() - t0)
     samples = []
     for i, want in enumerate(BARS):
@@ -83,8 +68,6 @@ async def check_vp8_cast(viewer, daemon, size=SIZE) -> dict:
     assert daemon.log_has("event=video_codec") and daemon.log_has("codec=vp8")
     assert daemon.log_has("kind=libvpx codec=vp8")
     assert (later["frameWidth"], later["frameHeight"]) == size
-    # Speed goals belong in benchmarks (STYLE): the rate is reported, and frames must keep coming.
-    assert later["framesDecoded"] >= first["framesDecoded"] + 30, figures
     for got, want in samples:
         # Through libvpx, the browser's VP8 decoder, its scaler and a canvas: within a few percent.
         assert max(abs(got[k] - w) for k, w in zip("rgb", want)) <= 16, (got, want)

@@ -16,9 +16,10 @@ public final class VP8Encoder: VideoEncoder {
     public private(set) var config: EncoderConfig
 
     /// libvpx's speed for real-time VP8 (`VP8E_SET_CPUUSED`, −16…16; the
-    /// magnitude is what counts in real-time mode, higher is faster), chosen by
-    /// measuring a busy 1080p screen on this 2-core host (README, "VP8"): see
-    /// `VP8EncoderBench` for the figures.
+    /// magnitude is what counts in real-time mode, higher is faster). Not yet
+    /// settled by a clean measurement: `ConvertEncodeBench.encodeVP8` sweeps
+    /// −4…−12 at 1080p, but its only run so far was on a host loaded 9–17 on
+    /// 2 cores, where every speed took 300–900 ms a frame (README, "VP8").
     public static let defaultSpeed: Int32 = -8
     /// Two encoder threads, as for x264's slice threads on a 2-core machine.
     public static let defaultThreads: UInt32 = 2
