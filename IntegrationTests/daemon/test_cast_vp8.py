@@ -67,6 +67,8 @@ async def check_vp8_cast(viewer, daemon, size=SIZE) -> dict:
     assert later.get("codec") == "VP8", later
     assert daemon.log_has("event=video_codec") and daemon.log_has("codec=vp8")
     assert daemon.log_has("kind=libvpx codec=vp8")
+    # The pipeline started on H.264 and switched its encoder when the answer chose VP8 (no restart).
+    assert daemon.log_has("event=encoder_codec from=h264 to=vp8")
     assert (later["frameWidth"], later["frameHeight"]) == size
     for got, want in samples:
         # Through libvpx, the browser's VP8 decoder, its scaler and a canvas: within a few percent.
