@@ -31,6 +31,7 @@ let package = Package(
         systemLibrary("CPipeWire", pkgConfig: "libpipewire-0.3", apt: ["libpipewire-0.3-dev"]),
         systemLibrary("CVA", pkgConfig: "libva", apt: ["libva-dev"]),
         systemLibrary("CX264", pkgConfig: "x264", apt: ["libx264-dev"]),
+        systemLibrary("CVPX", pkgConfig: "vpx", apt: ["libvpx-dev"]),
         systemLibrary("CSRTP", pkgConfig: "libsrtp2", apt: ["libsrtp2-dev"]),
         systemLibrary("COpenSSL", pkgConfig: "openssl", apt: ["libssl-dev"]),
         systemLibrary("CSystemd", pkgConfig: "libsystemd", apt: ["libsystemd-dev"]),
@@ -44,9 +45,9 @@ let package = Package(
         .target(name: "CastMedia", dependencies: ["CastCore"]),
         // Screen sources (IO).
         .target(name: "CastCapture", dependencies: ["CastCore", "CastMedia", "CX11", "CPipeWire", "CSystemd"]),
-        // H.264 encoders and the Opus audio encoder (IO).
-        .target(name: "CastEncode", dependencies: ["CastCore", "CastMedia", "CX264", "CVA", "COpus"]),
-        // RTP/RTCP, H.264 packetization, history, pacing (pure).
+        // H.264 and VP8 encoders, and the Opus audio encoder (IO).
+        .target(name: "CastEncode", dependencies: ["CastCore", "CastMedia", "CX264", "CVA", "CVPX", "COpus"]),
+        // RTP/RTCP, H.264 and VP8 packetization, Opus, history, pacing, congestion control (pure).
         .target(name: "CastRTP", dependencies: ["CastCore"]),
         // SDP, STUN, ICE, DTLS, SRTP, PeerSession (pure + C).
         .target(name: "CastWebRTC", dependencies: ["CastCore", "CastRTP", "CastOpenSSL", "CSRTP"]),

@@ -21,11 +21,12 @@ from xscreen import BARS, XScreen
 
 
 @contextlib.asynccontextmanager
-async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720)):
-    """An Xvfb screen, Chromium on the dashboard, `castd pair` approved there, the viewer
-    open and `castd --session` casting to it. Yields (viewer, daemon); stops everything."""
+async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720), browser=None, codec=None):
+    """An Xvfb screen, Chromium (or the started `browser`, e.g. Firefox) on the dashboard,
+    `castd pair` approved there, the viewer open (with ?codec= when given) and `castd --session`
+    casting to it. Yields (viewer, daemon); stops everything."""
     screen = await XScreen(*size).start()
-    browser = await Chromium(hide_mdns=hide_mdns).start()
+    browser = browser or await Chromium(hide_mdns=hide_mdns).start()
     daemon = None
     try:
         dash = await Dashboard.open(browser, stack.dashboard)
@@ -34,7 +35,7 @@ async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720)):
         await dash.approve(resolution="1080p", frame_rate=30)
         rc, out, err = await pairing
         assert rc == 0, out + err
-        viewer = await Viewer.open(browser, stack.api_url, dash.session_id)
+        viewer = await Viewer.open(browser, stack.api_url, dash.session_id, codec=codec)
         daemon = await Daemon.start(env, dash.session_id)
         yield viewer, daemon
     finally:

@@ -52,6 +52,26 @@ def _group_members(pgid: int) -> list[int]:
     return out
 
 
+async def end_process_group(proc: subprocess.Popen) -> None:
+    """After asking a browser to close: waits for it, then kills what is left of its process
+    group (renderers, GPU, zygote, content processes) and waits until none is alive."""
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    deadline = time.monotonic() + 5
+    while _group_members(proc.pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
 class CDPError(RuntimeError):
     pass
 
@@ -339,22 +359,8 @@ class Chromium:
         if self.conn:
             self.conn.reader.cancel()
         if self.proc:
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
             # The renderer, GPU and zygote children share the group: end them all.
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-            deadline = time.monotonic() + 5
-            while _group_members(self.proc.pid) and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+            await end_process_group(self.proc)
         if self.guard:
             self.off_machine = self.guard.counters()["run_any"]
             self.guard.close()

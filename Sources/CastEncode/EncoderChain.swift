@@ -1,7 +1,7 @@
 import CastCore
 import CastMedia
 
-/// `--encoder vaapi|x264|auto`.
+/// `--encoder vaapi|x264|auto` (the H.264 encoders; VP8 has only libvpx).
 public enum EncoderPreference: String, Sendable, CaseIterable {
     /// The probe table in order, falling back to the next entry on failure.
     case auto
@@ -26,6 +26,8 @@ public struct EncoderCandidate: Sendable {
 /// runtime fallback: a failure at start or mid-stream moves to the next row
 /// with an IDR and one log line, and the stream goes on. Owned by the encode thread.
 public final class EncoderChain {
+    /// What every row of this chain produces (the negotiated codec).
+    public let codec: VideoCodec
     public private(set) var current: (any VideoEncoder)?
     public private(set) var config: EncoderConfig
     /// Rows not yet tried, in order.
@@ -46,13 +48,29 @@ public final class EncoderChain {
         EncoderCandidate(kind: .x264) { config in try X264Encoder(config: config) },
     ]
 
-    public init(preference: EncoderPreference, config: EncoderConfig,
-                table: [EncoderCandidate] = EncoderChain.standardTable, log: @escaping (String) -> Void) {
-        switch preference {
-        case .auto: remaining = table
-        case .vaapi: remaining = table.filter { $0.kind == .vaapi }
-        case .x264: remaining = table.filter { $0.kind == .x264 }
+    /// VP8 (the fallback codec, spec §7): libvpx only.
+    public static let vp8Table: [EncoderCandidate] = [
+        EncoderCandidate(kind: .libvpx) { config in try VP8Encoder(config: config) },
+    ]
+
+    /// The probe table of a codec.
+    public static func standardTable(for codec: VideoCodec) -> [EncoderCandidate] {
+        switch codec {
+        case .h264: standardTable
+        case .vp8: vp8Table
         }
+    }
+
+    /// `preference` picks among the H.264 rows; a VP8 chain has libvpx alone and ignores it.
+    public init(codec: VideoCodec = .h264, preference: EncoderPreference, config: EncoderConfig,
+                table: [EncoderCandidate]? = nil, log: @escaping (String) -> Void) {
+        let table = (table ?? Self.standardTable(for: codec)).filter { $0.kind.codec == codec }
+        switch (codec, preference) {
+        case (.vp8, _), (_, .auto): remaining = table
+        case (_, .vaapi): remaining = table.filter { $0.kind == .vaapi }
+        case (_, .x264): remaining = table.filter { $0.kind == .x264 }
+        }
+        self.codec = codec
         self.config = config
         self.preference = preference
         self.log = log
@@ -76,7 +94,7 @@ public final class EncoderChain {
                 } else {
                     // At start, a row that could not open is a fallback too: say from what.
                     let from = unavailable.isEmpty ? "" : " fell_back_from=" + unavailable.map(\.rawValue).joined(separator: ",")
-                    log("event=encoder_started kind=\(row.kind.rawValue) size=\(config.size) fps=\(config.frameRate) bitrate=\(config.bitrate)\(from)")
+                    log("event=encoder_started kind=\(row.kind.rawValue) codec=\(codec) size=\(config.size) fps=\(config.frameRate) bitrate=\(config.bitrate)\(from)")
                 }
                 enc.requestKeyframe()  // a new encoder's first picture must be an IDR for the receiver
                 current = enc
@@ -89,11 +107,11 @@ public final class EncoderChain {
         }
         current = nil
         let why = reasons.isEmpty ? "the table is empty" : reasons.joined(separator: "; ")
-        if preference == .vaapi {
+        if preference == .vaapi && codec == .h264 {
             throw CastError(.encoderUnavailable,
                             "--encoder vaapi allows only VA-API, which cannot encode here: \(why). Use --encoder auto to fall back to x264.")
         }
-        throw CastError(.encoderUnavailable, "no H.264 encoder could start: " + why)
+        throw CastError(.encoderUnavailable, "no \(codec == .h264 ? "H.264" : "VP8") encoder could start: " + why)
     }
 
     /// Converts a packed frame of `config.size` to the current encoder's
@@ -104,7 +122,9 @@ public final class EncoderChain {
         while let enc = current {
             let image = self.image(for: enc.inputFormat)
             let t0 = clock.now()
-            PixelConverter.convert(from: pixels, format: frame.format, size: frame.size, stride: frame.stride, to: image)
+            // BT.709 for H.264 (its VUI says so), BT.601 for VP8 (what its decoders assume).
+            PixelConverter.convert(from: pixels, format: frame.format, size: frame.size, stride: frame.stride, to: image,
+                                   matrix: enc.codec == .vp8 ? .bt601 : .bt709)
             let t1 = clock.now()
             do {
                 let au = try enc.encode(image, pts: frame.captureTime)

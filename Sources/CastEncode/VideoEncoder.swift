@@ -28,7 +28,8 @@ public struct EncoderConfig: Equatable, Sendable {
     }
 }
 
-/// One H.264 access unit in Annex-B form (start codes, SPS/PPS before each IDR).
+/// One encoded picture: for H.264 an access unit in Annex-B form (start codes,
+/// SPS/PPS before each IDR); for VP8 one frame as libvpx emits it.
 public struct EncodedAccessUnit: Sendable {
     public var bytes: [UInt8]
     public var isKeyframe: Bool
@@ -46,19 +47,36 @@ public struct EncodedAccessUnit: Sendable {
 public enum EncoderKind: String, Sendable, CaseIterable {
     case vaapi
     case x264
+    /// VP8 (the fallback codec, spec §7).
+    case libvpx
+
+    /// The codec an encoder of this kind produces.
+    public var codec: VideoCodec {
+        switch self {
+        case .vaapi, .x264: .h264
+        case .libvpx: .vp8
+        }
+    }
 }
 
-/// An H.264 encoder. One owner (the encode thread) calls every method; the
-/// encoder owns its C handle and frees it in `deinit`.
+/// A video encoder (H.264 or VP8). One owner (the encode thread) calls every
+/// method; the encoder owns its C handle and frees it in `deinit`.
 public protocol VideoEncoder: AnyObject {
     var kind: EncoderKind { get }
+    /// What it produces (the packetizer must match).
+    var codec: VideoCodec { get }
     /// What `encode` reads: `.i420` (x264) or `.nv12` (VA-API).
     var inputFormat: PixelFormat { get }
     var config: EncoderConfig { get }
-    /// Encodes one picture of `config.size`. Nil when the encoder buffered it (never with our settings).
+    /// Encodes one picture of `config.size`. Nil when the encoder buffered it (never with our
+    /// settings) or dropped it (libvpx's rate control, after a frame that overshot).
     func encode(_ image: PlanarImage, pts: Instant) throws -> EncodedAccessUnit?
-    /// The next encoded picture is an IDR with SPS/PPS in front (PLI, a new viewer, a fallback).
+    /// The next encoded picture is a keyframe (an IDR with SPS/PPS in front for H.264): PLI, a new viewer, a fallback.
     func requestKeyframe()
     func setBitrate(_ bitsPerSecond: Int) throws
     func setFrameRate(_ framesPerSecond: Int) throws
+}
+
+extension VideoEncoder {
+    public var codec: VideoCodec { kind.codec }
 }

@@ -21,34 +21,54 @@ public enum BT709 {
 
     private static func clamp(_ v: Double) -> UInt8 { UInt8(max(0, min(255, v.rounded()))) }
 
-    // Fixed point, as the SIMD converter computes it.
+    // Fixed point, as the SIMD converter computes it (`YCbCrMatrix.bt709`).
     //
     // Luma: coefficients × 219/255 × 2^8, in 16-bit lanes (47·255 + 157·255 +
     // 16·255 + 128 + 16·256 = 60 324 fits in UInt16). 0.2126·219/255·256 =
     // 46.74, 0.7152·219/255·256 = 157.24, 0.0722·219/255·256 = 15.87.
-    static let yR: UInt16 = 47
-    static let yG: UInt16 = 157
-    static let yB: UInt16 = 16
-
+    //
     // Chroma works on the sum of a 2×2 block (0…1020), in 32-bit lanes, with
     // coefficients × 224/255 × 2^14 so that sum·coef has scale 2^16. The
     // third coefficient of each row is set so that the row sums to zero
     // (grey stays at exactly 128).
-    static let cbR = Int32((-kr / (2 * (1 - kb)) * 224 / 255 * 16384).rounded())
-    static let cbG = Int32((-kg / (2 * (1 - kb)) * 224 / 255 * 16384).rounded())
-    static let cbB = -(cbR + cbG)
-    static let crG = Int32((-kg / (2 * (1 - kr)) * 224 / 255 * 16384).rounded())
-    static let crB = Int32((-kb / (2 * (1 - kr)) * 224 / 255 * 16384).rounded())
-    static let crR = -(crG + crB)
+}
+
+/// The fixed-point coefficients of one RGB → Y'CbCr matrix at limited range
+/// (scales as documented in `BT709`), so that the converter can write BT.709
+/// (H.264, signalled in its VUI) or BT.601 (VP8: its bitstream has only a
+/// colour-space bit whose one defined value is BT.601, RFC 6386 §9.2, and
+/// browsers decode it so).
+public struct YCbCrMatrix: Sendable, Equatable {
+    let yR: UInt16, yG: UInt16, yB: UInt16
+    let cbR: Int32, cbG: Int32, cbB: Int32
+    let crR: Int32, crG: Int32, crB: Int32
+
+    /// From Kr and Kb, with luma coefficients × 219/255 × 2^8 and chroma × 224/255 × 2^14.
+    init(kr: Double, kb: Double) {
+        let kg = 1 - kr - kb
+        yR = UInt16((kr * 219 / 255 * 256).rounded())
+        yG = UInt16((kg * 219 / 255 * 256).rounded())
+        yB = UInt16((kb * 219 / 255 * 256).rounded())
+        cbR = Int32((-kr / (2 * (1 - kb)) * 224 / 255 * 16384).rounded())
+        cbG = Int32((-kg / (2 * (1 - kb)) * 224 / 255 * 16384).rounded())
+        cbB = -(cbR + cbG)
+        crG = Int32((-kg / (2 * (1 - kr)) * 224 / 255 * 16384).rounded())
+        crB = Int32((-kb / (2 * (1 - kr)) * 224 / 255 * 16384).rounded())
+        crR = -(crG + crB)
+    }
+
+    /// ITU-R BT.709-6 item 3.2.
+    public static let bt709 = YCbCrMatrix(kr: BT709.kr, kb: BT709.kb)
+    /// ITU-R BT.601-7 item 2.5.1: Kr = 0.299, Kb = 0.114.
+    public static let bt601 = YCbCrMatrix(kr: 0.299, kb: 0.114)
 
     @inline(__always)
-    static func lumaFixed(r: Int, g: Int, b: Int) -> UInt8 {
+    func lumaFixed(r: Int, g: Int, b: Int) -> UInt8 {
         UInt8((Int(yR) * r + Int(yG) * g + Int(yB) * b + 128 + (16 << 8)) >> 8)
     }
 
-    /// `rs`, `gs`, `bs` are sums over a 2×2 block.
     @inline(__always)
-    static func chromaFixed(rs: Int, gs: Int, bs: Int) -> (cb: UInt8, cr: UInt8) {
+    func chromaFixed(rs: Int, gs: Int, bs: Int) -> (cb: UInt8, cr: UInt8) {
         let bias = (128 << 16) + (1 << 15)
         let cb = (Int(cbR) * rs + Int(cbG) * gs + Int(cbB) * bs + bias) >> 16
         let cr = (Int(crR) * rs + Int(crG) * gs + Int(crB) * bs + bias) >> 16

@@ -5,10 +5,11 @@
 /// depend on the width. `convertReference` is the floating-point formula the
 /// tests hold it to (|difference| ≤ 1).
 public enum PixelConverter {
-    /// Converts `size` pixels of a packed frame into `dst` (which must have the same size).
+    /// Converts `size` pixels of a packed frame into `dst` (which must have the same size),
+    /// with BT.709's matrix (H.264, whose VUI says so) or BT.601's (VP8, whose decoders assume it).
     @_optimize(speed)
     public static func convert(from src: UnsafeRawPointer, format: PixelFormat, size: FrameSize, stride: Int,
-                               to dst: PlanarImage) {
+                               to dst: PlanarImage, matrix m: YCbCrMatrix = .bt709) {
         precondition(format.isPacked, "convert reads BGRx or RGBx")
         precondition(dst.size == size, "destination is \(dst.size), source \(size)")
         // Channel positions inside a little-endian 32-bit pixel.
@@ -33,14 +34,14 @@ public enum PixelConverter {
                 let p1 = row1.loadUnaligned(fromByteOffset: 4 * x, as: SIMD16<UInt32>.self)
                 let r0 = channel(p0, rShift), g0 = channel(p0, 8), b0 = channel(p0, bShift)
                 let r1 = channel(p1, rShift), g1 = channel(p1, 8), b1 = channel(p1, bShift)
-                UnsafeMutableRawPointer(y0 + x).storeBytes(of: luma(r0, g0, b0), as: SIMD16<UInt8>.self)
-                UnsafeMutableRawPointer(y1 + x).storeBytes(of: luma(r1, g1, b1), as: SIMD16<UInt8>.self)
+                UnsafeMutableRawPointer(y0 + x).storeBytes(of: luma(r0, g0, b0, m), as: SIMD16<UInt8>.self)
+                UnsafeMutableRawPointer(y1 + x).storeBytes(of: luma(r1, g1, b1, m), as: SIMD16<UInt8>.self)
                 let rs = SIMD8<Int32>(truncatingIfNeeded: r0.evenHalf &+ r0.oddHalf &+ r1.evenHalf &+ r1.oddHalf)
                 let gs = SIMD8<Int32>(truncatingIfNeeded: g0.evenHalf &+ g0.oddHalf &+ g1.evenHalf &+ g1.oddHalf)
                 let bs = SIMD8<Int32>(truncatingIfNeeded: b0.evenHalf &+ b0.oddHalf &+ b1.evenHalf &+ b1.oddHalf)
                 let bias = SIMD8<Int32>(repeating: (128 << 16) + (1 << 15))
-                let cb = (BT709.cbR &* rs &+ BT709.cbG &* gs &+ BT709.cbB &* bs &+ bias) &>> 16
-                let cr = (BT709.crR &* rs &+ BT709.crG &* gs &+ BT709.crB &* bs &+ bias) &>> 16
+                let cb = (m.cbR &* rs &+ m.cbG &* gs &+ m.cbB &* bs &+ bias) &>> 16
+                let cr = (m.crR &* rs &+ m.crG &* gs &+ m.crB &* bs &+ bias) &>> 16
                 let cb8 = SIMD8<UInt8>(truncatingIfNeeded: cb)
                 let cr8 = SIMD8<UInt8>(truncatingIfNeeded: cr)
                 if nv12 {
@@ -61,11 +62,11 @@ public enum PixelConverter {
                     for dx in 0..<2 {
                         let p = row.loadUnaligned(fromByteOffset: 4 * (x + dx), as: UInt32.self)
                         let r = Int((p >> rShift) & 0xff), g = Int((p >> 8) & 0xff), b = Int((p >> bShift) & 0xff)
-                        out[x + dx] = BT709.lumaFixed(r: r, g: g, b: b)
+                        out[x + dx] = m.lumaFixed(r: r, g: g, b: b)
                         rs += r; gs += g; bs += b
                     }
                 }
-                let c = BT709.chromaFixed(rs: rs, gs: gs, bs: bs)
+                let c = m.chromaFixed(rs: rs, gs: gs, bs: bs)
                 if nv12 {
                     uRow[x] = c.cb
                     uRow[x + 1] = c.cr
@@ -84,8 +85,8 @@ public enum PixelConverter {
     }
 
     @inline(__always)
-    private static func luma(_ r: SIMD16<UInt16>, _ g: SIMD16<UInt16>, _ b: SIMD16<UInt16>) -> SIMD16<UInt8> {
-        let y = (BT709.yR &* r &+ BT709.yG &* g &+ BT709.yB &* b &+ (128 + (16 << 8))) &>> 8
+    private static func luma(_ r: SIMD16<UInt16>, _ g: SIMD16<UInt16>, _ b: SIMD16<UInt16>, _ m: YCbCrMatrix) -> SIMD16<UInt8> {
+        let y = (m.yR &* r &+ m.yG &* g &+ m.yB &* b &+ (128 + (16 << 8))) &>> 8
         return SIMD16<UInt8>(truncatingIfNeeded: y)
     }
 

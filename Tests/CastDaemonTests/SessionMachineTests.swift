@@ -232,6 +232,23 @@ extension Array where Element == SessionMachine.Action {
         #expect(a.updates == [.end])
         #expect(a.finish?.1.contains("cannot decode H.264") == true)
     }
+
+    /// Issue 15: a receiver that decodes none of the offered codecs learns why from the
+    /// disconnect row (shown raw by the receiver), and castd ends with exit code 1.
+    @Test func noCommonCodecEndsWithItsOwnReasonAndExitCodeOne() {
+        var h = Harness()
+        _ = h.startApproved()
+        let a = h.send(.noCommonCodec(negotiationId: "nid-1",
+                                      message: "the receiver can decode none of castd's video codecs (H.264, VP8): it rejected the video m-line"))
+        #expect(a.inserts == [.disconnect(.other("no_common_codec"))])
+        #expect(a.updates == [.end])
+        #expect(a.finish?.0 == 1)
+        #expect(a.finish?.1.contains("none of castd's video codecs (H.264, VP8)") == true)
+        // A stale negotiation's answer changes nothing.
+        var g = Harness()
+        _ = g.startApproved()
+        #expect(g.send(.noCommonCodec(negotiationId: "old", message: "x")).inserts.isEmpty)
+    }
 }
 
 @Suite struct ReconnectTests {

@@ -59,7 +59,7 @@ final class LogLines: Sendable {
         try chain.start()
         #expect(chain.current?.kind == .x264)
         #expect(log.all.first == "event=encoder_unavailable kind=vaapi reason=\"VA-API: no DRM render node\"")
-        #expect(log.all.dropFirst().first == "event=encoder_started kind=x264 size=64x32 fps=30 bitrate=1000000 fell_back_from=vaapi")
+        #expect(log.all.dropFirst().first == "event=encoder_started kind=x264 codec=h264 size=64x32 fps=30 bitrate=1000000 fell_back_from=vaapi")
         let (slot, frame) = whiteFrame(7)
         let au = try #require(try chain.encode(pixels: slot.bytes, frame: frame))
         #expect(au.isKeyframe)

@@ -19,6 +19,52 @@ enum ChromeFixture {
         #expect(try ChromeFixture.text("castd-offer-baseline.sdp") == Self.baseline.sdp)
         #expect(try ChromeFixture.text("castd-offer-main-audio.sdp")
                 == OfferBuilder.build(SDPFixtures.options(main: true, audio: true)).sdp)
+        #expect(try ChromeFixture.text("castd-offer-vp8.sdp") == OfferBuilder.build(SDPFixtures.options(vp8: true)).sdp)
+    }
+
+    @Test(arguments: ["firefox-answer-vp8.sdp", "firefox-answer-h264-only-rejected.sdp"])
+    func firefoxAnswersRoundTripExactly(name: String) throws {
+        let text = try ChromeFixture.text(name)
+        #expect(try SessionDescription(parsing: text).serialize() == text)
+    }
+
+    /// Firefox ESR without H.264 (issue 15) answers the H.264-then-VP8 offer with VP8 and its
+    /// RTX, session-level fingerprint, `extmap:4/recvonly`: castd sends VP8.
+    @Test func firefoxAnswerWithoutH264NegotiatesVP8() throws {
+        let offer = OfferBuilder.build(SDPFixtures.options(vp8: true))
+        let a = try AnswerParser.parse(try ChromeFixture.text("firefox-answer-vp8.sdp"), offer: offer)
+        #expect(a.video.codec == .vp8)
+        #expect(a.video.payloadType == 96)
+        #expect(a.video.rtxPayloadType == 97)
+        #expect(a.video.profileLevelID == nil)
+        #expect(a.video.feedback == ["nack", "nack pli", "ccm fir", "goog-remb", "transport-cc"])
+        #expect(a.video.headerExtensions == [HeaderExtensionURI.absSendTime: 2, HeaderExtensionURI.transportWideCC: 3,
+                                             HeaderExtensionURI.playoutDelay: 4])
+        #expect(a.dtlsRole == .server)
+        #expect(a.iceUfrag == "296d698e")
+    }
+
+    /// The same Firefox offered H.264 alone rejects the video line (port 0, inactive): a clear
+    /// end whose code the session turns into `{"reason":"no_common_codec"}`.
+    @Test func firefoxRejectingAnH264OnlyOfferIsNoCommonCodec() throws {
+        let e = try #require(throws: CastError.self) {
+            try AnswerParser.parse(try ChromeFixture.text("firefox-answer-h264-only-rejected.sdp"), offer: Self.baseline)
+        }
+        #expect(e.code == .noCommonCodec)
+        #expect(e.message.contains("(H.264)"))
+    }
+
+    /// RFC 3264 §6.1: the answer's order decides; castd sends its first format that castd offered.
+    @Test func theAnswersFirstOfferedCodecIsTheOneSent() throws {
+        let offer = OfferBuilder.build(SDPFixtures.options(vp8: true))
+        let text = try ChromeFixture.text("chrome-answer-mdns.sdp")
+        let h264First = text.replacingOccurrences(of: "SAVPF 102 103", with: "SAVPF 102 103 96 97")
+        #expect(try AnswerParser.parse(h264First, offer: offer).video.codec == .h264)
+        let vp8First = text.replacingOccurrences(of: "SAVPF 102 103", with: "SAVPF 96 97 102 103")
+        let a = try AnswerParser.parse(vp8First, offer: offer)
+        #expect(a.video.codec == .vp8)
+        #expect(a.video.payloadType == 96)
+        #expect(a.video.rtxPayloadType == 97)
     }
 
     @Test(arguments: ["chrome-answer-mdns.sdp", "chrome-answer-no-mdns.sdp",
@@ -81,8 +127,8 @@ enum ChromeFixture {
         let offer = OfferBuilder.build(SDPFixtures.options())
         let text = try ChromeFixture.text("chrome-answer-rejected-high.sdp")
         let e = try #require(throws: CastError.self) { try AnswerParser.parse(text, offer: offer) }
-        #expect(e.code == .negotiationFailed)
-        #expect(e.message.contains("the receiver cannot decode H.264"))
+        #expect(e.code == .noCommonCodec)
+        #expect(e.message == "the receiver can decode none of castd's video codecs (H.264): it rejected the video m-line")
     }
 
     @Test func passiveAnswerMakesCastdTheDTLSClient() throws {
@@ -96,7 +142,7 @@ enum ChromeFixture {
         let text = try ChromeFixture.text("chrome-answer-mdns.sdp")
             .replacingOccurrences(of: "SAVPF 102 103", with: "SAVPF 96 97")
         let e = try #require(throws: CastError.self) { try AnswerParser.parse(text, offer: Self.baseline) }
-        #expect(e.code == .negotiationFailed)
+        #expect(e.code == .noCommonCodec)
     }
 
     @Test func answerWithoutFingerprintOrWithBadCandidatesIsHandled() throws {

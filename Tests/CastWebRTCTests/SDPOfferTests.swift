@@ -5,11 +5,13 @@ import CastOpenSSL
 
 enum SDPFixtures {
     static let fingerprint = CertificateFingerprint(algorithm: .sha256, bytes: Array(0..<32))
-    static func options(main: Bool = false, audio: Bool = false) -> OfferOptions {
+    /// H.264 only unless `vp8`: the Chrome fixtures answered castd's offers from before VP8.
+    static func options(main: Bool = false, audio: Bool = false, vp8: Bool = false) -> OfferOptions {
         var o = OfferOptions(iceUfrag: "cAsT", icePwd: "castdIcePasswordFor22chars", fingerprint: fingerprint,
                              streamID: "castd", videoTrackID: "screen", cname: "castdcname0000001",
                              videoSSRC: 1_111_111_111, rtxSSRC: 2_222_222_222, sessionID: 4_611_731_400_430_051_336)
         o.encoderCanDoMain = main
+        o.videoCodecs = vp8 ? [.h264, .vp8] : [.h264]
         if audio { o.audio = .init(trackID: "app-audio", ssrc: 3_333_333_333) }
         return o
     }
@@ -63,8 +65,8 @@ enum SDPFixtures {
     }
 
     @Test func offerNeverListsACodecCastdCannotSend() {
-        let sdp = OfferBuilder.build(SDPFixtures.options(main: true, audio: true)).sdp
-        for bad in ["VP8", "VP9", "AV1", "red/", "ulpfec", "640c", "profile-level-id=64"] {
+        let sdp = OfferBuilder.build(SDPFixtures.options(main: true, audio: true, vp8: true)).sdp
+        for bad in ["VP9", "AV1", "red/", "ulpfec", "640c", "profile-level-id=64"] {
             #expect(!sdp.contains(bad), "offer contains \(bad)")
         }
         let base = OfferBuilder.build(SDPFixtures.options()).sdp
@@ -82,6 +84,23 @@ enum SDPFixtures {
             "104 profile-level-id=4d001f;level-asymmetry-allowed=1;packetization-mode=1",
             "105 apt=104",
         ])
+    }
+
+    /// spec §7: H.264 first, then VP8 as the fallback, each with its RTX (RFC 4588 apt).
+    @Test func vp8IsOfferedAfterH264WithItsOwnRTXAndFeedback() throws {
+        #expect(OfferOptions(iceUfrag: "u", icePwd: "p", fingerprint: SDPFixtures.fingerprint, streamID: "s",
+                             videoTrackID: "t", cname: "c", videoSSRC: 1, rtxSSRC: 2, sessionID: 1).videoCodecs == [.h264, .vp8])
+        let offer = OfferBuilder.build(SDPFixtures.options(vp8: true))
+        let v = offer.description.media[0]
+        #expect(v.formats == ["102", "103", "96", "97"])
+        #expect(v.values("rtpmap") == ["102 H264/90000", "103 rtx/90000", "96 VP8/90000", "97 rtx/90000"])
+        #expect(v.values("fmtp").last == "97 apt=96")
+        #expect(v.values("rtcp-fb").filter { $0.hasPrefix("96 ") } == ["96 goog-remb", "96 transport-cc", "96 ccm fir", "96 nack", "96 nack pli"])
+        #expect(offer.videoCodecs.compactMap(\.videoCodec) == [.h264, .vp8])
+        // Only VP8 (a test, or a sender without H.264): one codec, its RTX.
+        var o = SDPFixtures.options()
+        o.videoCodecs = [.vp8]
+        #expect(OfferBuilder.build(o).description.media[0].formats == ["96", "97"])
     }
 
     @Test func audioMLineIsSendOnlyInTheSameStreamAndBundle() throws {

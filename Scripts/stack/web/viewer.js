@@ -7,7 +7,8 @@
 // Receiver recovery (spec §11): a disconnected connection gets 8 s to recover,
 // then "Reconnecting…" waits 30 s for a fresh offer, at most 3 cycles, then
 // "Failed" with Retry. Query parameters compress these for tests:
-// ?grace=<s>&wait=<s>&cycles=<n>; ?ice=none uses no ICE servers at all.
+// ?grace=<s>&wait=<s>&cycles=<n>; ?ice=none uses no ICE servers at all; ?codec=vp8|h264|none
+// answers with that video codec only (none: with none castd offers).
 
 import { boot, $, numberParam, showError } from "./lib/app.js";
 import { SessionFeed } from "./lib/feed.js";
@@ -225,6 +226,7 @@ async function acceptOffer(row) {
   setState("connecting");
   await pc.setRemoteDescription({ type: "offer", sdp });
   for (const t of pc.getTransceivers()) t.direction = "recvonly"; // it never sends media (spec §6)
+  preferCodec(pc, params.get("codec"));
   v.remoteSet = true;
   const buffered = v.pending.get(nid) || [];
   v.pending.delete(nid);
@@ -238,6 +240,26 @@ async function acceptOffer(row) {
     log("answer_sent", { negotiationId: nid });
   } finally {
     answerSent();
+  }
+}
+
+// ?codec=vp8|h264: answer with that video codec only (setCodecPreferences), to show a
+// receiver without H.264 (Firefox, open-source Chromium) or pin H.264. ?codec=none keeps
+// only codecs castd never offers (VP9, AV1), i.e. a receiver that can decode none of its.
+function preferCodec(pc, wanted) {
+  if (!wanted) return;
+  const caps = RTCRtpReceiver.getCapabilities("video")?.codecs ?? [];
+  const keep = wanted === "none" ? ["video/vp9", "video/av1"] : [`video/${wanted.toLowerCase()}`];
+  const media = caps.filter((c) => keep.includes(c.mimeType.toLowerCase()));
+  const rtx = caps.filter((c) => c.mimeType.toLowerCase() === "video/rtx");
+  for (const t of pc.getTransceivers()) {
+    if (t.receiver.track?.kind !== "video") continue;
+    try {
+      t.setCodecPreferences(media.concat(wanted === "none" ? [] : rtx));
+      log("codec_preference", { codec: wanted, codecs: media.length });
+    } catch (e) {
+      log("codec_preference_failed", { codec: wanted, message: e.message });
+    }
   }
 }
 

@@ -19,7 +19,7 @@ enum DoctorCommand {
         let audioLine = audio.detail + (audio.available ? "; Opus 128 kbit/s (not sent yet: issue 18 in progress)" : "")
         var out = StandardStream.out
         let libraries = ["openssl": CryptoLibraries.openSSL, "libsrtp": CryptoLibraries.libsrtp,
-                         "x264": "build \(X264Info.build)", "libva": VAInfo.headerVersion,
+                         "x264": "build \(X264Info.build)", "libva": VAInfo.headerVersion, "libvpx": VP8Encoder.libraryVersion,
                          "libpipewire": PipeWireProbe.libraryVersion, "libopus": OpusAudioEncoder.libraryVersion]
         if o.json {
             func comp(_ c: DoctorReport.Component) -> [String: Any] { ["name": c.name, "available": c.available, "detail": c.detail] }
@@ -30,12 +30,18 @@ enum DoctorCommand {
                 "libraries": libraries, "version": CastdVersion.string,
                 "audio": ["available": audio.available, "detail": audioLine],
             ]
+            obj["videoCodecs"] = EncoderDoctor.codecs(report.encoders).map { c -> [String: Any] in
+                ["codec": c.codec.rawValue, "encoder": c.encoder.map { $0 as Any } ?? NSNull()]
+            }
             if let s = report.screenSize { obj["screen"] = ["width": s.width, "height": s.height] }
             if let d = try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]),
                let s = String(data: d, encoding: .utf8) { print(s, to: &out) }
         } else {
             print("castd \(CastdVersion.string) doctor", to: &out)
             for line in report.lines { print("  " + line, to: &out) }
+            // spec §7: offered in this order; the receiver's answer picks one.
+            let codecs = EncoderDoctor.codecs(report.encoders).map { "\($0.codec.displayName) (\($0.encoder ?? "no encoder"))" }
+            print("  video codecs offered: " + codecs.joined(separator: ", "), to: &out)
             print("  audio: " + audioLine, to: &out)
             print("  libraries: " + libraries.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "), to: &out)
         }

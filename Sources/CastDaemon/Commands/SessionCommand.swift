@@ -56,7 +56,8 @@ enum SessionCommand {
         let media = MediaFactory.make(o, environment: environment, log: log)
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
                                 onKeyframeRequest: { media.requestKeyframe() },
-                                onTargetBitrate: { bps in media.setTargetBitrate(bps) })
+                                onTargetBitrate: { bps in media.setTargetBitrate(bps) },
+                                onVideoCodec: { media.setCodec($0) })
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
         media.attach(backlog: { peer.mediaBacklog() })
 

@@ -102,6 +102,7 @@ public enum DevSend {
             let (turn, skipped) = ICEServerResolver.turnServers(ice)
             options.turnServers = turn
             for s in skipped { emit(["type": "turnSkipped", "message": s]) }
+            options.videoCodecs = [.h264]   // the file holds H.264 only
             runner = try PeerRunner(options: options, certificate: cert, clock: clock)
         } catch {
             var err = StandardStream.err
@@ -138,6 +139,7 @@ public enum DevSend {
                 case .relayFailed(let server, let message):
                     emit(["type": "relayFailed", "server": server, "message": message])
                 case .bandwidthEstimate(let bps): emit(["type": "bandwidth", "bps": bps])
+                case .videoCodec(let c): emit(["type": "videoCodec", "codec": c.rawValue])
                 case .failure(let m):
                     emit(["type": "failure", "message": m])
                     flags.failed = m

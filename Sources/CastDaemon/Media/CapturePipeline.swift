@@ -60,6 +60,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private let targetBitrate = Atomic<Int>(0)
     /// The frame rate the ladder chose (0: the caps'), written by the encode thread, read by capture.
     private let wantedFrameRate = Atomic<Int>(0)
+    /// The negotiated codec (`setCodec`); the encode thread follows it at its next frame.
+    private let wantedCodec = Atomic<UInt8>(0)
     private let lock = NSLock()
     private var sink: (@Sendable ([UInt8], Instant) -> Void)? = nil   // guarded by `lock`
     private var needsUser: (@Sendable (String) -> Void)? = nil          // guarded by `lock`
@@ -86,6 +88,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     public func setTargetBitrate(_ bitsPerSecond: Int) { targetBitrate.store(max(0, bitsPerSecond), ordering: .relaxed) }
     /// How much media the sink (the peer's pacer) still holds, as time at its pacing rate.
     public func attach(backlog: @escaping @Sendable () -> Duration) { lock.withLock { self.backlog = backlog } }
+    public func setCodec(_ codec: VideoCodec) {
+        wantedCodec.store(codec == .vp8 ? 1 : 0, ordering: .relaxed)
+    }
+    private var codec: VideoCodec { wantedCodec.load(ordering: .relaxed) == 1 ? .vp8 : .h264 }
     public func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { needsUser = handler } }
     public func onFailure(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { failed = handler } }
     public var lastFrameAt: Instant? { lock.withLock { stats.lastFrameAt } }
@@ -346,17 +352,23 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         let config = EncoderConfig(caps: caps, captured: captured)
         let preference = EncoderPreference(rawValue: options.encoder.rawValue) ?? .auto
         let log = self.log
-        let chain = EncoderChain(preference: preference, config: config) { line in
-            log.write(LogLine(.info, "encoder", [("detail", line)]))
+        // One chain per codec: a re-offer may land on another codec (spec §7), and the
+        // chain is rebuilt for it at the next frame, without restarting anything else.
+        func makeChain(_ codec: VideoCodec) -> EncoderChain? {
+            let chain = EncoderChain(codec: codec, preference: preference, config: config) { line in
+                log.write(LogLine(.info, "encoder", [("detail", line)]))
+            }
+            do {
+                if fault == .encoderFailAlways { throw CastError(.init("test_fault"), "test fault encoder-fail-always") }
+                try chain.start()
+            } catch {
+                log.write(LogLine(.error, "encoder_unavailable", [("codec", codec.rawValue), ("error", "\(error)")]))
+                mediaFailed("the encoder could not start: \((error as? CastError)?.message ?? "\(error)")")
+                return nil
+            }
+            return chain
         }
-        do {
-            if fault == .encoderFailAlways { throw CastError(.init("test_fault"), "test fault encoder-fail-always") }
-            try chain.start()
-        } catch {
-            log.write(LogLine(.error, "encoder_unavailable", [("error", "\(error)")]))
-            mediaFailed("the encoder could not start: \((error as? CastError)?.message ?? "\(error)")")
-            return
-        }
+        guard var chain = makeChain(codec) else { return }
         lock.withLock {
             stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"
             stats.encoderBitrate = config.bitrate
@@ -376,6 +388,13 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             _ = published.wait(timeout: .now() + .milliseconds(200))
             guard alive.value else { break }
             guard let lease = ring.takeNewest() else { continue }
+            if codec != chain.codec {
+                log.write(LogLine(.info, "encoder_codec", [("from", chain.codec.rawValue), ("to", codec.rawValue)]))
+                guard let next = makeChain(codec) else { ring.finishRead(lease); return }
+                chain = next   // its first picture is a keyframe (EncoderChain.start)
+                // The new chain starts at the caps: a fresh ladder applies the current target to it.
+                ladder = RateLadder(size: target, maxFrameRate: config.frameRate, maxBitrate: config.bitrate)
+            }
             adapt(&ladder, chain: chain)
             // Drop, never queue (DESIGN): while the pacer still holds more than a frame interval
             // of earlier media, a new frame would only wait behind it; the next one is fresher.
@@ -404,7 +423,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 }
                 let au = try chain.encode(pixels: pixels, frame: frame)
                 if scaler == nil { ring.finishRead(lease) }
-                guard let au else { continue }
+                // A picture of the codec the peer no longer expects (setCodec came meanwhile) is dropped.
+                guard let au, chain.codec == codec else { continue }
                 let age = clock.now() - au.pts
                 let sink = lock.withLock { () -> (@Sendable ([UInt8], Instant) -> Void)? in
                     stats.convert.record(chain.lastConvertTime)

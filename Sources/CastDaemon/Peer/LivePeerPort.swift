@@ -18,17 +18,20 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     private let onKeyframeRequest: @Sendable () -> Void
     private let onTargetBitrate: @Sendable (Int) -> Void
     private var refusedLogged = 0   // guarded by `lock`
+    private let onVideoCodec: @Sendable (VideoCodec) -> Void
     private var mdnsProblemLogged = false   // guarded by `lock`
 
     public init(options: PeerRunner.Options, certificate: Certificate, clock: MonotonicClock, log: LogSink,
                 onKeyframeRequest: @escaping @Sendable () -> Void,
-                onTargetBitrate: @escaping @Sendable (Int) -> Void = { _ in }) {
+                onTargetBitrate: @escaping @Sendable (Int) -> Void = { _ in },
+                onVideoCodec: @escaping @Sendable (VideoCodec) -> Void = { _ in }) {
         self.options = options
         self.certificate = certificate
         self.clock = clock
         self.log = log
         self.onKeyframeRequest = onKeyframeRequest
         self.onTargetBitrate = onTargetBitrate
+        self.onVideoCodec = onVideoCodec
     }
 
     private func runner(for nid: String) -> PeerRunner? {
@@ -88,7 +91,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
             }
         }
         out.yield(.offerReady(negotiationId: nid, sdp: runner.offerSDP))
-        let log = self.log, keyframe = onKeyframeRequest
+        let log = self.log, keyframe = onKeyframeRequest, videoCodec = onVideoCodec
         Task {
             for await e in runner.events {
                 switch e {
@@ -101,6 +104,10 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                     if let p = PeerConnectionState(rawValue: s.rawValue) { out.yield(.peerState(negotiationId: nid, p)) }
                 case .keyframeRequested:
                     keyframe()
+                case .videoCodec(let c):
+                    // spec §7: the answer decides; the pipeline switches its encoder to match.
+                    log.write(LogLine(.info, "video_codec", [("negotiation", nid), ("codec", c.rawValue)]))
+                    videoCodec(c)
                 case .needsResolution(let host):
                     log.write(LogLine(.debug, "mdns_resolving", [("host", AddressRedaction.redact(host))]))
                 case .mdnsResolved(let host, let addresses, let fromCache):
@@ -134,6 +141,8 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
         do {
             try await r.applyAnswer(sdp)
             return nil
+        } catch let e as CastError where e.code == .noCommonCodec {
+            return .noCommonCodec(negotiationId: nid, message: e.message)
         } catch let e as CastError {
             return .answerFailed(negotiationId: nid, message: e.message)
         } catch {

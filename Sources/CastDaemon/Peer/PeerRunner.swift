@@ -20,6 +20,8 @@ public final class PeerRunner: @unchecked Sendable {
         /// TURN servers from ice-config: relay candidates from each (UDP to the server).
         public var turnServers: [TURNServer] = []
         public var encoderCanDoMain = false
+        /// The video codecs to offer, in order (spec §7).
+        public var videoCodecs: [VideoCodec] = VideoCodec.allCases
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
         /// Tests only: see `PeerSession.Configuration.dropMediaFraction`.
         public var dropMediaFraction: Double = 0
@@ -59,6 +61,7 @@ public final class PeerRunner: @unchecked Sendable {
         config.stunServers = options.stunServers
         config.turnServers = options.turnServers
         config.encoderCanDoMain = options.encoderCanDoMain
+        config.videoCodecs = options.videoCodecs
         config.iceOverrides = options.iceOverrides
         config.dropMediaFraction = options.dropMediaFraction
         var rng = SystemRandomNumberGenerator()

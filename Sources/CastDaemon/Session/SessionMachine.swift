@@ -41,6 +41,9 @@ public struct SessionMachine: Sendable {
         case peerState(negotiationId: String, PeerConnectionState)
         /// The answer could not be applied (bad SDP, rejected video, fingerprint…).
         case answerFailed(negotiationId: String, message: String)
+        /// The answer shares no video codec with the offer (issue 15): a clear end whose
+        /// disconnect row says why.
+        case noCommonCodec(negotiationId: String, message: String)
         case insertFinished(SignalingOutbox<OutgoingSignal>.Outcome)
         case sessionUpdateFinished(SessionUpdateAction, SessionUpdateResult)
         /// SIGTERM / SIGINT: the user stops the cast.
@@ -127,6 +130,9 @@ public struct SessionMachine: Sendable {
     /// The disconnect reason when capture needs a person and none is there (not one of the
     /// addendum's four: the receiver shows it raw, which says what to do).
     public static let captureNeedsUserReason = DisconnectReason.other("capture_needs_user")
+    /// The disconnect reason when the receiver can decode none of the offered video codecs.
+    public static let noCommonCodecReason = DisconnectReason.other("no_common_codec")
+
     /// The disconnect reason when the screen could not be captured or encoded even after the
     /// restarts (shown raw by the receiver, like the one above).
     public static let mediaFailedReason = DisconnectReason.other("media_failed")
@@ -254,6 +260,11 @@ public struct SessionMachine: Sendable {
             guard nid == negotiationId else { return }
             // Not a network fault: a new offer would fail the same way.
             endAsSender(reason: .failed, exitCode: 1, message: "The receiver's answer cannot be used: \(message)")
+
+        case .noCommonCodec(let nid, let message):
+            guard nid == negotiationId else { return }
+            // A new offer would carry the same codecs: end, and tell the receiver why.
+            endAsSender(reason: Self.noCommonCodecReason, exitCode: 1, message: "The receiver cannot show this cast: \(message)")
 
         case .insertFinished(let outcome):
             outbox.completed(outcome, now: now)

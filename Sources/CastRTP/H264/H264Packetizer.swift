@@ -6,32 +6,8 @@ import CastCore
 /// timestamps from the capture time. Pure: randomness arrives at init, time as
 /// a parameter.
 public struct H264Packetizer: Sendable {
-    public struct Configuration: Sendable, Equatable {
-        public var payloadType: UInt8
-        /// Path MTU the whole datagram must fit in (issue 4: 1200).
-        public var mtu: Int
-        /// Bytes the RTP header extensions add to every packet (preamble and padding included).
-        public var headerExtensionLength: Int
-        /// Bytes SRTP appends (auth tag, and for AES-GCM the tag is 16).
-        public var srtpOverhead: Int
-        /// Bytes the RTX wrapper adds on a retransmission (the 2-byte OSN,
-        /// RFC 4588 §4); reserved so that every packet can be resent as RTX.
-        public var rtxOverhead: Int
-
-        public init(payloadType: UInt8, mtu: Int = RTPConstants.defaultMTU, headerExtensionLength: Int = 12,
-                    srtpOverhead: Int = 16, rtxOverhead: Int = 2) {
-            self.payloadType = payloadType
-            self.mtu = mtu
-            self.headerExtensionLength = headerExtensionLength
-            self.srtpOverhead = srtpOverhead
-            self.rtxOverhead = rtxOverhead
-        }
-
-        /// The largest RTP payload a packet may carry.
-        public var payloadBudget: Int {
-            mtu - RTPHeader.fixedLength - headerExtensionLength - srtpOverhead - rtxOverhead
-        }
-    }
+    /// MTU and overheads: shared with the VP8 packetizer.
+    public typealias Configuration = PacketizerConfiguration
 
     /// What one access unit became.
     public struct Output: Equatable, Sendable {
@@ -82,7 +58,7 @@ public struct H264Packetizer: Sendable {
 
     /// The timestamp without remembering an origin (for SR timestamps).
     public static func timestamp(for t: Instant, origin: Instant, initial: UInt32) -> UInt32 {
-        initial &+ RTPClock.ticks(nanoseconds: t.nanoseconds &- origin.nanoseconds, rate: RTPConstants.videoClockRate)
+        RTPClock.videoTimestamp(for: t, origin: origin, initial: initial)
     }
 
     /// Packetizes one Annex-B access unit. Empty input gives no packets.

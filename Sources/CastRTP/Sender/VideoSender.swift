@@ -29,6 +29,8 @@ public struct VideoSender: Sendable {
     }
 
     public struct Configuration: Sendable {
+        /// The negotiated codec (the answer's choice, spec §7) and its payload type.
+        public var codec: VideoCodec
         public var payloadType: UInt8
         /// RFC 4588 RTX payload type when negotiated; plain retransmission otherwise.
         public var rtxPayloadType: UInt8?
@@ -65,7 +67,7 @@ public struct VideoSender: Sendable {
         public var retransmissionShare: Double
         public var overheadWindow: Duration
 
-        public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, cname: String,
+        public init(codec: VideoCodec = .h264, payloadType: UInt8, rtxPayloadType: UInt8? = nil, cname: String,
                     mtu: Int = RTPConstants.defaultMTU, srtpOverhead: Int = 16,
                     extensionIDs: ExtensionIDs = ExtensionIDs(),
                     playoutDelay: (minimum: Duration, maximum: Duration) = (.zero, .zero),
@@ -76,6 +78,7 @@ public struct VideoSender: Sendable {
                     congestion: SendSideBandwidthEstimator.Configuration = .init(),
                     maxQueueDelay: Duration = .milliseconds(500), maxQueueBytes: Int = 1_000_000,
                     retransmissionShare: Double = 0.5, overheadWindow: Duration = .seconds(1)) {
+            self.codec = codec
             self.payloadType = payloadType
             self.rtxPayloadType = rtxPayloadType
             self.cname = cname
@@ -175,7 +178,7 @@ public struct VideoSender: Sendable {
     }
 
     public let configuration: Configuration
-    public private(set) var packetizer: H264Packetizer
+    public private(set) var packetizer: VideoPacketizer
     public private(set) var statistics = Statistics()
     private var rtx: RTXEncoder?
     private var history: PacketHistory
@@ -229,14 +232,12 @@ public struct VideoSender: Sendable {
         if let id = ids.transportCC { probe.append(RTPHeaderExtension(id: id, data: [0, 0])) }
         if let id = ids.playoutDelay { probe.append(RTPHeaderExtension(id: id, data: [0, 0, 0])) }
         let extLength = probe.isEmpty ? 0 : RTPExtensionBlock.best(for: probe).encodedLength
-        let pc = H264Packetizer.Configuration(payloadType: configuration.payloadType, mtu: configuration.mtu,
+        let pc = PacketizerConfiguration(payloadType: configuration.payloadType, mtu: configuration.mtu,
                                               headerExtensionLength: extLength,
                                               srtpOverhead: configuration.srtpOverhead,
                                               rtxOverhead: configuration.rtxPayloadType == nil ? 0 : 2)
         extensionLength = extLength
-        packetizer = try H264Packetizer(configuration: pc, ssrc: ssrc,
-                                        initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random),
-                                        initialTimestamp: UInt32.random(in: 0...UInt32.max, using: &random))
+        packetizer = try VideoPacketizer(codec: configuration.codec, configuration: pc, ssrc: ssrc, random: &random)
         if let pt = configuration.rtxPayloadType {
             rtx = RTXEncoder(ssrc: rtxSSRC, payloadType: pt,
                              initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random))
@@ -265,11 +266,12 @@ public struct VideoSender: Sendable {
 
     // MARK: Media in
 
-    /// Packetizes an access unit and queues it in the pacer; call `poll(now:)` next.
+    /// Packetizes an encoded picture of the configured codec (an H.264 access
+    /// unit, or a VP8 frame) and queues it in the pacer; call `poll(now:)` next.
     /// After the pacer dropped media, frames other than keyframes are dropped here
     /// (counted) until a keyframe comes; so is a frame that would pass `maxQueueBytes`.
     public mutating func send(accessUnit: [UInt8], captureTime: Instant, now: Instant) throws {
-        let isKeyframe = (try? H264NALUnit.splitAnnexB(accessUnit))?.contains { $0.type == H264NALUnit.idrSlice } ?? false
+        let isKeyframe = packetizer.isKeyframe(accessUnit)
         if awaitingKeyframe, !isKeyframe {
             statistics.framesDroppedByPacer += 1
             startAwaitingKeyframe(now: now)   // repeats the request if it is a second old
@@ -280,7 +282,7 @@ public struct VideoSender: Sendable {
             startAwaitingKeyframe(now: now)
             return
         }
-        let out = try packetizer.packetize(accessUnit: accessUnit, captureTime: captureTime)
+        let out = try packetizer.packetize(accessUnit, captureTime: captureTime)
         guard !out.packets.isEmpty else { return }
         statistics.framesSent += 1
         if out.isKeyframe {

@@ -18,6 +18,8 @@ public final class PeerSession {
         /// TURN servers from ice-config (spec §8), resolved by the shell; UDP ones are allocated on.
         public var turnServers: [TURNServer] = []
         public var encoderCanDoMain = false
+        /// The video codecs offered, in order (spec §7: H.264, then VP8); the answer picks one.
+        public var videoCodecs: [VideoCodec] = VideoCodec.allCases
         public var mtu = RTPConstants.defaultMTU
         /// Unix time at monotonic zero (for RTCP sender reports).
         public var wallclockOffset: Duration
@@ -62,6 +64,8 @@ public final class PeerSession {
         /// A TURN allocation failed or was lost: a sentence naming the server (never its credentials).
         case relayFailed(server: String, message: String)
         case bandwidthEstimate(bitsPerSecond: UInt64)
+        /// The answer chose the video codec (spec §7): the encoder must produce it from now on.
+        case videoCodec(VideoCodec)
         /// Why the connection failed, in words (DTLS fingerprint mismatch, …).
         case failure(String)
         /// The receiver ended DTLS (close_notify) after the connection was up.
@@ -69,6 +73,8 @@ public final class PeerSession {
     }
 
     public struct Statistics: Sendable, Equatable {
+        /// The negotiated video codec (nil before the answer).
+        public var codec: VideoCodec? = nil
         public var video: VideoSender.Statistics? = nil
         public var datagramsIn = 0
         public var datagramsOut = 0
@@ -132,7 +138,7 @@ public final class PeerSession {
         senderSeed = UInt64.random(in: 0...UInt64.max, using: &random)
         // RFC 7022: a random CNAME per session; the SDP's a=ssrc cname and the SDES item agree.
         cname = Self.iceString(length: 16, &random)
-        video = try Self.makeSender(payloadType: OfferBuilder.h264Baseline.payloadType,
+        video = try Self.makeSender(codec: .h264, payloadType: OfferBuilder.h264Baseline.payloadType,
                                     rtxPayloadType: OfferBuilder.h264Baseline.rtxPayloadType,
                                     extensions: [:], cname: cname, configuration: configuration, seed: senderSeed)
         var o = OfferOptions(iceUfrag: ufrag, icePwd: pwd,
@@ -143,17 +149,18 @@ public final class PeerSession {
                              videoSSRC: video.ssrc, rtxSSRC: video.rtxSSRC ?? 0,
                              sessionID: UInt64.random(in: 1...(UInt64(1) << 62), using: &random))
         o.encoderCanDoMain = configuration.encoderCanDoMain
+        o.videoCodecs = configuration.videoCodecs
         offer = OfferBuilder.build(o)
     }
 
-    static func makeSender(payloadType: UInt8, rtxPayloadType: UInt8?, extensions: [String: Int], cname: String,
+    static func makeSender(codec: VideoCodec, payloadType: UInt8, rtxPayloadType: UInt8?, extensions: [String: Int], cname: String,
                            configuration: Configuration, seed: UInt64) throws -> VideoSender {
         var rng = SeededRandom(seed: seed)
         let ids = VideoSender.ExtensionIDs(
             absSendTime: extensions[HeaderExtensionURI.absSendTime].map(UInt8.init),
             transportCC: extensions[HeaderExtensionURI.transportWideCC].map(UInt8.init),
             playoutDelay: extensions[HeaderExtensionURI.playoutDelay].map(UInt8.init))
-        return try VideoSender(configuration: .init(payloadType: payloadType, rtxPayloadType: rtxPayloadType,
+        return try VideoSender(configuration: .init(codec: codec, payloadType: payloadType, rtxPayloadType: rtxPayloadType,
                                                     cname: cname, mtu: configuration.mtu, extensionIDs: ids,
                                                     wallclockOffset: configuration.wallclockOffset),
                                random: &rng)
@@ -193,12 +200,14 @@ public final class PeerSession {
     public func applyAnswer(_ sdp: String, now: Instant) throws {
         guard answer == nil else { throw CastError(.negotiationFailed, "an answer was already applied") }
         let a = try AnswerParser.parse(sdp, offer: offer)
-        video = try Self.makeSender(payloadType: a.video.payloadType, rtxPayloadType: a.video.rtxPayloadType,
+        video = try Self.makeSender(codec: a.video.codec, payloadType: a.video.payloadType, rtxPayloadType: a.video.rtxPayloadType,
                                     extensions: a.video.headerExtensions, cname: cname,
                                     configuration: configuration, seed: senderSeed)
         dtls = try DTLSTransport(role: a.dtlsRole == .server ? .server : .client, certificate: certificate,
                                  remoteFingerprint: a.remoteFingerprint, mtu: configuration.mtu)
         answer = a
+        statistics.codec = a.video.codec
+        events.append(.videoCodec(a.video.codec))
         ice.setRemoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd, now: now)
         for c in a.candidates {
             ice.addRemoteCandidate(c, now: now)
@@ -237,8 +246,9 @@ public final class PeerSession {
 
     // MARK: - Media
 
-    /// Sends one H.264 access unit (Annex B) if the connection is up; otherwise
-    /// it is dropped and counted (a frame is sent now or never).
+    /// Sends one encoded picture of the negotiated codec (an H.264 access unit in
+    /// Annex B, or a VP8 frame) if the connection is up; otherwise it is dropped
+    /// and counted (a frame is sent now or never).
     public func sendAccessUnit(_ au: [UInt8], captureTime: Instant, now: Instant) {
         guard mediaFlows else { statistics.accessUnitsDropped += 1; return }
         do { try video.send(accessUnit: au, captureTime: captureTime, now: now) }

@@ -5,6 +5,9 @@ extension CastError.Code {
     /// The answer is valid SDP but negotiates nothing castd can send (rejected m-line,
     /// unknown codec, missing fingerprint …).
     public static let negotiationFailed = Self("negotiation-failed")
+    /// The receiver can decode none of the video codecs castd offered (it rejected the
+    /// video m-line or answered only payload types castd did not offer).
+    public static let noCommonCodec = Self("no-common-codec")
 }
 
 /// castd's DTLS role, from the answer's `a=setup` (RFC 8842 §5.3, RFC 4145 §4).
@@ -19,6 +22,8 @@ public enum DTLSRole: Equatable, Sendable {
 public struct NegotiatedAnswer: Equatable, Sendable {
     public struct Video: Equatable, Sendable {
         public var mid: String
+        /// The codec the answer chose (its first format castd offered, RFC 3264 §6.1).
+        public var codec: VideoCodec
         public var payloadType: UInt8
         public var rtxPayloadType: UInt8?
         public var profileLevelID: String?
@@ -67,7 +72,7 @@ public enum AnswerParser {
 
         let vm = d.media[0]
         if vm.isRejected {
-            throw CastError(.negotiationFailed, "the receiver cannot decode H.264 (it rejected the video m-line)")
+            throw CastError(.noCommonCodec, "the receiver can decode none of castd's video codecs (\(offeredNames(offer))): it rejected the video m-line")
         }
         let video = try negotiateVideo(vm, offer: offer)
 
@@ -114,6 +119,13 @@ public enum AnswerParser {
             endOfCandidates: vm.has("end-of-candidates") || d.has("end-of-candidates"), mids: mids)
     }
 
+    /// "H.264, VP8": what was offered, for the sentence.
+    static func offeredNames(_ offer: Offer) -> String {
+        var names: [String] = []
+        for c in offer.videoCodecs.compactMap(\.videoCodec) where !names.contains(c.displayName) { names.append(c.displayName) }
+        return names.joined(separator: ", ")
+    }
+
     static func negotiateVideo(_ m: MediaDescription, offer: Offer) throws -> NegotiatedAnswer.Video {
         if m.direction == "sendonly" {
             throw CastError(.negotiationFailed, "the receiver answered the video m-line sendonly; it must receive")
@@ -121,10 +133,11 @@ public enum AnswerParser {
         if m.direction == "inactive" {
             throw CastError(.negotiationFailed, "the receiver answered the video m-line inactive")
         }
-        // The first answered format that castd offered as H.264 is the one to send (RFC 3264 §6.1).
+        // The first answered format that castd offered as a video codec is the one to send (RFC 3264 §6.1).
         let answered = m.formats.compactMap { UInt8($0) }
-        guard let codec = answered.lazy.compactMap({ pt in offer.videoCodecs.first { $0.payloadType == pt } }).first else {
-            throw CastError(.negotiationFailed, "the receiver cannot decode H.264 (no offered H.264 payload type in its answer)")
+        guard let codec = answered.lazy.compactMap({ pt in offer.videoCodecs.first { $0.payloadType == pt && $0.videoCodec != nil } }).first,
+              let videoCodec = codec.videoCodec else {
+            throw CastError(.noCommonCodec, "the receiver can decode none of castd's video codecs (\(offeredNames(offer))): no offered payload type in its answer")
         }
         var rtx: UInt8?
         if let r = codec.rtxPayloadType, answered.contains(r) {
@@ -153,7 +166,7 @@ public enum AnswerParser {
             // Only extensions castd offered may be used, with the id the answer gives (RFC 8285 §6).
             if offer.headerExtensions.contains(where: { $0.uri == uri }) { ext[uri] = id }
         }
-        return .init(mid: m.mid ?? "0", payloadType: codec.payloadType, rtxPayloadType: rtx,
+        return .init(mid: m.mid ?? "0", codec: videoCodec, payloadType: codec.payloadType, rtxPayloadType: rtx,
                      profileLevelID: profile, feedback: fb, headerExtensions: ext)
     }
 }

@@ -15,6 +15,8 @@ public struct OfferOptions: Sendable {
     public var rtxSSRC: UInt32
     /// Offer H.264 Main (4d001f) as well; only when the encoder can produce it.
     public var encoderCanDoMain: Bool = false
+    /// The video codecs to offer, in castd's order of preference (spec §7: H.264, then VP8).
+    public var videoCodecs: [VideoCodec] = VideoCodec.allCases
     /// Optional send-only audio m-line (off by default, spec §7).
     public var audio: AudioOffer?
     public var sessionID: UInt64
@@ -49,6 +51,15 @@ public struct OfferedCodec: Equatable, Sendable {
     public var channels: Int?
     public var fmtp: String?
     public var feedback: [String]
+
+    /// The video codec this entry stands for (nil for audio).
+    public var videoCodec: VideoCodec? {
+        switch name.uppercased() {
+        case "H264": .h264
+        case "VP8": .vp8
+        default: nil
+        }
+    }
 }
 
 /// RTP header extensions castd offers (RFC 8285 one-byte ids).
@@ -68,8 +79,10 @@ public struct Offer: Sendable {
 }
 
 /// Builds castd's offer (spec §7, RFC 8829 §5.2.1): BUNDLE with one send-only
-/// video m-line, H.264 Constrained Baseline first, RTX, rtcp-mux/rsize, trickle.
-/// Only codecs castd can send are listed: no VP8, no High profile.
+/// video m-line, H.264 Constrained Baseline first, then VP8 as the fallback
+/// (receivers without H.264: Firefox ESR, open-source Chromium), each with its
+/// RTX; rtcp-mux/rsize, trickle. Only codecs castd can send are listed: no High
+/// profile, no VP9.
 public enum OfferBuilder {
     public static let h264Baseline = OfferedCodec(
         payloadType: 102, rtxPayloadType: 103, name: "H264", clockRate: 90000, channels: nil,
@@ -79,6 +92,10 @@ public enum OfferBuilder {
         payloadType: 104, rtxPayloadType: 105, name: "H264", clockRate: 90000, channels: nil,
         fmtp: "profile-level-id=4d001f;level-asymmetry-allowed=1;packetization-mode=1",
         feedback: ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"])
+    /// RFC 7741 §6.1: VP8/90000; max-fs/max-fr are the receiver's to state, not ours.
+    public static let vp8 = OfferedCodec(
+        payloadType: 96, rtxPayloadType: 97, name: "VP8", clockRate: 90000, channels: nil,
+        fmtp: nil, feedback: ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"])
     public static let opus = OfferedCodec(
         payloadType: 111, rtxPayloadType: nil, name: "opus", clockRate: 48000, channels: 2,
         fmtp: "minptime=10;useinbandfec=1", feedback: ["transport-cc"])
@@ -89,7 +106,13 @@ public enum OfferBuilder {
     ]
 
     public static func build(_ o: OfferOptions) -> Offer {
-        let video = o.encoderCanDoMain ? [h264Baseline, h264Main] : [h264Baseline]
+        var video: [OfferedCodec] = []
+        for codec in o.videoCodecs {
+            switch codec {
+            case .h264: video += o.encoderCanDoMain ? [h264Baseline, h264Main] : [h264Baseline]
+            case .vp8: video.append(vp8)
+            }
+        }
         let audio = o.audio == nil ? [] : [opus]
         var mids = ["0"]
         if o.audio != nil { mids.append("1") }
