@@ -160,7 +160,7 @@ class Castd:
             raise RuntimeError(f"castd pair exited {p.returncode}: {self.pair_out[-600:]}")
 
     async def start(self, session_id: str) -> None:
-        self.proc = await asyncio.create_subprocess_exec(self.binary, "--session", session_id, "--log-level", "info",
+        self.proc = await asyncio.create_subprocess_exec(self.binary, "--session", session_id, "--log-level", os.environ.get("CASTD_LOG_LEVEL", "info"),
                                                          env=self.env, stdout=asyncio.subprocess.DEVNULL,
                                                          stderr=asyncio.subprocess.PIPE)
         self.reader = asyncio.create_task(self._read())

@@ -1,5 +1,6 @@
 import CastCore
 import CastOpenSSL
+import CastRTP
 import CastWebRTC
 import Foundation
 import Synchronization
@@ -54,9 +55,10 @@ public final class PeerRunner: @unchecked Sendable {
     }
 
     /// `onTargetBitrate` is called on the peer's thread whenever the congestion controller's
-    /// target changes (issue 14); it must only hand the value on.
+    /// target changes (issue 14), with the estimator's view at that moment; it must only hand
+    /// the value on.
     public init(options: Options, certificate: Certificate, clock: MonotonicClock,
-                onTargetBitrate: @escaping @Sendable (Int) -> Void = { _ in }) throws {
+                onTargetBitrate: @escaping @Sendable (Int, SendSideBandwidthEstimator.RateTarget?) -> Void = { _, _ in }) throws {
         var config = PeerSession.Configuration(wallclockOffset: Self.wallclockOffset(clock: clock))
         config.stunServers = options.stunServers
         config.turnServers = options.turnServers
@@ -105,7 +107,7 @@ public final class PeerRunner: @unchecked Sendable {
             shared.backlogNanoseconds.store(core.mediaBacklog.totalNanoseconds, ordering: .relaxed)
             if let t = core.targetBitrate, t != lastTarget {
                 lastTarget = t
-                onTargetBitrate(t)
+                onTargetBitrate(t, core.statistics.video?.estimate)
             }
         }
         driver.start()

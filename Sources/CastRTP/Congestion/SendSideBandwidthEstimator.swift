@@ -92,11 +92,18 @@ public struct SendSideBandwidthEstimator: Sendable {
     static let periodicProbeInterval = Duration.seconds(5)
     /// A drop below 66 % of the rate before it is "large" (libwebrtc kBitrateDropThreshold).
     static let largeDropRatio = 0.66
-    /// Recovery probes after a large drop: only after 3 s free of over-use and
+    /// Recovery probes after a large drop: only after 1 s free of over-use and
     /// loss, for 60 s at most. (Our choice: libwebrtc probes once on ALR end; a
     /// screen cast is rarely application-limited while busy, and without a probe
     /// AIMD alone needs ~12 s to climb 1.5 → 4 Mbit/s.)
     static let recoveryQuietTime = Duration.seconds(1)
+    /// How far one probe after the start-up ones may raise the estimate: a token-bucket
+    /// shaper (tc tbf, many access links) passes a short cluster at line rate after a
+    /// quiet spell, so its measured rate can be several times the path's; on the real
+    /// bottleneck (Scripts/bench --bottleneck, a 5 KB bucket) unbounded results made the
+    /// estimate saw-tooth between 4 Mbit/s and 0.85 × a low acknowledged rate on a
+    /// 1.5 Mbit/s link. 1.5× per probe still climbs 1.5 → 4 Mbit/s in three probes.
+    static let laterProbeRaiseLimit = 1.5
     static let recoveryWindow = Duration.seconds(60)
     /// Recovery probes are 15 ms bursts: every 2 s costs little queueing while the link stays low.
     static let recoveryProbeInterval = Duration.seconds(2)
@@ -125,6 +132,8 @@ public struct SendSideBandwidthEstimator: Sendable {
     private var lastProcess: Instant?
     private var nextProbeID = 1
     private var startProbesSent = false
+    /// The clusters of the start-up (and chained start-up) probes: their results are not capped.
+    private var startProbeIDs: Set<Int> = []
     private var lastProbeAt: Instant?
     private var lastProbeRate = 0.0
     private var lastOveruseAt: Instant?
@@ -211,13 +220,17 @@ public struct SendSideBandwidthEstimator: Sendable {
         lossesConfirmed += lost
         lateReports += late
         var probeRate: Double?
+        var probeIsStartup = false
         for m in received {
             let sendMs = Double(m.sentAt.nanoseconds) / 1e6
             _ = detector.packet(sendMs: sendMs, arrivalMs: m.arrivalMs, size: m.size)
             acked.acknowledged(bytes: m.size, arrivalMs: m.arrivalMs, applicationLimited: alr.isLimited)
             if let id = m.probeCluster,
                let r = probes.acknowledged(cluster: id, sentAt: m.sentAt, size: m.size, arrivalMs: m.arrivalMs) {
-                probeRate = max(probeRate ?? 0, r)
+                if r > probeRate ?? 0 {
+                    probeRate = r
+                    probeIsStartup = startProbeIDs.contains(id)
+                }
             }
         }
         if detector.state == .overusing { lastOveruseAt = now }
@@ -226,16 +239,18 @@ public struct SendSideBandwidthEstimator: Sendable {
            loss.lastLossFraction > LossBasedControl.highLoss {
             lastHighLossAt = now
         }
-        if let p = probeRate, detector.state != .overusing {
+        if let p0 = probeRate, detector.state != .overusing {
+            let p = probeIsStartup ? p0 : min(p0, Self.laterProbeRaiseLimit * currentRate)
             let rate = min(p, bounds.upperBound)
             let raised = rate > 1.1 * aimd.bitrate
             if rate > aimd.bitrate { aimd.set(rate, now: now) }
             loss.raise(to: rate)
-            // A probe that got through and raised the estimate asks for the next, twice as fast.
-            if raised, p >= Self.furtherProbeShare * lastProbeRate, lastProbeRate > 0, rate < bounds.upperBound,
+            // A start-up probe that got through and raised the estimate asks for the next, twice
+            // as fast (libwebrtc's exponential start); later probes do not chain.
+            if raised, probeIsStartup, p >= Self.furtherProbeShare * lastProbeRate, lastProbeRate > 0, rate < bounds.upperBound,
                let last = lastProbeAt, now - last < .seconds(2) {
                 lastProbeRate = 0   // once per probe
-                requestProbe(at: Self.probeScale * p, now: now)
+                if let id = requestProbe(at: Self.probeScale * p, now: now) { startProbeIDs.insert(id) }
             }
         }
         let reduceAllowed = aimd.lastDecrease.map { now - $0 >= min(max(rtt ?? .milliseconds(100), .milliseconds(10)), .milliseconds(200)) } ?? true
@@ -294,12 +309,15 @@ public struct SendSideBandwidthEstimator: Sendable {
     private mutating func startProbes(now: Instant) {
         startProbesSent = true
         guard configuration.probing else { return }
-        for s in Self.startProbeScales { requestProbe(at: s * Double(configuration.startBitrate), now: now) }
+        for s in Self.startProbeScales {
+            if let id = requestProbe(at: s * Double(configuration.startBitrate), now: now) { startProbeIDs.insert(id) }
+        }
     }
 
-    private mutating func requestProbe(at bps: Double, now: Instant) {
+    @discardableResult
+    private mutating func requestProbe(at bps: Double, now: Instant) -> Int? {
         let rate = min(bps, bounds.upperBound)
-        guard rate > currentRate else { return }
+        guard rate > currentRate else { return nil }
         let c = ProbeCluster(id: nextProbeID, bitsPerSecond: Int64(rate), minPackets: Self.probeMinPackets,
                              minBytes: Int(rate * Self.probeDuration / 8))
         nextProbeID += 1
@@ -308,5 +326,6 @@ public struct SendSideBandwidthEstimator: Sendable {
         lastProbeRate = rate
         probes.started(c)
         outputs.append(.probe(c))
+        return c.id
     }
 }

@@ -44,6 +44,14 @@ public enum VideoPacketizer: Sendable {
         }
     }
 
+    /// The sequence number the next packet will carry.
+    public var nextSequenceNumber: UInt16 {
+        switch self {
+        case .h264(let p): p.nextSequenceNumber
+        case .vp8(let p): p.nextSequenceNumber
+        }
+    }
+
     /// Whether an encoded picture of this codec is a keyframe, read from its bytes
     /// (H.264: an IDR slice NAL unit; VP8: the P bit of the frame tag, RFC 6386 §9.1).
     public func isKeyframe(_ picture: [UInt8]) -> Bool {
