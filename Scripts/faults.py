@@ -1141,6 +1141,10 @@ SCENARIOS = [
     ("soak", False, soak, (), {}),
 ]
 
+# TURN through coturn across two NATs (issue 16), full set only: Scripts/faults_turn.py.
+import faults_turn  # noqa: E402
+SCENARIOS += faults_turn.rows(sys.modules[__name__])
+
 
 async def inner(a: argparse.Namespace) -> int:
     w = World(a)

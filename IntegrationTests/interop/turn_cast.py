@@ -187,12 +187,3 @@ class TurnCast:
             await self.rx.close()
         return rc
 
-
-def fps_between(frames: list[float], t0: float, t1: float) -> float:
-    n = [t for t in frames if t0 <= t <= t1]
-    return round((len(n) - 1) / (n[-1] - n[0]), 1) if len(n) >= 2 and n[-1] > n[0] else 0.0
-
-
-def longest_gap(frames: list[float], t0: float, t1: float) -> float:
-    n = sorted(t for t in frames if t0 <= t <= t1)
-    return round(max((b - a for a, b in zip(n, n[1:])), default=0.0), 3)
