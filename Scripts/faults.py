@@ -1142,6 +1142,7 @@ SCENARIOS = [
 ]
 
 # TURN through coturn across two NATs (issue 16), full set only: Scripts/faults_turn.py.
+sys.path.insert(0, str(REPO / "Scripts"))
 import faults_turn  # noqa: E402
 SCENARIOS += faults_turn.rows(sys.modules[__name__])
 
