@@ -1385,6 +1385,11 @@ SCENARIOS = [
     *BOTTLENECK_ROWS,
 ]
 
+# TURN through coturn across two NATs (issue 16), full set only: Scripts/faults_turn.py.
+sys.path.insert(0, str(REPO / "Scripts"))
+import faults_turn  # noqa: E402
+SCENARIOS += faults_turn.rows(sys.modules[__name__])
+
 
 async def inner(a: argparse.Namespace) -> int:
     w = World(a)

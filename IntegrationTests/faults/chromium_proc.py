@@ -7,13 +7,16 @@ receiver_proc.py (a subset), so Scripts/faults drives either the same way:
                                      → {"sessionId", "pin"}
   {"cmd":"approve", "prefs":{…}}     waits for the join request, sets the preferences,
                                      approves, then opens /viewer/<id> (no ICE servers: host
-                                     candidates only, like the aiortc receiver) → {"ok"}
+                                     candidates only, like the aiortc receiver; with
+                                     "stack_ice" in the config, the stack's ice-config, and
+                                     with "relay_only" iceTransportPolicy "relay") → {"ok"}
   {"cmd":"report"}                   → "frames": when the <video> presented a new frame
                                      (requestVideoFrameCallback), in time.monotonic seconds;
                                      "presented": the element's presentedFrames count;
                                      "stats": the viewer page's getStats summary
                                      (window.castdViewer.stats); "state"; "rows": the offers
                                      the page answered
+  {"cmd":"bars"}                     → {"bars": mean RGB of the 7 bars of the current frame, "size"}
   {"cmd":"quit"}
 
 The pages load config.js from the stack, which names it 127.0.0.1:<port> / localhost:<port>;
@@ -144,7 +147,9 @@ async def main() -> None:
                     p = msg.get("prefs") or {}
                     await dash.approve(resolution=p.get("resolution"), frame_rate=p.get("frameRate"),
                                        auto_quality=p.get("autoQuality"), timeout=30)
-                    viewer = await Viewer.open(browser, cfg["api_url"], dash.session_id, no_ice_servers=True)
+                    viewer = await Viewer.open(browser, cfg["api_url"], dash.session_id,
+                                               no_ice_servers=not cfg.get("stack_ice"),
+                                               relay_only=bool(cfg.get("relay_only")))
                     await viewer.page.evaluate(FRAME_HOOK)
                     await clock.sync(viewer.page)
                     out({"ok": True})
@@ -156,6 +161,16 @@ async def main() -> None:
                     out({"frames": frames, "presented": got.get("presented", 0), "state": got.get("state"),
                          "stats": got.get("stats"), "clock_rtt_ms": round(clock.rtt * 1000, 1),
                          "rows": [{"type": "offer", "negotiationId": n} for n in got.get("offers", [])]})
+                elif cmd == "bars":     # mean RGB of the middle of the seven bars (as xscreen.bar_colours)
+                    size = await viewer.page.evaluate("[document.getElementById('video').videoWidth, "
+                                                      "document.getElementById('video').videoHeight]")
+                    w, h = size
+                    bars = []
+                    for i in range(7):
+                        x0, x1 = int((i + 0.3) * w / 7), int((i + 0.7) * w / 7)
+                        m = await viewer.sample(x0, int(h * 0.15), x1 - x0, int(h * 0.35))
+                        bars.append([round(m["r"]), round(m["g"]), round(m["b"])] if m else None)
+                    out({"bars": bars, "size": size})
                 elif cmd == "quit":
                     break
                 else:

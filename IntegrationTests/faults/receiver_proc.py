@@ -13,6 +13,7 @@ stdin, and answers each with one JSON line on stdout:
   {"cmd":"insert", "rows":[{"message_type", "payload", "session_id"?}]}
                                             inserts rows as the receiver, as they are
                                             (hostile rows); → {"inserted", "errors"}
+  {"cmd":"bars"}                            → {"bars": mean RGB of the 7 bars of the last frame, "size"}
   {"cmd":"tamper", "fingerprint": true}     later answers carry a wrong DTLS fingerprint
   {"cmd":"api", "name", "body"}             an /api/public call (e.g. session-end)
   {"cmd":"status"}                          → {"status"} of the session row, read through REST
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
 from tools.signaling import ApiError, StackClient, StackConfig  # noqa: E402
 
@@ -86,7 +88,8 @@ async def main() -> None:
         try:
             if cmd == "create":
                 session = await client.api("session-create", {})
-                answerer = TamperingAnswerer(client, session["sessionId"], keep_frames=1)
+                answerer = TamperingAnswerer(client, session["sessionId"], keep_frames=1,
+                                             ice_servers=cfg.get("ice_servers"))
                 await answerer.start()
                 out({"sessionId": session["sessionId"], "pin": session["pin"]})
             elif cmd == "approve":
@@ -127,6 +130,11 @@ async def main() -> None:
                                            "&select=status", headers=client._headers(await client.token())) as r:
                     rows = await r.json(content_type=None)
                 out({"status": rows[0]["status"] if rows else None})
+            elif cmd == "bars":         # mean RGB of the seven bars of the last decoded frame
+                from xscreen import bar_colours
+                f = answerer.last_frame if answerer else None
+                out({"bars": bar_colours(f) if f is not None else None,
+                     "size": [int(f.shape[1]), int(f.shape[0])] if f is not None else None})
             elif cmd == "tamper":
                 answerer.tamper_fingerprint = bool(msg.get("fingerprint"))
                 out({"ok": True})

@@ -11,6 +11,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 @functools.cache
 def bin_dir() -> pathlib.Path:
+    if os.environ.get("CASTD_BIN_DIR"):       # binaries built elsewhere (e.g. copied from another tree)
+        return pathlib.Path(os.environ["CASTD_BIN_DIR"])
     conf = os.environ.get("CASTD_BUILD", "release")
     out = subprocess.run(["swift", "build", "-c", conf, "--show-bin-path"], cwd=ROOT,
                          capture_output=True, text=True, check=True)

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtp import RTCP_PSFB_FIR, RtcpPsfbPacket
 
@@ -101,8 +101,9 @@ class FrameInfo:
 
 class ReceiverAnswerer:
     def __init__(self, client: StackClient, session_id: str, *, keep_frames: int = 3,
-                 on_frame=None):
+                 on_frame=None, ice_servers: list[dict] | None = None):
         self.client = client
+        self.ice_servers = ice_servers or []      # [{"urls": …}], e.g. a STUN server behind a NAT
         self.session_id = session_id
         self.keep_frames = keep_frames
         self.on_frame = on_frame  # optional fn(rgb ndarray, FrameInfo)
@@ -165,7 +166,7 @@ class ReceiverAnswerer:
         await self._close_pc()
         self.negotiation_id = nid
         self.remote_set = False
-        pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        pc = RTCPeerConnection(RTCConfiguration(iceServers=[RTCIceServer(**x) for x in self.ice_servers]))
         self.pc = pc
 
         @pc.on("track")

@@ -82,13 +82,16 @@ class Viewer:
     @classmethod
     async def open(cls, browser_or_page: Chromium | Page, api_url: str, session_id: str, *,
                    grace: float | None = None, wait: float | None = None, cycles: int | None = None,
-                   no_ice_servers: bool = False, codec: str | None = None) -> "Viewer":
+                   no_ice_servers: bool = False, codec: str | None = None,
+                   relay_only: bool = False) -> "Viewer":
         """Opens /viewer/<id> in a new page (or navigates an existing one)."""
         q = {k: v for k, v in (("grace", grace), ("wait", wait), ("cycles", cycles)) if v is not None}
         if no_ice_servers:
             q["ice"] = "none"
         if codec:
             q["codec"] = codec
+        if relay_only:          # iceTransportPolicy "relay": only TURN candidates
+            q["relay"] = "1"
         url = f"{api_url.rstrip('/')}/viewer/{session_id}" + (f"?{urlencode(q)}" if q else "")
         if isinstance(browser_or_page, Page):
             page = browser_or_page

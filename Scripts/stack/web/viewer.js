@@ -187,7 +187,9 @@ async function acceptOffer(row) {
   for (const k of v.pending.keys()) if (k !== nid) v.pending.delete(k);
   v.negotiationId = nid;
 
-  const pc = new RTCPeerConnection({ iceServers: v.iceServers, bundlePolicy: "max-bundle" });
+  // ?relay=1 (tests): only relayed candidates (RFC 8828's policy "relay"), to prove a TURN path.
+  const iceTransportPolicy = params.get("relay") === "1" ? "relay" : "all";
+  const pc = new RTCPeerConnection({ iceServers: v.iceServers, bundlePolicy: "max-bundle", iceTransportPolicy });
   v.pc = pc;
   const video = $("video");
   pc.ontrack = (e) => {

@@ -1,0 +1,189 @@
+"""The whole daemon through coturn: turn_world.py's two symmetric NATs, with the local stack
+in the public namespace (its ice-config carries coturn's REST credentials: `Scripts/devstack
+up --turn URL --turn-secret SECRET`), `castd pair` + `castd --session` in castd's namespace
+casting an Xvfb screen, and the receiver (aiortc: faults/receiver_proc.py, or the receiver
+pages in headless Chromium: faults/chromium_proc.py) in the receiver's namespace. Used by
+test_turn_daemon.py (the quick aiortc row) and Scripts/faults_turn.py (the full-set rows).
+
+Every address lives in the namespaces TurnWorld makes; the stack listens on 0.0.0.0 there
+(203.0.113.1/.5 and 198.51.100.1), and both sides reach it through their own NAT.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+IT = HERE.parent
+REPO = IT.parent
+for p in (HERE, IT, IT / "daemon"):
+    sys.path.insert(0, str(p))
+
+from turn_world import TURN_IP, TURN_PORT, TurnWorld  # noqa: E402
+
+TURN_URL = f"turn:{TURN_IP}:{TURN_PORT}"
+PYTHON = str(REPO / ".venv" / "bin" / "python")
+
+
+class Stack:
+    """A devstack inside the public namespace (`ip netns exec`); its services live there."""
+
+    def __init__(self, world: TurnWorld, out: pathlib.Path):
+        self.world, self.out = world, out
+        self.env: dict = {}
+        self.state_dir = ""
+
+    def up(self) -> "Stack":
+        import tempfile
+        from conftest import parse_env
+        self.state_dir = tempfile.mkdtemp(prefix="castd-turnstack-")
+        os.chmod(self.state_dir, 0o755)       # the postgres user must reach its data directory
+        args = [str(REPO / "Scripts" / "devstack"), "up", "--state-dir", self.state_dir, "--port", "54321",
+                "--pg-port", "54322", "--stun-port", "3479", "--listen", "0.0.0.0",
+                "--turn", TURN_URL, "--turn-secret", self.world.secret]
+        r = subprocess.run(self.world.exec("pub", *args), capture_output=True, text=True, timeout=180)
+        if r.returncode != 0:
+            raise RuntimeError(f"devstack up in the public namespace failed:\n{r.stderr[-2000:]}")
+        self.env = parse_env(r.stdout)
+        return self
+
+    @property
+    def port(self) -> int:
+        return int(self.env["CASTD_API_URL"].rsplit(":", 1)[1])
+
+    @property
+    def url(self) -> str:
+        """The stack as both private sides reach it: through their NAT to the public namespace."""
+        return f"http://{TURN_IP}:{self.port}"
+
+    @property
+    def key(self) -> str:
+        return self.env["CASTD_SUPABASE_KEY"]
+
+    def down(self) -> None:
+        if self.state_dir:
+            gw = pathlib.Path(self.state_dir) / "gateway.log"
+            if gw.exists() and self.out.exists():
+                (self.out / "gateway.log").write_bytes(gw.read_bytes())
+            subprocess.run([str(REPO / "Scripts" / "devstack"), "down", "--state-dir", self.state_dir],
+                           capture_output=True, text=True, timeout=60)
+            subprocess.run(["rm", "-rf", self.state_dir])
+
+
+def _faults_module():
+    """Scripts/faults.py, for its ReceiverProc (the JSON-line driver of both receiver processes)."""
+    import importlib.util
+    if "castd_faults" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("castd_faults", REPO / "Scripts" / "faults.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["castd_faults"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["castd_faults"]
+
+
+async def start_receiver(world: TurnWorld, stack: Stack, log: pathlib.Path, chromium: bool = False,
+                         relay_only: bool = False, ns: str = "r"):
+    """receiver_proc.py (aiortc, coturn as its STUN server) or chromium_proc.py (the pages, with
+    the stack's ice-config: TURN too) in the receiver's namespace; a faults.ReceiverProc."""
+    env = None
+    if chromium:
+        from tools.confine import CONFINED_ENV, confined_env_value
+        # The pages' config.js names 127.0.0.1:<port>: chromium_proc forwards it to the stack.
+        cfg = {"api_url": f"http://127.0.0.1:{stack.port}", "forward_to": TURN_IP,
+               "stack_ice": True, "relay_only": relay_only}
+        # The namespace is the confinement: no route off the machine from it.
+        env = dict(os.environ, **{CONFINED_ENV: confined_env_value(world.ns[ns])})
+    else:
+        cfg = {"api_url": stack.url, "supabase_url": stack.url, "key": stack.key,
+               "ice_servers": [{"urls": f"stun:{TURN_IP}:{TURN_PORT}"}]}
+    script = IT / "faults" / ("chromium_proc.py" if chromium else "receiver_proc.py")
+    errf = open(log, "ab")
+    p = await asyncio.create_subprocess_exec(*world.exec(ns, PYTHON, str(script), json.dumps(cfg)), env=env,
+                                             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                                             stderr=errf, limit=1 << 24)
+    errf.close()
+    return _faults_module().ReceiverProc(p, log)
+
+
+class TurnCast:
+    """One session through the relay: receiver, `castd pair`, `castd --session` (in castd's namespace)."""
+
+    def __init__(self, world: TurnWorld, stack: Stack, display: str, out: pathlib.Path, *,
+                 chromium: bool = False, relay_only: bool = False, castd_ns: str = "c", receiver_ns: str = "r"):
+        self.world, self.stack, self.display, self.out = world, stack, display, out
+        self.chromium, self.relay_only = chromium, relay_only
+        self.castd_ns, self.receiver_ns = castd_ns, receiver_ns
+        out.mkdir(parents=True, exist_ok=True)
+        self.rx = None
+        self.daemon = None
+        self.session_id = ""
+        self.secrets: set[str] = set()
+
+    def _castd(self, *args: str) -> list[str]:
+        from castd_proc import castd_binary
+        return self.world.exec(self.castd_ns, castd_binary(), *args)
+
+    def _env(self) -> dict:
+        env = dict(os.environ, CASTD_API_URL=self.stack.url, CASTD_SUPABASE_URL=self.stack.url,
+                   CASTD_SUPABASE_KEY=self.stack.key, XDG_STATE_HOME=str(self.out / "state"), DISPLAY=self.display)
+        env.pop("JOURNAL_STREAM", None)
+        return env
+
+    async def start(self, prefs: dict | None = None) -> "TurnCast":
+        from castd_proc import Daemon
+        self.rx = await start_receiver(self.world, self.stack, self.out / "receiver.log", self.chromium,
+                                       self.relay_only, self.receiver_ns)
+        s = await self.rx.cmd(cmd="create")
+        if "error" in s:
+            raise RuntimeError(f"receiver: {s}")
+        self.session_id = s["sessionId"]
+        self.secrets.add(s["pin"])
+        pair = await asyncio.create_subprocess_exec(*self._castd("pair", "--pin", s["pin"], "--json"), env=self._env(),
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        ok = await self.rx.cmd(cmd="approve", prefs=prefs or {"autoQuality": True, "resolution": "1080p", "frameRate": 30})
+        out, err = await asyncio.wait_for(pair.communicate(), 60)
+        (self.out / "pair.log").write_bytes(out + err)
+        if pair.returncode != 0 or "error" in ok:
+            raise RuntimeError(f"pairing failed ({pair.returncode}): {ok} {err.decode()[-500:]}")
+        p = await asyncio.create_subprocess_exec(*self._castd("--session", self.session_id, "--log-level", "debug"),
+                                                 env=self._env(), stdout=asyncio.subprocess.PIPE,
+                                                 stderr=asyncio.subprocess.PIPE)
+        self.daemon = Daemon(p)
+        return self
+
+    async def report(self) -> dict:
+        return await self.rx.cmd(cmd="report")
+
+    async def wait_frames(self, n: int, timeout: float, since: float | None = None) -> float:
+        """Until n frames arrived after `since` (monotonic); when the first of them came (faults.Cast's)."""
+        return await _faults_module().Cast.wait_frames(self, n, timeout, since)
+
+    def selected_pairs(self) -> list[dict]:
+        """castd's `selected_pair` lines as {field: value}."""
+        return [dict(re.findall(r"(\w+)=(\S+)", l)) for l in self.daemon.stderr_lines if "selected_pair" in l]
+
+    def lines(self, text: str) -> list[str]:
+        return [l for l in self.daemon.stderr_lines if text in l]
+
+    async def stop(self) -> int | None:
+        rc = None
+        if self.daemon:
+            if self.daemon.proc.returncode is None:
+                self.daemon.proc.terminate()
+                try:
+                    await asyncio.wait_for(self.daemon.proc.wait(), 10)
+                except asyncio.TimeoutError:
+                    await self.daemon.kill()
+            rc = self.daemon.proc.returncode
+            await asyncio.sleep(0.2)          # the reader task drains the last lines
+            (self.out / "castd.log").write_text("\n".join(self.daemon.stderr_lines) + "\n")
+        if self.rx:
+            await self.rx.close()
+        return rc
+
