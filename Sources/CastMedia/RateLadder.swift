@@ -89,6 +89,9 @@ public struct RateLadder: Sendable {
         current = Decision(bitrate: self.maxBitrate, frameRate: t.last!.frameRate)
     }
 
+    /// A demand at most this share of the target counts as sparse (room for its bursts).
+    static let sparseShare = 0.7
+
     /// Pixel-count scaling of the 1080p thresholds: (pixels / 1080p pixels)^0.75.
     static func scale(for size: FrameSize) -> Double {
         let ratio = Double(max(1, size.width * size.height)) / Double(1920 * 1080)
@@ -107,9 +110,16 @@ public struct RateLadder: Sendable {
     }
 
     /// A new target from the congestion controller. Returns the decision when it changed.
-    public mutating func update(targetBitrate: Int, now: Instant) -> Decision? {
+    /// `demandBitrate`: what the encoder's output over the last second would be at the top
+    /// frame rate (its measured rate × top / current fps). A picture that needs well under
+    /// the target (a still or sparse screen: 30–300 kbit/s) keeps the top frame rate whatever
+    /// the thresholds say: fewer frames would save nothing; only content that fills the
+    /// target trades frame rate for quality.
+    public mutating func update(targetBitrate: Int, demandBitrate: Int? = nil, now: Instant) -> Decision? {
         let bitrate = min(maxBitrate, max(minBitrate, targetBitrate))
-        let plain = frameRate(for: bitrate)
+        var plain = frameRate(for: bitrate)
+        let sparse = demandBitrate.map { Double($0) <= Self.sparseShare * Double(bitrate) } ?? false
+        if sparse { plain = thresholds.last!.frameRate }
         var fps = current.frameRate
         if plain < fps {
             fps = plain
@@ -117,7 +127,7 @@ public struct RateLadder: Sendable {
         } else if plain > fps {
             // Up one step at a time, once the target clears that step's threshold by the margin for upHold.
             let next = thresholds.first { $0.frameRate > fps }!
-            if Double(bitrate) >= Double(next.minimum) * (1 + upMargin) {
+            if sparse || Double(bitrate) >= Double(next.minimum) * (1 + upMargin) {
                 if let since = upCandidateSince {
                     if now - since >= upHold {
                         fps = next.frameRate

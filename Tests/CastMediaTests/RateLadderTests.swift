@@ -98,4 +98,18 @@ import CastMedia
         #expect(l.current.frameRate == 24)
         #expect(l.update(targetBitrate: 1_500_000, now: t0 + .seconds(1))?.frameRate == 15)
     }
+
+    @Test func aSparsePictureKeepsTheTopFrameRateUnderALowTarget() {
+        var l = ladder()
+        // 300 kbit/s would mean 5 fps for a busy picture, but a sparse one needing 150 kbit/s
+        // at 30 fps gains nothing from fewer frames.
+        #expect(l.update(targetBitrate: 300_000, demandBitrate: 150_000, now: t0) == .init(bitrate: 300_000, frameRate: 30))
+        // A picture that fills the target trades frame rate as before.
+        #expect(l.update(targetBitrate: 300_000, demandBitrate: 290_000, now: t0 + .seconds(1))?.frameRate == 5)
+        // Sparse again: back to the top, through the usual hold.
+        _ = l.update(targetBitrate: 300_000, demandBitrate: 100_000, now: t0 + .seconds(2))
+        #expect(l.current.frameRate == 5)
+        _ = l.update(targetBitrate: 300_000, demandBitrate: 100_000, now: t0 + .seconds(4))
+        #expect(l.current.frameRate == 10)
+    }
 }

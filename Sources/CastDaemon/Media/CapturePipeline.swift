@@ -323,10 +323,12 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
 
     /// Feeds the latest target to the ladder and applies its decision to the encoder (and,
     /// through `wantedFrameRate`, to the capture thread). Encode thread only.
-    private func adapt(_ ladder: inout RateLadder, chain: EncoderChain) {
+    private func adapt(_ ladder: inout RateLadder, chain: EncoderChain, output: inout OutputRate) {
         let target = targetBitrate.load(ordering: .relaxed)
         guard target > 0 else { return }
-        guard let d = ladder.update(targetBitrate: target, now: clock.now()) else { return }
+        let now = clock.now()
+        let demand = output.bitsPerSecond(now: now).map { $0 * ladder.maxFrameRate / max(1, ladder.current.frameRate) }
+        guard let d = ladder.update(targetBitrate: target, demandBitrate: demand, now: now) else { return }
         let fpsChanged = d.frameRate != chain.config.frameRate
         do {
             try chain.setBitrate(d.bitrate)
@@ -378,6 +380,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         // Issue 14: the controller's target sets the encoder's bitrate and, below thresholds,
         // the frame rate; the resolution stays (spec §7 maintainResolution).
         var ladder = RateLadder(size: target, maxFrameRate: config.frameRate, maxBitrate: config.bitrate)
+        var output = OutputRate()
         let backlog = lock.withLock { self.backlog }
         let scaler = target == captured ? nil : Scaler(from: captured, to: target)
         let scaled = scaler.map { _ in MemorySlot(capacity: target.width * target.height * 4) }
@@ -395,7 +398,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 // The new chain starts at the caps: a fresh ladder applies the current target to it.
                 ladder = RateLadder(size: target, maxFrameRate: config.frameRate, maxBitrate: config.bitrate)
             }
-            adapt(&ladder, chain: chain)
+            adapt(&ladder, chain: chain, output: &output)
             // Drop, never queue (DESIGN): while the pacer still holds more than a frame interval
             // of earlier media, a new frame would only wait behind it; the next one is fresher.
             if let held = backlog?(), held > .nanoseconds(1_000_000_000 / Int64(max(1, ladder.current.frameRate))) {
@@ -425,6 +428,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 if scaler == nil { ring.finishRead(lease) }
                 // A picture of the codec the peer no longer expects (setCodec came meanwhile) is dropped.
                 guard let au, chain.codec == codec else { continue }
+                output.record(bytes: au.bytes.count, now: clock.now())
                 let age = clock.now() - au.pts
                 let sink = lock.withLock { () -> (@Sendable ([UInt8], Instant) -> Void)? in
                     stats.convert.record(chain.lastConvertTime)
@@ -454,4 +458,35 @@ final class Flag: Sendable {
     init(_ v: Bool) { atomic = Atomic(v) }
     var value: Bool { atomic.load(ordering: .relaxed) }
     func set(_ v: Bool) { atomic.store(v, ordering: .relaxed) }
+}
+
+/// The encoder's output over the last second (the ladder's measure of what the picture needs).
+struct OutputRate {
+    private var entries: [(at: Instant, bytes: Int)] = []
+    private var head = 0
+    private var bytes = 0
+    static let window = Duration.seconds(1)
+
+    mutating func record(bytes n: Int, now: Instant) {
+        entries.append((now, n))
+        bytes += n
+        evict(now)
+    }
+
+    private mutating func evict(_ now: Instant) {
+        while head < entries.count, now - entries[head].at > Self.window {
+            bytes -= entries[head].bytes
+            head += 1
+        }
+        if head > 64, head * 2 > entries.count { entries.removeFirst(head); head = 0 }
+    }
+
+    /// Bits per second over the window; nil until half a window of output has been seen.
+    mutating func bitsPerSecond(now: Instant) -> Int? {
+        evict(now)
+        guard head < entries.count else { return nil }
+        let span = now - entries[head].at
+        guard span >= Self.window / 2 else { return nil }
+        return Int(Double(bytes * 8) / max(span.seconds, 0.5))
+    }
 }

@@ -174,7 +174,14 @@ public struct SendSideBandwidthEstimator: Sendable {
         case .transportFeedback(let fb):
             feedback(fb, now: now)
         case .remb(let bps):
-            remb = Double(min(bps, UInt64(Int64.max)))
+            let value = Double(min(bps, UInt64(Int64.max)))
+            // A receiver's estimate of an application-limited stream follows what it receives
+            // (aiortc's REMB sits near 1.5 × the incoming rate): it says nothing about capacity,
+            // so while we are application-limited one below the current rate is ignored; else a
+            // still screen's 30–60 kbit/s would become the cap, and the pacer (2.5 × the target)
+            // would then take seconds over the next keyframe (seen: 13.9 s to recover from a 4 s cut).
+            if alr.isLimited, value < currentRate { break }
+            remb = value
         case .receiverReport(let fraction, let r):
             if let r, r >= .zero { rtt = r }
             // With transport-cc its losses are the finer reading; RR only for REMB-only receivers (aiortc).
