@@ -456,6 +456,11 @@ async def test_dashboard_reconnects_its_realtime_socket_and_backfills_what_it_mi
         sender = RefSender(client, ice_servers=[])
         await sender.pair(pin=pin)
         await page.wait_for("!!document.querySelector('[data-testid=join-request]')", timeout=WAIT)
+        # The rejoin's SUBSCRIBED status can be logged a moment after the backfill it triggered
+        # has drawn the request (seen once in a full run): wait for the third channel event
+        # instead of reading the list once, then check the whole sequence.
+        await page.wait_for("window.castdDashboard.events.filter(e => e.event === 'channel').length >= 3",
+                            timeout=WAIT)
         channel = await page.evaluate(
             "window.castdDashboard.events.filter(e => e.event === 'channel').map(e => e.status)")
         assert channel == ["SUBSCRIBED", "CLOSED", "SUBSCRIBED"]
