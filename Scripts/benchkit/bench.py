@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -100,7 +101,8 @@ class SenderProc:
             self.procs.append(pair)
             self._spawn_readers(pair)
             await _wait_for(self.out, '"paired"', pair, 30)
-            daemon = await asyncio.create_subprocess_exec(castd_binary(), "--session", session_id, "--log-level", "info",
+            daemon = await asyncio.create_subprocess_exec(castd_binary(), "--session", session_id, "--log-level",
+                                                          os.environ.get("CASTD_LOG_LEVEL", "info"),
                                                           env=env, stdout=asyncio.subprocess.PIPE,
                                                           stderr=asyncio.subprocess.PIPE)
             self.procs.append(daemon)
@@ -129,6 +131,10 @@ class SenderProc:
                     await p.wait()
         for t in self.tasks:
             t.cancel()
+        keep = os.environ.get("CASTD_BENCH_LOGS")
+        if keep and self.kind == "castd":
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            (Path(keep) / f"castd-{int(time.time())}-{self.main.pid}.log").write_text("\n".join(self.err) + "\n")
 
     def castd_stats(self) -> dict:
         """The daemon's last `event=stats` line as a dict (castd only)."""

@@ -1,8 +1,12 @@
 """The bench's receiver: the integration tests' aiortc answerer, reading the
 on-glass timecode of every decoded frame.
 
-Two changes to aiortc for measuring, both on the receiving side only and the
+Three changes to aiortc for measuring, all on the receiving side only and the
 same for every sender:
+- it sends transport-cc feedback every 100 ms and no REMB, as Chromium does
+  (tools/twcc_feedback.py: aiortc's own REMB, computed in Python on this
+  loaded machine, reads scheduling delays as queueing and would cap a sender
+  that honours it far below what loopback carries);
 - a video frame leaves the jitter buffer when its last packet (RTP marker
   bit) is in, not when the first packet of the next frame arrives (aiortc's
   rule, which would add one frame interval to every latency);
@@ -26,7 +30,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "IntegrationTests"))
 sys.path.insert(0, str(ROOT / "Scripts"))
 from benchkit import timecode  # noqa: E402
+from tools import twcc_feedback  # noqa: E402
 from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
+
+twcc_feedback.install()
 
 PACKETS: list[tuple[float, int]] = []   # (time.monotonic(), RTP payload bytes) of every video packet
 
