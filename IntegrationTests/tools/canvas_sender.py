@@ -13,7 +13,7 @@ caller), so a receiver reads both senders' glass-to-glass latency the same way.
 The track: `canvas.captureStream(fps)`, `contentHint` "motion" (or "detail", as Chrome's own
 screen sharing), one encoding with `maxBitrate` (4 Mbit/s: spec §7 maxBitrateBps),
 `degradationPreference = "maintain-resolution"`, H.264 42e01f packetization-mode=1 preferred
-(spec §7), then Chromium's other codecs.
+(spec §7; `codec="vp8"`: VP8 first), then Chromium's other codecs.
 
     sender = CanvasSender(client, page, hint="motion")
     await sender.pair(pin=pin); await sender.wait_approved(); await sender.start()
@@ -72,7 +72,7 @@ PAGE_JS = """(() => {
   paint();
   setInterval(paint, 1000 / FPS);
   cs.stream = canvas.captureStream(%(capture_fps)s);
-  cs.offer = async (hint, maxBitrate) => {
+  cs.offer = async (hint, maxBitrate, codec) => {
     if (cs.pc) cs.pc.close();
     const pc = cs.pc = new RTCPeerConnection({ iceServers: [] });
     const track = cs.stream.getVideoTracks()[0];
@@ -80,9 +80,10 @@ PAGE_JS = """(() => {
     const tr = pc.addTransceiver(track, { direction: 'sendonly', streams: [cs.stream],
                                           sendEncodings: [{ maxBitrate }] });
     const codecs = RTCRtpSender.getCapabilities('video').codecs;
-    const h264 = codecs.filter(c => c.mimeType === 'video/H264' && /profile-level-id=42e01f/.test(c.sdpFmtpLine || '')
-                                    && /packetization-mode=1/.test(c.sdpFmtpLine || ''));
-    tr.setCodecPreferences(h264.concat(codecs.filter(c => !h264.includes(c))));
+    const first = codec === 'vp8' ? codecs.filter(c => c.mimeType === 'video/VP8')
+      : codecs.filter(c => c.mimeType === 'video/H264' && /profile-level-id=42e01f/.test(c.sdpFmtpLine || '')
+                           && /packetization-mode=1/.test(c.sdpFmtpLine || ''));
+    tr.setCodecPreferences(first.concat(codecs.filter(c => !first.includes(c))));
     const p = tr.sender.getParameters();
     p.degradationPreference = 'maintain-resolution';
     await tr.sender.setParameters(p);
@@ -139,15 +140,17 @@ class CanvasSender(RefSender):
     """RefSender whose peer connection is the page's (libwebrtc), not aiortc's."""
 
     def __init__(self, client, page: Page, *, hint: str = "motion", max_bitrate: int = 4_000_000,
-                 device_name: str = "Chromium canvas sender"):
+                 codec: str = "h264", device_name: str = "Chromium canvas sender"):
         super().__init__(client, ice_servers=[], device_name=device_name)
-        self.page, self.hint, self.max_bitrate = page, hint, max_bitrate
+        if codec not in ("h264", "vp8"):
+            raise ValueError(f"codec must be h264 or vp8, not {codec!r}")
+        self.page, self.hint, self.max_bitrate, self.codec = page, hint, max_bitrate, codec
         self._watch: asyncio.Task | None = None
         self._pc_open = False
 
     async def negotiate(self, *, candidates_first: bool = False) -> None:
         nid = await self._begin_negotiation()
-        sdp = await self.page.evaluate(f"window.__cs.offer({json.dumps(self.hint)}, {int(self.max_bitrate)})")
+        sdp = await self.page.evaluate(f"window.__cs.offer({json.dumps(self.hint)}, {int(self.max_bitrate)}, {json.dumps(self.codec)})")
         self._pc_open = True
         sdp, candidates = split_candidates(sdp)
         self.offer_sdp = sdp

@@ -247,7 +247,8 @@ class Run:
                 await map_clock(page)
                 client = StackClient(StackConfig(self.stack.api_url, self.stack.supabase_url, self.stack.key))
                 await client.sign_in()
-                sender = CanvasSender(client, page, hint=HINTS[kind], max_bitrate=self.a.max_bitrate)
+                sender = CanvasSender(client, page, hint=HINTS[kind], max_bitrate=self.a.max_bitrate,
+                                      codec=self.a.libwebrtc_codec)
                 await sender.pair(pin=pin)
                 approving = asyncio.create_task(self.rx.cmd(cmd="approve", prefs=PREFS))
                 await sender.wait_approved(timeout=60)
@@ -343,7 +344,7 @@ class Run:
         result = {"command": " ".join(["Scripts/bench"] + a.argv),
                   "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "config": {"castd": a.castd, "seconds": a.seconds, "steps_seconds": a.steps_seconds,
-                             "warmup_s": WARMUP_S, "painter_fps": a.painter_fps, "max_bitrate": a.max_bitrate,
+                             "warmup_s": WARMUP_S, "painter_fps": a.painter_fps, "max_bitrate": a.max_bitrate, "libwebrtc_codec": a.libwebrtc_codec,
                              "tbf": "rate R burst max(5000 B, 1.25 R/HZ) latency 200ms on the sender's veth egress",
                              "prefs": PREFS, "senders": list(a.sender)},
                   "scenarios": []}
@@ -436,6 +437,8 @@ def main() -> int:
     ap.add_argument("--castd", help="the castd binary to run (default: this checkout's .build/release/castd)")
     ap.add_argument("--painter-fps", type=float, default=30, help="how often both pictures (and timecodes) are redrawn")
     ap.add_argument("--max-bitrate", type=int, default=4_000_000, help="libwebrtc's maxBitrate (spec §7: 4 Mbit/s)")
+    ap.add_argument("--libwebrtc-codec", choices=["h264", "vp8"], default="h264",
+                    help="the codec Chromium's sender puts first (default h264, as the spec orders)")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "bench"), help="directory for bottleneck.json and plots")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     argv = sys.argv[1:]

@@ -18,9 +18,14 @@ import CastCore
 /// and the cast spent much of its time at 10 fps.)
 ///
 /// Down-steps follow the target at once (a frame that the link cannot carry
-/// only queues); up-steps need the target to clear the next threshold by
+/// only queues); up-steps need the target to clear a higher threshold by
 /// `upMargin` for `upHold`, so an estimate that wobbles around a threshold
-/// does not make the frame rate flap.
+/// does not make the frame rate flap, and then go straight to the highest
+/// step so cleared (one step per hold took 6 s from 10 to 30 fps after the
+/// start-up probes had found 4 Mbit/s within a second). For `startGrace` after
+/// the first target the frame rate does not go down: that target is the
+/// controller's start rate, a guess made before any feedback (the encoder's
+/// bitrate follows it at once all the same; only the frame rate waits).
 /// Pure: time is passed in.
 public struct RateLadder: Sendable {
     public struct Step: Equatable, Sendable {
@@ -61,12 +66,15 @@ public struct RateLadder: Sendable {
     public let minBitrate: Int
     public let upMargin: Double
     public let upHold: Duration
+    public let startGrace: Duration
+    private var firstUpdate: Instant?
     private let thresholds: [(frameRate: Int, minimum: Int)]
     public private(set) var current: Decision
     private var upCandidateSince: Instant?
 
     public init(size: FrameSize, maxFrameRate: Int, maxBitrate: Int, minBitrate: Int = 100_000,
-                steps: [Step] = RateLadder.standardSteps, upMargin: Double = 0.15, upHold: Duration = .seconds(2)) {
+                steps: [Step] = RateLadder.standardSteps, upMargin: Double = 0.15, upHold: Duration = .seconds(2),
+                startGrace: Duration = .milliseconds(1500)) {
         self.size = size
         let maxFPS = max(1, maxFrameRate)
         self.maxFrameRate = maxFPS
@@ -74,6 +82,7 @@ public struct RateLadder: Sendable {
         self.minBitrate = max(1, minBitrate)
         self.upMargin = max(0, upMargin)
         self.upHold = upHold
+        self.startGrace = max(.zero, startGrace)
         let scale = Self.scale(for: size)
         var t = steps.filter { $0.frameRate <= maxFPS }
             .sorted { $0.frameRate < $1.frameRate }
@@ -122,17 +131,21 @@ public struct RateLadder: Sendable {
         var plain = frameRate(for: bitrate)
         let sparse = demandBitrate.map { Double($0) <= Self.sparseShare * Double(bitrate) } ?? false
         if sparse { plain = thresholds.last!.frameRate }
+        let start = firstUpdate ?? now
+        if firstUpdate == nil { firstUpdate = now }
         var fps = current.frameRate
         if plain < fps {
-            fps = plain
+            if now - start >= startGrace { fps = plain }
             upCandidateSince = nil
         } else if plain > fps {
-            // Up one step at a time, once the target clears that step's threshold by the margin for upHold.
-            let next = thresholds.first { $0.frameRate > fps }!
-            if sparse || Double(bitrate) >= Double(next.minimum) * (1 + upMargin) {
+            // Up once the target clears a higher step's threshold by the margin for upHold: to the
+            // highest step it clears so (a sparse picture: the top one).
+            let cleared = sparse ? thresholds.last!.frameRate
+                : thresholds.last { $0.frameRate > fps && Double(bitrate) >= Double($0.minimum) * (1 + upMargin) }?.frameRate
+            if let up = cleared {
                 if let since = upCandidateSince {
                     if now - since >= upHold {
-                        fps = next.frameRate
+                        fps = up
                         upCandidateSince = nil
                     }
                 } else {

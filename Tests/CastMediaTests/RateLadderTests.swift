@@ -6,8 +6,10 @@ import CastMedia
     let t0 = Instant(nanoseconds: 1_000_000_000)
     let p1080 = FrameSize(width: 1920, height: 1080)
 
-    func ladder(_ size: FrameSize? = nil, maxFrameRate: Int = 30, maxBitrate: Int = 4_000_000) -> RateLadder {
-        RateLadder(size: size ?? p1080, maxFrameRate: maxFrameRate, maxBitrate: maxBitrate)
+    /// No start grace unless a test is about it: the others look at the steady state.
+    func ladder(_ size: FrameSize? = nil, maxFrameRate: Int = 30, maxBitrate: Int = 4_000_000,
+                startGrace: Duration = .zero) -> RateLadder {
+        RateLadder(size: size ?? p1080, maxFrameRate: maxFrameRate, maxBitrate: maxBitrate, startGrace: startGrace)
     }
 
     @Test func startsAtTheCapsUntilTheFirstTarget() {
@@ -29,11 +31,11 @@ import CastMedia
         #expect(l.update(targetBitrate: 300_000, now: t0 + .milliseconds(300))?.frameRate == 5)
     }
 
-    @Test func upStepsWaitForMarginAndHoldAndGoOneStepAtATime() {
+    @Test func upStepsWaitForMarginAndHoldThenGoToTheHighestStepCleared() {
         var l = ladder()
         _ = l.update(targetBitrate: 500_000, now: t0)
         #expect(l.current.frameRate == 5)
-        // 4 Mbit/s would allow 30 fps, but the ladder climbs one step per hold period.
+        // 4 Mbit/s clears every threshold by the margin: after one hold, straight to 30 fps.
         var now = t0
         #expect(l.update(targetBitrate: 4_000_000, now: now) == .init(bitrate: 4_000_000, frameRate: 5))
         now = now + .milliseconds(1999)
@@ -41,14 +43,28 @@ import CastMedia
         #expect(l.current.frameRate == 5)
         now = now + .milliseconds(1)
         _ = l.update(targetBitrate: 4_000_000, now: now)
-        #expect(l.current.frameRate == 10)
-        var rates: [Int] = [10]
-        for _ in 0..<10 {
-            now = now + .seconds(1)
-            _ = l.update(targetBitrate: 4_000_000, now: now)
-            if rates.last != l.current.frameRate { rates.append(l.current.frameRate) }
-        }
-        #expect(rates == [10, 15, 20, 30])
+        #expect(l.current.frameRate == 30)
+    }
+
+    @Test func anUpStepStopsAtTheHighestThresholdClearedByTheMargin() {
+        var l = ladder()
+        _ = l.update(targetBitrate: 500_000, now: t0)
+        // 2.5 Mbit/s: above 20 fps's 1.9 × 1.15 = 2.19, below 30 fps's 2.6 × 1.15 = 2.99.
+        _ = l.update(targetBitrate: 2_500_000, now: t0 + .seconds(1))
+        _ = l.update(targetBitrate: 2_500_000, now: t0 + .seconds(3))
+        #expect(l.current.frameRate == 20)
+        for s in 4...12 { _ = l.update(targetBitrate: 2_500_000, now: t0 + .seconds(s)) }
+        #expect(l.current.frameRate == 20)
+    }
+
+    @Test func theStartRateDoesNotLowerTheFrameRateUntilTheGraceHasPassed() {
+        var l = ladder(startGrace: .milliseconds(1500))
+        // The controller's first target (its start rate, before any feedback): bitrate follows, fps waits.
+        #expect(l.update(targetBitrate: 1_000_000, now: t0) == .init(bitrate: 1_000_000, frameRate: 30))
+        // The probes find 4 Mbit/s within the grace: the frame rate never left 30.
+        #expect(l.update(targetBitrate: 4_000_000, now: t0 + .milliseconds(800)) == .init(bitrate: 4_000_000, frameRate: 30))
+        // A real 1 Mbit/s estimate after the grace steps down as usual.
+        #expect(l.update(targetBitrate: 1_000_000, now: t0 + .milliseconds(1500))?.frameRate == 10)
     }
 
     @Test func aTargetJustAboveAThresholdDoesNotClimb() {
@@ -110,6 +126,6 @@ import CastMedia
         _ = l.update(targetBitrate: 300_000, demandBitrate: 100_000, now: t0 + .seconds(2))
         #expect(l.current.frameRate == 5)
         _ = l.update(targetBitrate: 300_000, demandBitrate: 100_000, now: t0 + .seconds(4))
-        #expect(l.current.frameRate == 10)
+        #expect(l.current.frameRate == 30)
     }
 }
