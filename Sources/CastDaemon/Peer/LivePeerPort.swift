@@ -70,13 +70,13 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
         let (stream, out) = AsyncStream.makeStream(of: SessionMachine.Input.self, bufferingPolicy: .bufferingNewest(1024))
         let runner: PeerRunner
         do {
-            let log = self.log, onTarget = onTargetBitrate
+            let log = self.log, onTarget = onTargetBitrate, clock = self.clock
             runner = try PeerRunner(options: options, certificate: certificate, clock: clock) { bps, e in
                 onTarget(bps)
                 // One line per change of the target (≥ 2 %, or a new detector verdict): the
                 // controller's trace, for `--log-level debug`.
                 log.write(LogLine(.debug, "rate_target", [
-                    ("media_kbps", bps / 1000), ("pacing_kbps", (e?.pacingBitsPerSecond ?? 0) / 1000),
+                    ("t_ms", clock.now().nanoseconds / 1_000_000), ("media_kbps", bps / 1000), ("pacing_kbps", (e?.pacingBitsPerSecond ?? 0) / 1000),
                     ("acked_kbps", (e?.acknowledgedBitsPerSecond ?? 0) / 1000), ("usage", e.map { "\($0.usage)" } ?? "-"),
                     ("alr", e?.applicationLimited ?? false), ("loss", e.map { Int($0.lossFraction * 1000) } ?? 0),
                     ("rtt_ms", e?.roundTripTime.map { Int($0.totalNanoseconds / 1_000_000) } ?? -1)]))
