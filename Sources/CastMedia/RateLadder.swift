@@ -11,11 +11,13 @@ import CastCore
 /// Thresholds are stated for 1080p and scale with the pixel count to the
 /// power 0.75 (bits per pixel needed fall as pictures grow; the usual
 /// rule of thumb for H.264 rate ladders). At 1080p a frame rate `f` is chosen
-/// while the target gives each frame at least about 60–95 kbit (8–12 KB) and
-/// 30 fps needs 2.6 Mbit/s; a 2 Mbit/s link (≈ 1.2–1.9 Mbit/s of target on a
-/// real tbf bottleneck) lands on 15 fps with 75–125 kbit frames. (15 fps from
+/// while the target gives each frame at least about 60–87 kbit (8–11 KB):
+/// 30 fps from 2.6 Mbit/s, 20 from 1.5, 15 from 1.1, 10 from 0.6. A 2 Mbit/s
+/// tbf link (≈ 1.5–2.2 Mbit/s of target) then runs at 15–20 fps. (15 fps from
 /// 1.1 Mbit/s: at 1.3 the target of a 2 Mbit/s tbf link hovered at the edge
-/// and the cast spent much of its time at 10 fps.)
+/// and the cast spent much of its time at 10 fps; 20 from 1.5, not 1.9, which
+/// gave 20 fps 95 kbit frames against 15 fps's 73 and kept that link at
+/// 14.8–15.0 fps.)
 ///
 /// Down-steps follow the target at once (a frame that the link cannot carry
 /// only queues); up-steps need the target to clear a higher threshold by
@@ -53,7 +55,7 @@ public struct RateLadder: Sendable {
         Step(frameRate: 5, minimumBitrate1080p: 0),
         Step(frameRate: 10, minimumBitrate1080p: 600_000),
         Step(frameRate: 15, minimumBitrate1080p: 1_100_000),
-        Step(frameRate: 20, minimumBitrate1080p: 1_900_000),
+        Step(frameRate: 20, minimumBitrate1080p: 1_500_000),
         Step(frameRate: 30, minimumBitrate1080p: 2_600_000),
     ]
 

@@ -17,10 +17,10 @@ import CastMedia
         #expect(l.current == .init(bitrate: 4_000_000, frameRate: 30))
     }
 
-    @Test func aTwoMegabitLinkLandsOnFifteenFramesAtTheSameResolution() {
+    @Test func aTwoMegabitLinkLandsOnFifteenToTwentyFramesAtTheSameResolution() {
         var l = ladder()
-        let d = l.update(targetBitrate: 1_800_000, now: t0)
-        #expect(d == .init(bitrate: 1_800_000, frameRate: 15))
+        #expect(l.update(targetBitrate: 1_800_000, now: t0) == .init(bitrate: 1_800_000, frameRate: 20))
+        #expect(l.update(targetBitrate: 1_400_000, now: t0 + .seconds(1)) == .init(bitrate: 1_400_000, frameRate: 15))
     }
 
     @Test func downStepsFollowTheTargetAtOnce() {
@@ -49,7 +49,7 @@ import CastMedia
     @Test func anUpStepStopsAtTheHighestThresholdClearedByTheMargin() {
         var l = ladder()
         _ = l.update(targetBitrate: 500_000, now: t0)
-        // 2.5 Mbit/s: above 20 fps's 1.9 × 1.15 = 2.19, below 30 fps's 2.6 × 1.15 = 2.99.
+        // 2.5 Mbit/s: above 20 fps's 1.5 × 1.15 = 1.725, below 30 fps's 2.6 × 1.15 = 2.99.
         _ = l.update(targetBitrate: 2_500_000, now: t0 + .seconds(1))
         _ = l.update(targetBitrate: 2_500_000, now: t0 + .seconds(3))
         #expect(l.current.frameRate == 20)
@@ -69,20 +69,20 @@ import CastMedia
 
     @Test func aTargetJustAboveAThresholdDoesNotClimb() {
         var l = ladder()
-        _ = l.update(targetBitrate: 1_500_000, now: t0)     // 15 fps
-        // 2.0 Mbit/s clears 20 fps's 1.9 Mbit/s, but not by the 15 % margin.
-        for s in 1...10 { _ = l.update(targetBitrate: 2_000_000, now: t0 + .seconds(s)) }
+        _ = l.update(targetBitrate: 1_200_000, now: t0)     // 15 fps
+        // 1.6 Mbit/s clears 20 fps's 1.5 Mbit/s, but not by the 15 % margin.
+        for s in 1...10 { _ = l.update(targetBitrate: 1_600_000, now: t0 + .seconds(s)) }
         #expect(l.current.frameRate == 15)
     }
 
     @Test func aDipResetsTheHold() {
         var l = ladder()
-        _ = l.update(targetBitrate: 1_500_000, now: t0)
-        _ = l.update(targetBitrate: 2_400_000, now: t0 + .seconds(1))
+        _ = l.update(targetBitrate: 1_200_000, now: t0)
+        _ = l.update(targetBitrate: 2_000_000, now: t0 + .seconds(1))
         _ = l.update(targetBitrate: 1_600_000, now: t0 + .milliseconds(2500))   // below 20 fps × margin
-        _ = l.update(targetBitrate: 2_400_000, now: t0 + .milliseconds(3100))
+        _ = l.update(targetBitrate: 2_000_000, now: t0 + .milliseconds(3100))
         #expect(l.current.frameRate == 15)
-        _ = l.update(targetBitrate: 2_400_000, now: t0 + .milliseconds(5100))
+        _ = l.update(targetBitrate: 2_000_000, now: t0 + .milliseconds(5100))
         #expect(l.current.frameRate == 20)
     }
 
@@ -94,9 +94,9 @@ import CastMedia
 
     @Test func smallBitrateMovesAreNotReconfigurations() {
         var l = ladder()
-        _ = l.update(targetBitrate: 1_600_000, now: t0)
-        #expect(l.update(targetBitrate: 1_650_000, now: t0 + .milliseconds(100)) == nil)   // 3 %
-        #expect(l.update(targetBitrate: 1_700_000, now: t0 + .milliseconds(200)) == .init(bitrate: 1_700_000, frameRate: 15))
+        _ = l.update(targetBitrate: 1_300_000, now: t0)
+        #expect(l.update(targetBitrate: 1_340_000, now: t0 + .milliseconds(100)) == nil)   // 3 %
+        #expect(l.update(targetBitrate: 1_380_000, now: t0 + .milliseconds(200)) == .init(bitrate: 1_380_000, frameRate: 15))
     }
 
     @Test func smallerPicturesNeedLessForTheSameFrameRate() {
@@ -112,7 +112,7 @@ import CastMedia
         #expect(l.current.frameRate == 24)
         _ = l.update(targetBitrate: 4_000_000, now: t0)
         #expect(l.current.frameRate == 24)
-        #expect(l.update(targetBitrate: 1_500_000, now: t0 + .seconds(1))?.frameRate == 15)
+        #expect(l.update(targetBitrate: 1_200_000, now: t0 + .seconds(1))?.frameRate == 15)
     }
 
     @Test func aSparsePictureKeepsTheTopFrameRateUnderALowTarget() {

@@ -49,6 +49,21 @@ extension CongestionScenarioTests {
         #expect(stepUpAt.map { $0 <= 50 } == true)
     }
 
+    @Test func aSecondSmallerDropDoesNotMakeTheRecoveryForgetTheHigherRate() throws {
+        // 4.4 → 1.5 → 0.7 → 4.4 Mbit/s: the second drop is large too (0.7 < 0.66 × 1.4), but the
+        // rate to recover after the step up is still the 4 Mbit/s before the first one.
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(),
+                                     link: LinkEmulator(bitsPerSecond: 4_400_000, buffer: .milliseconds(200), delay: .milliseconds(20)))
+        try sim.run(until: seconds(60)) { link, now in
+            link.bitsPerSecond = now < seconds(20) ? 4_400_000 : now < seconds(30) ? 1_500_000 : now < seconds(40) ? 700_000 : 4_400_000
+        }
+        let low = sim.meanTarget(from: seconds(35), to: seconds(40))
+        let stepUpAt = (40..<60).first { s in sim.meanTarget(from: seconds(Double(s)), to: seconds(Double(s + 1))) >= 3_200_000 }
+        print("second drop: 0.7M → \(mbps(low)), 80 % of the cap at \(stepUpAt.map(String.init) ?? "never") s")
+        #expect(low <= 800_000, "\(low)")
+        #expect(stepUpAt.map { $0 <= 50 } == true)   // within 10 s of the step up (without the memory: never in 20 s)
+    }
+
     @Test func aSteady2MbitLinkSettlesWithoutLossOrRunaway() throws {
         var sim = try CallSimulation(configuration: CallSimulation.configuration(),
                                      link: LinkEmulator(bitsPerSecond: 2_000_000, buffer: .milliseconds(200), delay: .milliseconds(10)))

@@ -291,9 +291,15 @@ public struct SendSideBandwidthEstimator: Sendable {
     }
 
     private mutating func trackDrops(_ rate: Double, now: Instant) {
-        // The highest rate of the last 5 s; a fall below 66 % of it is a large drop.
+        // The highest rate of the last 5 s; a fall below 66 % of it is a large drop. A later,
+        // smaller drop (the estimate settling lower on the slow link) does not replace the memory
+        // of a higher rate within the recovery window: on the real 8 → 1.5 → 8 Mbit/s steps a
+        // second drop (1.4 → 0.66 Mbit/s) made 1.4 the rate to recover, so after the step up
+        // no probe ran and AIMD alone took 10.2 s to reach 80 % of the cap.
         if let h = recentHigh, now - h.at < .seconds(5), h.rate >= rate {
-            if rate < Self.largeDropRatio * h.rate { beforeDrop = h }
+            if rate < Self.largeDropRatio * h.rate {
+                if let d = beforeDrop, now - d.at <= Self.recoveryWindow, d.rate > h.rate {} else { beforeDrop = h }
+            }
         } else {
             recentHigh = (rate, now)
         }
