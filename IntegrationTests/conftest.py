@@ -26,15 +26,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import sys
-
 import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 DEVSTACK = REPO / "Scripts" / "devstack"
-# The gateway's pure modules (STUN codec, query parser, pairing codes) are unit-tested directly.
-sys.path.insert(0, str(REPO / "Scripts" / "stack"))
 
 
 # ---------------------------------------------------------------- time limit

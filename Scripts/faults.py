@@ -8,10 +8,10 @@ Topology (loopback-only addresses, nothing leaves the machine):
     listening on 0.0.0.0 there), Xvfb, this          the receiver pages in headless Chromium
     script's scenario runner                          (chromium_proc.py); signaling → 10.78.9.1
                                                       over a veth pair (UDP dropped on it)
-         10.77.0.1 tun ── tools/tunrouter.py ── tun 10.77.0.2      ← all media, impaired
+         10.77.0.1 tun ── castkit/tunrouter.py ── tun 10.77.0.2      ← all media, impaired
 
 Neither namespace has a route off the machine; the whole run is also in the cgroup of a
-tools/confine.py guard whose nftables counters in the machine's namespace count any packet of
+castkit/confine.py guard whose nftables counters in the machine's namespace count any packet of
 it that leaves through a real interface (the Chromium row asserts they stay at zero).
 
 Each scenario compares what happened with what the spec (or issue 8) says must happen and
@@ -38,11 +38,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-IT = REPO / "IntegrationTests"
-sys.path.insert(0, str(IT))
-sys.path.insert(0, str(IT / "daemon"))
-PYTHON = str(REPO / ".venv" / "bin" / "python")
+from castkit.paths import CASTKIT, DEVSTACK, PYTHON, REPO
 
 C_VETH, R_VETH = "10.78.9.1", "10.78.9.2"
 C_TUN, R_TUN = "10.77.0.1", "10.77.0.2"
@@ -78,7 +74,7 @@ def outer(a: argparse.Namespace, argv: list[str]) -> int:
     if os.geteuid() != 0:
         print("Scripts/faults: needs root (network namespaces, TUN devices, nftables)", file=sys.stderr)
         return 2
-    from tools.confine import Guard
+    from castkit.confine import Guard
     tag = secrets.token_hex(2)
     ns_c, ns_r = f"castd-fc-{tag}", f"castd-fr-{tag}"
     veth_c, veth_r = f"fc{tag}", f"fr{tag}"
@@ -133,7 +129,7 @@ class ReceiverProc:
 
     @classmethod
     async def start(cls, world: "World", log: Path, stack=None, chromium: bool = False) -> "ReceiverProc":
-        from tools.confine import CONFINED_ENV, confined_env_value
+        from castkit.confine import CONFINED_ENV, confined_env_value
         stack = stack or world.stack
         port = int(stack.api_url.rsplit(":", 1)[1])
         env = None
@@ -145,7 +141,7 @@ class ReceiverProc:
             env = dict(os.environ, **{CONFINED_ENV: confined_env_value(world.ns_r)})
         else:
             cfg = {"api_url": f"http://{C_VETH}:{port}", "supabase_url": f"http://{C_VETH}:{port}", "key": stack.key}
-        script = IT / "faults" / ("chromium_proc.py" if chromium else "receiver_proc.py")
+        script = CASTKIT / ("chromium_proc.py" if chromium else "receiver_proc.py")
         errf = open(log, "ab")
         p = await asyncio.create_subprocess_exec(
             "ip", "netns", "exec", world.ns_r, PYTHON, str(script), json.dumps(cfg), env=env,
@@ -184,8 +180,8 @@ class World:
 
     async def start(self) -> None:
         from conftest import devstack_up
-        from tools.netns import RouterProc
-        from xscreen import XScreen
+        from castkit.netns import RouterProc
+        from castkit.xscreen import XScreen
         # A generous signaling budget: the hostile rows insert thousands of rows; P0429 has its own scenario.
         # heartbeat-silence 75 s and a cleanup every 5 s: the SIGKILL scenario sees the stack end the
         # session in about 80 s; castd heartbeats every 30 s, so one lost heartbeat (REST 500 for 30 s) is fine.
@@ -203,7 +199,7 @@ class World:
                 return await r.json()
 
     async def devstack_restart(self, service: str, down_seconds: float) -> None:
-        p = await asyncio.create_subprocess_exec(str(REPO / "Scripts" / "devstack"), "restart", service,
+        p = await asyncio.create_subprocess_exec(str(DEVSTACK), "restart", service,
                                                  "--state-dir", self.stack.state_dir, "--down-seconds", str(down_seconds),
                                                  stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out, _ = await p.communicate()
@@ -243,7 +239,7 @@ class Cast:
         self.started_at = 0.0
 
     async def start(self, prefs=None, wait_frames=True, extra_env=None, tamper=False, display=None) -> "Cast":
-        from castd_proc import Daemon, castd_env, run_castd
+        from castkit.castd_proc import Daemon, castd_env, run_castd
         w = self.world
         self.rx = await ReceiverProc.start(w, self.dir / "receiver.log", self.stack, chromium=self.chromium)
         s = await self.rx.cmd(cmd="create")
@@ -413,7 +409,6 @@ async def loss_scenario(w: World, name: str, seconds: float, busy: bool = False,
     async with contextlib.AsyncExitStack() as stack:
         display = None
         if busy:        # the benchmark's busy field: random 8×8 blocks scrolling every frame (~3.5 Mbit/s)
-            sys.path.insert(0, str(REPO / "Scripts"))
             from benchkit.screen import BenchScreen
             display = stack.enter_context(BenchScreen(1920, 1080, "busy", fps=30)).display
         c = await stack.enter_async_context(casting(w, name, display=display))
@@ -443,7 +438,7 @@ def stats_delta(a: dict, b: dict, key: str):
 
 async def chromium_loss(w: World, name: str, seconds: float, **impair) -> Result:
     """The loss scenario with the real receiver pages in headless Chromium as the viewer."""
-    from tools.confine import read_counters
+    from castkit.confine import read_counters
     desc = ", ".join(f"{k}={v}" for k, v in impair.items())
     r = Result(name, "NACK/RTX and PLI recover with Chromium's receiver pages as the viewer: ≥ 24 fps decoded at "
                      "1080p30, no freeze over 1 s (issue 8 §1); nothing of the run leaves the machine")
@@ -618,9 +613,9 @@ async def consent_freshness(w: World) -> Result:
 
 
 async def tls_refused(w: World) -> Result:
-    """castd against the stack behind a TLS proxy with a self-signed certificate (tools/tlsproxy.py)."""
-    from castd_proc import castd_env, run_castd
-    from tools.tlsproxy import TLSProxy, make_certificate
+    """castd against the stack behind a TLS proxy with a self-signed certificate (castkit/tlsproxy.py)."""
+    from castkit.castd_proc import castd_env, run_castd
+    from castkit.tlsproxy import TLSProxy, make_certificate
     r = Result("TLS: self-signed endpoint refused", "HTTPS/WSS verified: a self-signed backend is refused with a clear "
                                                     "error and nothing reaches the API; with --dev-trust-certificate "
                                                     "(warned about) pairing and a cast work; a certificate for "
@@ -757,7 +752,7 @@ async def encoder_fails_always(w: World) -> Result:
 async def watchdog_stuck(w: World) -> Result:
     """Issue 17: a castd whose capture thread hangs (and ignores stop) stops feeding the watchdog;
     a NOTIFY_SOCKET listener playing systemd's part (WatchdogSec=6) kills it with SIGABRT."""
-    from tools.notify_listener import NotifyListener
+    from castkit.notify_listener import NotifyListener
     r = Result("watchdog: stuck castd killed", "READY=1 and WATCHDOG=1 while casting; after the hang castd "
                                                 "sees the stall, the media stop never returns, WATCHDOG=1 stops, "
                                                 "the listener (WatchdogSec=6) sends SIGABRT")
@@ -1002,7 +997,7 @@ async def rest_errors(w: World) -> Result:
 async def sigkill_then_restart(w: World) -> Result:
     r = Result("SIGKILL then restart", "the stack's cleanup job ends the session (heartbeat silence); the next "
                                        "`castd --session` start says the session is over, exit ≠ 0 or 0 with a clear sentence")
-    from castd_proc import castd_env, run_castd
+    from castkit.castd_proc import castd_env, run_castd
     async with casting(w, r.name) as c:
         await asyncio.sleep(2)
         c.daemon.signal(signal.SIGKILL)
@@ -1179,7 +1174,7 @@ def credential_modes(w: World) -> Result:
 # ---------------------------------------------------------------- bottleneck rows (issue 14)
 # A real bottleneck on castd's media: tc tbf on the TUN device in castd's namespace (its egress
 # towards the receiver; tbf exists in this kernel, netem does not), a 200 ms queue
-# (tools/bottleneck_link.tbf_args), castd casting the benchmark's busy 1080p field (~3.5 Mbit/s
+# (castkit/bottleneck_link.tbf_args), castd casting the benchmark's busy 1080p field (~3.5 Mbit/s
 # on a free link) to the receiver pages in headless Chromium. The link is free while the cast
 # starts; the rows measure from the moment tbf is on. Scripts/bench --bottleneck is the
 # benchmark with figures (and Chromium's own sender for comparison); these rows are pass/fail.
@@ -1190,7 +1185,7 @@ BOTTLENECK_MAX_GAP_S = 2.0
 
 
 def _tbf(w: World, rate_kbit: float | None, change: bool = False) -> None:
-    from tools.bottleneck_link import tbf_args
+    from castkit.bottleneck_link import tbf_args
     dev = w.router.info["dev_a"]
     base = ["ip", "netns", "exec", w.ns_c, "tc", "qdisc"]
     if rate_kbit is None:
@@ -1200,7 +1195,7 @@ def _tbf(w: World, rate_kbit: float | None, change: bool = False) -> None:
 
 
 def _tbf_stats(w: World) -> dict:
-    from tools.bottleneck_link import parse_tc_stats
+    from castkit.bottleneck_link import parse_tc_stats
     return parse_tc_stats(sh("ip", "netns", "exec", w.ns_c, "tc", "-s", "qdisc", "show", "dev",
                              w.router.info["dev_a"], check_=False).stdout)
 
@@ -1209,7 +1204,6 @@ async def bottleneck_row(w: World, name: str, segments: list[tuple[float, float]
     """castd through tbf at each (seconds, kbit/s) of segments in turn; every segment must deliver
     ≥ 10 fps with no gap over 2 s after its first 5 s, and after a step down tbf's queue must be
     back under 50 ms within 5 s."""
-    sys.path.insert(0, str(REPO / "Scripts"))
     from benchkit.screen import BenchScreen
     from benchkit.bottleneck_metrics import SETTLE_QUEUE_MS
     rates = " → ".join(f"{k / 1000:g}" for _, k in segments)
@@ -1294,17 +1288,17 @@ async def webrtcbin_no_copies(w: World, name: str, seconds: float = 25) -> Resul
 
 
 async def _webrtcbin_no_copies(w: World, name: str, seconds: float = 25) -> Result:
-    """GStreamer's webrtcbin as the receiver (tools/webrtcbin_receiver.py, a process of its own)
+    """GStreamer's webrtcbin as the receiver (castkit/webrtcbin_receiver.py, a process of its own)
     on a lossless local path (both ends in castd's namespace): it NACKs packets that are merely
     late, and castd must not take those NACKs (or its own ignored ones) as evidence of loss."""
-    from castd_proc import Daemon, castd_env, run_castd
+    from castkit.castd_proc import Daemon, castd_env, run_castd
     r = Result(name, "no loss-protection copies from castd (copies= of its stats lines stays 0) to a webrtcbin "
                      "receiver on a lossless link, and ≥ 24 access units a second arrive (issue 14 §4)")
     d = w.out / "webrtcbin"
     d.mkdir(parents=True, exist_ok=True)
     env = castd_env(w.stack, d / "state", DISPLAY=w.screen.display)
     errf = open(d / "receiver.log", "ab")
-    rx = await asyncio.create_subprocess_exec(PYTHON, str(IT / "tools" / "webrtcbin_receiver.py"), "--seconds",
+    rx = await asyncio.create_subprocess_exec(PYTHON, str(CASTKIT / "webrtcbin_receiver.py"), "--seconds",
                                               str(seconds), env=env, stdout=asyncio.subprocess.PIPE, stderr=errf)
     errf.close()
     daemon = None
@@ -1407,7 +1401,6 @@ SCENARIOS = [
 ]
 
 # TURN through coturn across two NATs (issue 16), full set only: Scripts/faults_turn.py.
-sys.path.insert(0, str(REPO / "Scripts"))
 import faults_turn  # noqa: E402
 SCENARIOS += faults_turn.rows(sys.modules[__name__])
 

@@ -1,6 +1,6 @@
 """Scripts/faults rows for TURN (issue 16): the whole daemon through coturn.
 
-Each row builds its own IntegrationTests/interop/turn_world.py world (castd and the receiver
+Each row builds its own IntegrationTests/castkit/turn_world.py world (castd and the receiver
 each behind a symmetric NAT, coturn and the local stack in the public namespace between them,
 no direct path) with turn_cast.py, and removes it afterwards. Scripts/faults.py appends
 `rows(faults module)` to its scenarios (full set only).
@@ -10,15 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import sys
 import time
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
-for p in (REPO / "IntegrationTests" / "interop", REPO / "IntegrationTests", REPO / "IntegrationTests" / "daemon",
-          REPO / "Scripts"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
 BARS_TOLERANCE = 12
 
@@ -31,9 +23,9 @@ def rows(f) -> list[tuple]:
     async def turn_cast(w, name: str, *, busy: bool = False, chromium: bool = False, relay_only: bool = False,
                         open_path: bool = False, world_kw: dict | None = None):
         from benchkit.screen import BenchScreen
-        from turn_cast import Stack, TurnCast
-        from turn_world import TurnWorld
-        from xscreen import XScreen
+        from castkit.turn_cast import Stack, TurnCast
+        from castkit.turn_world import TurnWorld
+        from castkit.xscreen import XScreen
         out = w.out / name
         out.mkdir(parents=True, exist_ok=True)
         async with contextlib.AsyncExitStack() as ex:
@@ -57,7 +49,7 @@ def rows(f) -> list[tuple]:
             yield world, cast
 
     def bars_ok(bars: dict) -> bool:
-        from xscreen import BARS
+        from castkit.xscreen import BARS
         got = bars.get("bars") or []
         return len(got) == 7 and all(g is not None and max(abs(a - b) for a, b in zip(g, want)) <= BARS_TOLERANCE
                                      for g, want in zip(got, BARS))

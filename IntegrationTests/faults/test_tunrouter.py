@@ -1,4 +1,4 @@
-"""tools/tunrouter.py, the userspace delay router of the fault scenarios, against real traffic
+"""castkit/tunrouter.py, the userspace delay router of the fault scenarios, against real traffic
 between two network namespaces: delay, jitter and order, random and burst loss with a fixed
 seed, reordering, cut and restore at run time, and a 4 Mbit/s stream carried whole."""
 import os
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tools.netns import Netns, RouterProc
+from castkit.netns import Netns, RouterProc
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)")
 

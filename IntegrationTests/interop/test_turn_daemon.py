@@ -6,9 +6,9 @@ allocation and the channel. The Chromium rows and the faults are in Scripts/faul
 """
 import pytest
 
-from turn_cast import Stack, TurnCast
-from turn_world import TurnWorld
-from xscreen import BARS, XScreen
+from castkit.turn_cast import Stack, TurnCast
+from castkit.turn_world import TurnWorld
+from castkit.xscreen import BARS, XScreen
 
 pytestmark = pytest.mark.skipif(TurnWorld.available() is not None, reason=TurnWorld.available() or "")
 

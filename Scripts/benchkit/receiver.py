@@ -12,7 +12,6 @@ same for every sender:
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +21,8 @@ import aiortc.rtcrtpreceiver as rtcrtpreceiver
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.mediastreams import MediaStreamError
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "IntegrationTests"))
-sys.path.insert(0, str(ROOT / "Scripts"))
-from benchkit import timecode  # noqa: E402
-from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
+from benchkit import timecode
+from castkit.receiver_answerer import ReceiverAnswerer
 
 PACKETS: list[tuple[float, int]] = []   # (time.monotonic(), RTP payload bytes) of every video packet
 
