@@ -21,7 +21,7 @@ import tempfile
 
 os.environ.setdefault("CASTD_BUILD", "release")
 
-from conftest import devstack_down, devstack_up  # noqa: E402
+from castkit.devstack import devstack_down, devstack_up  # noqa: E402
 from castkit.chromium import Chromium  # noqa: E402
 from castkit.receiver_pages import Dashboard, Viewer  # noqa: E402
 from castkit.castd_proc import Daemon, castd_binary, castd_env, run_castd  # noqa: E402

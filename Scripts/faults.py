@@ -179,7 +179,7 @@ class World:
         self.secrets: set[str] = set()      # every secret this run handed out, for the final grep
 
     async def start(self) -> None:
-        from conftest import devstack_up
+        from castkit.devstack import devstack_up
         from castkit.netns import RouterProc
         from castkit.xscreen import XScreen
         # A generous signaling budget: the hostile rows insert thousands of rows; P0429 has its own scenario.
@@ -211,7 +211,7 @@ class World:
         self.router.control(cmd="set", **{**base, **kw})
 
     async def stop(self) -> None:
-        from conftest import devstack_down
+        from castkit.devstack import devstack_down
         if self.router:
             self.router.__exit__(None, None, None)
         if self.screen:
@@ -785,7 +785,7 @@ async def authorization_cap(w: World) -> Result:
     r = Result("authorization expiry at the cap", "the heartbeat brings sender_auth_expires_at down to connected_at + "
                f"cap ({AUTH_CAP_S} s here, 12 h in production); at that time castd stops with 'Authorization "
                "expired; pair again.' and a non-zero exit (within 2 s), and the cleanup job ends the session (spec §10)")
-    from conftest import db
+    from castkit.devstack import db
     stack = CAP_STACK.get(w)
     async with casting(w, r.name, stack=stack) as c:
         conn = await db(stack)
@@ -1028,12 +1028,12 @@ class ExtraStack:
 
     def get(self, w: World):
         if self.stack is None:
-            from conftest import devstack_up
+            from castkit.devstack import devstack_up
             self.stack = devstack_up(listen="0.0.0.0", fault_hooks=1, **self.options)
         return self.stack
 
     def stop(self, w: World) -> None:
-        from conftest import devstack_down
+        from castkit.devstack import devstack_down
         if self.stack is not None:
             gw = Path(self.stack.state_dir) / "gateway.log"
             if gw.exists():

@@ -8,12 +8,14 @@ which the venv puts on sys.path (Scripts/bootstrap writes .venv's castd-paths.pt
     Scripts/benchkit/           Scripts/bench and its parts
     Scripts/stack/gateway/      the local stack's server (run by Scripts/devstack)
 
-No module edits sys.path. Modules here that also run as programs (receiver_proc.py, chromium_proc.py,
+No module edits sys.path, and IntegrationTests/**/conftest.py files hold pytest fixtures and
+hooks only. Modules here that also run as programs (receiver_proc.py, chromium_proc.py,
 bottleneck_rx.py, netns_*.py, tunrouter.py, …) are started as `.venv/bin/python <file>`
 and import their siblings as `castkit.<name>`; the D-Bus and GTK stand-ins (portal_standin,
 mutter_standin, mutter_*, wayland_pattern) run on the system python3 and import only each
 other, by file. Paths to files and directories: castkit.paths.
 
+    devstack         start/stop a local stack; sign_in, api, rest, db, paired_session
     castd_proc       castd as a subprocess: pair, Daemon, answered_cast, start_cast, chromium_cast
     castd_build      the castd binaries of this checkout
     signaling        the receiver's side of the signaling contract (StackClient, SessionSignals)

@@ -238,7 +238,7 @@ def ws_encode(b0: int, payload: bytes, mask: bytes | None = None) -> bytes:
 
 async def cast(stack, seconds: float, clear_rtp: list[bytes], sdps: list[str], rows: list[dict]) -> None:
     from aiortc import rtcdtlstransport
-    from conftest import random_ip
+    from castkit.devstack import random_ip
     from castkit.receiver_answerer import ReceiverAnswerer
     from castkit.ref_sender import RefSender
     from castkit.signaling import StackClient, StackConfig
@@ -591,7 +591,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(REPO / "Fuzz" / "Seeds"))
     ap.add_argument("--seconds", type=float, default=4.0, help="cast time after the first frames")
     args = ap.parse_args()
-    from conftest import devstack_down, devstack_up
+    from castkit.devstack import devstack_down, devstack_up
     stack = devstack_up()
     try:
         counts, summary = generate(stack, Path(args.out), args.seconds)

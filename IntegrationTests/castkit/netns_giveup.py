@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import devstack_down, devstack_up
+from castkit.devstack import devstack_down, devstack_up
 from castkit.castd_proc import Daemon, castd_env, pair
 from castkit.receiver_answerer import ReceiverAnswerer
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-IT = REPO / "IntegrationTests"            # the pytest tests
+IT = REPO / "IntegrationTests"            # the pytest tests (conftest.py: fixtures only)
 CASTKIT = IT / "castkit"                  # this package: peers, receivers, rigs, helpers
 SCRIPTS = REPO / "Scripts"                # command-line entry points, benchkit
 STACK = SCRIPTS / "stack"                 # the local stack: gateway package, migrations, pages

@@ -33,7 +33,7 @@ class Stack:
 
     def up(self) -> "Stack":
         import tempfile
-        from conftest import parse_env
+        from castkit.devstack import parse_env
         self.state_dir = tempfile.mkdtemp(prefix="castd-turnstack-")
         os.chmod(self.state_dir, 0o755)       # the postgres user must reach its data directory
         args = [str(DEVSTACK), "up", "--state-dir", self.state_dir, "--port", "54321",

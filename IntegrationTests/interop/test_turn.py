@@ -15,7 +15,6 @@ from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 
 from castkit.devsender import BARS, DevSender, answer_with_aiortc, assert_sent_cleanly, bar_colours
 from castkit.turn_world import REALM, TURN_IP, TURN_PORT, TURN_URL, NamedNetns, TurnWorld, start_sender
-from test_aiortc import bars_clip  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.skipif(TurnWorld.available() is not None, reason=TurnWorld.available() or "")
 

@@ -14,7 +14,6 @@ import pytest
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 
 from castkit.turn_world import TURN_IP, TURN_PORT, NamedNetns, TurnWorld, start_sender
-from test_aiortc import bars_clip  # noqa: F401  (fixture)
 
 MINUTES = float(os.environ.get("CASTD_TURN_LONG_MINUTES", "3"))
 pytestmark = [

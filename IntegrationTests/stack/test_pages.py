@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import random_ip
+from castkit.devstack import random_ip
 from castkit.chromium import Chromium
 from castkit.pattern import BARS, ColourBars
 from castkit.receiver_pages import Dashboard, Viewer

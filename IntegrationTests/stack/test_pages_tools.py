@@ -9,7 +9,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from conftest import random_ip
+from castkit.devstack import random_ip
 from castkit.pattern import BARS, ColourBars
 from castkit.receiver_answerer import ReceiverAnswerer
 from castkit.ref_sender import RefSender

@@ -28,7 +28,7 @@ from benchkit.host import machine
 from benchkit.screen import BenchScreen
 from benchkit.stats import quantile, ratio
 from castkit.castd_proc import Receiver, castd_env
-from conftest import devstack_down, devstack_up
+from castkit.devstack import devstack_down, devstack_up
 from castkit.castd_build import binary
 from castkit.paths import REPO
 

@@ -329,7 +329,7 @@ class Run:
     async def main(self) -> dict:
         from benchkit.host import machine
         from benchkit.screen import BenchScreen
-        from conftest import devstack_down, devstack_up
+        from castkit.devstack import devstack_down, devstack_up
         from castkit.chromium import Chromium
         from castkit.confine import CONFINED_ENV, confined_env_value
         # The whole run is confined (no route off the machine, the outer guard's cgroup): the
