@@ -6,6 +6,7 @@ which the venv puts on sys.path (Scripts/bootstrap writes .venv's castd-paths.pt
 
     IntegrationTests/castkit/   this package: peers, receivers, rigs, the stack client
     Scripts/benchkit/           Scripts/bench and its parts
+    Scripts/faultkit/           Scripts/faults' scenario families
     Scripts/stack/gateway/      the local stack's server (run by Scripts/devstack)
 
 No module edits sys.path, and IntegrationTests/**/conftest.py files hold pytest fixtures and
@@ -16,6 +17,7 @@ mutter_standin, mutter_*, wayland_pattern) run on the system python3 and import 
 other, by file. Paths to files and directories: castkit.paths.
 
     devstack         start/stop a local stack; sign_in, api, rest, db, paired_session
+    rxproc           the receiver processes (receiver_proc, chromium_proc) driven by JSON lines
     castd_proc       castd as a subprocess: pair, Daemon, answered_cast, start_cast, chromium_cast
     castd_build      the castd binaries of this checkout
     signaling        the receiver's side of the signaling contract (StackClient, SessionSignals)

@@ -3,7 +3,7 @@ in the public namespace (its ice-config carries coturn's REST credentials: `Scri
 up --turn URL --turn-secret SECRET`), `castd pair` + `castd --session` in castd's namespace
 casting an Xvfb screen, and the receiver (aiortc: receiver_proc.py, or the receiver
 pages in headless Chromium: chromium_proc.py) in the receiver's namespace. Used by
-test_turn_daemon.py (the quick aiortc row) and Scripts/faults_turn.py (the full-set rows).
+test_turn_daemon.py (the quick aiortc row) and Scripts/faultkit/turn.py (the full-set rows).
 
 Every address lives in the namespaces TurnWorld makes; the stack listens on 0.0.0.0 there
 (203.0.113.1/.5 and 198.51.100.1), and both sides reach it through their own NAT.
@@ -11,15 +11,14 @@ Every address lives in the namespaces TurnWorld makes; the stack listens on 0.0.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import pathlib
 import re
 import subprocess
-import sys
 import time
 
-from castkit.paths import CASTKIT, DEVSTACK, PYTHON, REPO
+from castkit.paths import DEVSTACK
+from castkit.rxproc import ReceiverProc, wait_frames
 from castkit.turn_world import TURN_IP, TURN_PORT, TURN_URL, TurnWorld
 
 
@@ -68,21 +67,10 @@ class Stack:
             subprocess.run(["rm", "-rf", self.state_dir])
 
 
-def _faults_module():
-    """Scripts/faults.py, for its ReceiverProc (the JSON-line driver of both receiver processes)."""
-    import importlib.util
-    if "castd_faults" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("castd_faults", REPO / "Scripts" / "faults.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["castd_faults"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["castd_faults"]
-
-
 async def start_receiver(world: TurnWorld, stack: Stack, log: pathlib.Path, chromium: bool = False,
                          relay_only: bool = False, ns: str = "r"):
     """receiver_proc.py (aiortc, coturn as its STUN server) or chromium_proc.py (the pages, with
-    the stack's ice-config: TURN too) in the receiver's namespace; a faults.ReceiverProc."""
+    the stack's ice-config: TURN too) in the receiver's namespace."""
     env = None
     if chromium:
         from castkit.confine import CONFINED_ENV, confined_env_value
@@ -94,13 +82,7 @@ async def start_receiver(world: TurnWorld, stack: Stack, log: pathlib.Path, chro
     else:
         cfg = {"api_url": stack.url, "supabase_url": stack.url, "key": stack.key,
                "ice_servers": [{"urls": f"stun:{TURN_IP}:{TURN_PORT}"}]}
-    script = CASTKIT / ("chromium_proc.py" if chromium else "receiver_proc.py")
-    errf = open(log, "ab")
-    p = await asyncio.create_subprocess_exec(*world.exec(ns, PYTHON, str(script), json.dumps(cfg)), env=env,
-                                             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                             stderr=errf, limit=1 << 24)
-    errf.close()
-    return _faults_module().ReceiverProc(p, log)
+    return await ReceiverProc.spawn(world.exec(ns), cfg, log, chromium=chromium, env=env)
 
 
 class TurnCast:
@@ -153,8 +135,8 @@ class TurnCast:
         return await self.rx.cmd(cmd="report")
 
     async def wait_frames(self, n: int, timeout: float, since: float | None = None) -> float:
-        """Until n frames arrived after `since` (monotonic); when the first of them came (faults.Cast's)."""
-        return await _faults_module().Cast.wait_frames(self, n, timeout, since)
+        """Until n frames arrived after `since` (monotonic); when the first of them came."""
+        return await wait_frames(self, n, timeout, since)
 
     def selected_pairs(self) -> list[dict]:
         """castd's `selected_pair` lines as {field: value}."""
