@@ -19,17 +19,14 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "IntegrationTests"))
-sys.path.insert(0, str(ROOT / "IntegrationTests" / "daemon"))
 os.environ.setdefault("CASTD_BUILD", "release")
 
-from conftest import devstack_down, devstack_up  # noqa: E402
-from tools.chromium import Chromium  # noqa: E402
-from tools.receiver_pages import Dashboard, Viewer  # noqa: E402
-from castd_proc import Daemon, castd_binary, castd_env, run_castd  # noqa: E402
-from xscreen import XScreen  # noqa: E402
-from tools.mutter_rig import MutterRig  # noqa: E402
+from castkit.devstack import devstack_down, devstack_up  # noqa: E402
+from castkit.chromium import Chromium  # noqa: E402
+from castkit.receiver_pages import Dashboard, Viewer  # noqa: E402
+from castkit.castd_proc import Daemon, castd_binary, castd_env, run_castd  # noqa: E402
+from castkit.xscreen import XScreen  # noqa: E402
+from castkit.mutter_rig import MutterRig  # noqa: E402
 
 
 def say(text: str) -> None:
@@ -60,7 +57,7 @@ async def main(args) -> int:
             extra["DISPLAY"] = screen.display
             say(f"virtual screen {screen.display} at {w}x{h} with castd's test picture")
         # Host candidates with real addresses: hiding them behind mDNS names would make
-        # Chromium multicast onto the real network (tools/chromium.py refuses it here).
+        # Chromium multicast onto the real network (castkit/chromium.py refuses it here).
         browser = await Chromium(hide_mdns=False).start()
         dash = await Dashboard.open(browser, stack.dashboard)
         say(f"the receiver shows PIN {dash.pin[:3]} {dash.pin[3:]} (session {dash.session_id})")

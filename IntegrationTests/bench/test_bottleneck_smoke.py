@@ -6,17 +6,15 @@ bench itself, libwebrtc only: it needs no castd build)."""
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchkit import bottleneck_metrics as bm
+from benchkit import timecode
+from castkit.bottleneck_link import BottleneckLink, burst_bytes, parse_tc_stats
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "Scripts"))
-sys.path.insert(0, str(ROOT / "IntegrationTests"))
-from benchkit import bottleneck_metrics as bm  # noqa: E402
-from benchkit import timecode  # noqa: E402
-from tools.bottleneck_link import BottleneckLink, burst_bytes, parse_tc_stats  # noqa: E402
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and tc need root")
 

@@ -1,10 +1,7 @@
 """The bench's GStreamer sender offers H.264 as spec §7 asks (42e01f,
 packetization-mode=1) whatever webrtcbin wrote for the fmtp."""
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Scripts"))
-from benchkit.gst_sender import h264_fmtp  # noqa: E402
+from benchkit.gst_sender import h264_fmtp
 
 HEAD = "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=sendonly\r\na=rtpmap:96 H264/90000\r\n"
 

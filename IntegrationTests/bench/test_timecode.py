@@ -1,14 +1,11 @@
 """The bench's on-glass timecode (Scripts/benchkit/timecode.py): what the painter
 draws, the receiver reads back, also after the 2560→1920 downscale, and a
 torn code is rejected rather than misread."""
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Scripts"))
-from benchkit import timecode  # noqa: E402
+from benchkit import timecode
 
 BLACK, WHITE = 16, 235   # limited-range luma
 

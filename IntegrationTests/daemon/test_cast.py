@@ -3,8 +3,8 @@ that decodes the frames, through the local stack's signaling."""
 import asyncio
 import contextlib
 
-from castd_proc import answered_cast, castd_env
-from xscreen import XScreen, bar_colours, bars_match
+from castkit.castd_proc import answered_cast, castd_env
+from castkit.xscreen import XScreen, bar_colours, bars_match
 
 
 @contextlib.asynccontextmanager

@@ -4,45 +4,16 @@ in headless Chromium (Debian's), with Chrome's mDNS host candidates on (Chrome's
 With mDNS on, Chromium announces its names by multicast (its mDNS socket joins the group),
 and castd takes them from what it heard or queries them, joining the group itself only when
 it queries. So each test here runs again in a child pytest inside network namespaces of its
-own (tools/confine.py: the stack, Xvfb, Chromium and castd there, a veth pair as the only
+own (castkit/confine.py: the stack, Xvfb, Chromium and castd there, a veth pair as the only
 non-loopback interface), and an nftables guard in the machine's namespace shows that none of
 it left the machine."""
-import asyncio
-import contextlib
-
 import pytest
 
-from castd_proc import Daemon, castd_env, run_castd
-from tools.chromium import Chromium
-from tools.confine import confined, rerun_confined
-from tools.mdns_responder import group_users
-from tools.receiver_pages import Dashboard, Viewer
-from xscreen import BARS, XScreen
-
-
-@contextlib.asynccontextmanager
-async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720), browser=None, codec=None):
-    """An Xvfb screen, Chromium (or the started `browser`, e.g. Firefox) on the dashboard,
-    `castd pair` approved there, the viewer open (with ?codec= when given) and `castd --session`
-    casting to it. Yields (viewer, daemon); stops everything."""
-    screen = await XScreen(*size).start()
-    browser = browser or await Chromium(hide_mdns=hide_mdns).start()
-    daemon = None
-    try:
-        dash = await Dashboard.open(browser, stack.dashboard)
-        env = castd_env(stack, tmp_path, DISPLAY=screen.display)
-        pairing = asyncio.create_task(run_castd(env, "pair", "--pin", dash.pin, "--json"))
-        await dash.approve(resolution="1080p", frame_rate=30)
-        rc, out, err = await pairing
-        assert rc == 0, out + err
-        viewer = await Viewer.open(browser, stack.api_url, dash.session_id, codec=codec)
-        daemon = await Daemon.start(env, dash.session_id)
-        yield viewer, daemon
-    finally:
-        if daemon:
-            await daemon.kill()
-        await browser.close()
-        screen.stop()
+from castkit.castd_proc import chromium_cast
+from castkit.confine import confined, rerun_confined
+from castkit.mdns_responder import group_users
+from castkit.receiver_pages import Viewer
+from castkit.xscreen import BARS
 
 
 @pytest.mark.timeout(240)

@@ -8,9 +8,9 @@ import stat
 import numpy as np
 import pytest
 
-from castd_proc import Daemon, castd_env, pair
-from tools.receiver_answerer import ReceiverAnswerer
-from tools.wayland_standin import StandInScreenCast, expected_picture, installed
+from castkit.castd_proc import Daemon, castd_env, pair
+from castkit.receiver_answerer import ReceiverAnswerer
+from castkit.wayland_standin import StandInScreenCast, expected_picture, installed
 
 pytestmark = pytest.mark.skipif(not installed(), reason="pipewire, wireplumber or dbus-daemon missing (Scripts/bootstrap)")
 

@@ -1,9 +1,9 @@
 """Issue 15: castd's VP8 fallback against real receivers that answer with VP8.
 
 - Firefox ESR (Debian's `firefox-esr`, no H.264 for WebRTC) as the whole receiver, dashboard
-  and viewer, driven over WebDriver BiDi (tools/firefox.py), with its own mDNS host candidates
+  and viewer, driven over WebDriver BiDi (castkit/firefox.py), with its own mDNS host candidates
   (Firefox's default), so the test runs again inside network namespaces of its own
-  (tools/confine.py) as the Chromium mDNS test does;
+  (castkit/confine.py) as the Chromium mDNS test does;
 - Chromium told to prefer VP8 (`/viewer/<id>?codec=vp8`, setCodecPreferences): a second VP8
   decoder; and told to keep only codecs castd never offers (`?codec=none`): castd ends with
   disconnect {"reason":"no_common_codec"} and exit code 1.
@@ -19,11 +19,11 @@ import time
 
 import pytest
 
-from test_cast_chromium import chromium_cast
-from tools.chromium import Chromium
-from tools.confine import confined, rerun_confined
-from tools.firefox import Firefox
-from xscreen import BARS
+from castkit.castd_proc import chromium_cast
+from castkit.chromium import Chromium
+from castkit.confine import confined, rerun_confined
+from castkit.firefox import Firefox
+from castkit.xscreen import BARS
 
 SIZE = (1920, 1080)
 

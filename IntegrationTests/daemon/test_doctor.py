@@ -2,8 +2,8 @@
 import json
 import os
 
-from castd_proc import run_castd
-from xscreen import XScreen
+from castkit.castd_proc import run_castd
+from castkit.xscreen import XScreen
 
 
 async def test_doctor_under_xvfb_reports_xshm_and_x264(tmp_path):

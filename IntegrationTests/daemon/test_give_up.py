@@ -7,11 +7,11 @@ import os
 import secrets
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from castkit.paths import CASTKIT
+
 PYTHON = sys.executable
 
 
@@ -23,7 +23,7 @@ def test_three_reoffers_then_give_up_when_the_media_path_is_cut(tmp_path):
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         env = dict(os.environ, CASTD_BUILD=os.environ.get("CASTD_BUILD", "release"))
-        r = subprocess.run(["ip", "netns", "exec", ns, PYTHON, str(HERE / "netns_giveup.py"), str(tmp_path)],
+        r = subprocess.run(["ip", "netns", "exec", ns, PYTHON, str(CASTKIT / "netns_giveup.py"), str(tmp_path)],
                            capture_output=True, text=True, timeout=230, env=env)
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)

@@ -3,7 +3,7 @@
 that time; now it ignores the row (logged, counted), keeps casting, and ends cleanly."""
 import asyncio
 
-from test_session import start_cast
+from castkit.castd_proc import start_cast
 
 
 async def test_a_second_approval_from_the_year_9999_is_ignored_and_the_cast_goes_on(stack, tmp_path):

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from castd_proc import Daemon, castd_env, pair
-from tools.receiver_answerer import ReceiverAnswerer
-from xscreen import XScreen
+from castkit.castd_proc import Daemon, castd_env, pair
+from castkit.receiver_answerer import ReceiverAnswerer
+from castkit.xscreen import XScreen
 
 
 async def quiet(answerer: ReceiverAnswerer, seconds: float = 0.6) -> None:

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from castd_proc import answered_cast, castd_env
-from xscreen import XScreen
+from castkit.castd_proc import answered_cast, castd_env
+from castkit.xscreen import XScreen
 
 
 @contextlib.asynccontextmanager

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from castd_proc import pair, run_castd, castd_env, Receiver
+from castkit.castd_proc import pair, run_castd, castd_env, Receiver
 
 
 async def test_pin_pairing_approved_prints_session_and_prefs(stack, tmp_path):

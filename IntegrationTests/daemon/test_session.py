@@ -3,18 +3,7 @@ spec §5/§6/§9/§10 (negotiation, connected, heartbeat, SIGTERM, receiver stop
 import asyncio
 import time
 
-from castd_proc import Daemon, castd_env, pair
-from tools.receiver_answerer import ReceiverAnswerer
-
-
-async def start_cast(stack, tmp_path, **env_extra):
-    rx, rc, events, raw = await pair(stack, tmp_path)
-    assert rc == 0, raw
-    sid = rx.session["sessionId"]
-    answerer = ReceiverAnswerer(rx.client, sid)
-    await answerer.start()
-    daemon = await Daemon.start(castd_env(stack, tmp_path, **env_extra), sid)
-    return rx, sid, answerer, daemon
+from castkit.castd_proc import Daemon, castd_env, pair, start_cast
 
 
 async def test_connects_reports_connected_and_ends_cleanly_on_sigterm(stack, tmp_path):

@@ -1,4 +1,4 @@
-"""castd against the local stack behind a real TLS endpoint (tools/tlsproxy.py, a self-signed
+"""castd against the local stack behind a real TLS endpoint (castkit/tlsproxy.py, a self-signed
 certificate made with openssl): refused by default with a clear error and nothing sent to the API;
 with --dev-trust-certificate pairing and a cast work over https:// and wss://; a certificate for
 another name is refused even with the flag (issue 8 §7)."""
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from castd_proc import Daemon, Receiver, castd_env, run_castd
-from tools.receiver_answerer import ReceiverAnswerer
-from tools.tlsproxy import TLSProxy, make_certificate
-from xscreen import XScreen
+from castkit.castd_proc import Daemon, Receiver, castd_env, run_castd
+from castkit.receiver_answerer import ReceiverAnswerer
+from castkit.tlsproxy import TLSProxy, make_certificate
+from castkit.xscreen import XScreen
 
 
 def gateway_port(stack) -> int:

@@ -1,5 +1,5 @@
 """The bench's aiortc receiver answers like Chromium: transport-cc feedback, no REMB
-(tools/twcc_feedback.py). castd must negotiate the extension with it, read its
+(castkit/twcc_feedback.py). castd must negotiate the extension with it, read its
 feedback (an acknowledged rate in its `stats` line) and run its send-side
 estimate from it, with no REMB in play. Were the feedback malformed or its
 sequence numbers off, castd would report no acknowledged rate, or count the
@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from castd_proc import answered_cast, castd_env
-from tools import twcc_feedback
-from xscreen import XScreen
+from castkit.castd_proc import answered_cast, castd_env
+from castkit import twcc_feedback
+from castkit.xscreen import XScreen
 
 
 def _fields(line: str) -> dict:

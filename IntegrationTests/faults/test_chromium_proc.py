@@ -5,11 +5,8 @@ On loopback in this namespace; the Chromium rows of Scripts/faults use it for re
 import asyncio
 import os
 import socket
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chromium_proc import forward  # noqa: E402
+from castkit.chromium_proc import forward
 
 
 def free_port() -> int:

@@ -8,7 +8,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from conftest import DEVSTACK, sign_in
+from castkit.devstack import DEVSTACK, sign_in
 
 
 def test_without_the_option_there_are_no_fault_hooks(stack):

@@ -1,4 +1,4 @@
-"""tools/fuzz_seeds.py (Scripts/fuzz-seeds) and the seeds it committed in Fuzz/Seeds/:
+"""castkit/fuzz_seeds.py (Scripts/fuzz-seeds) and the seeds it committed in Fuzz/Seeds/:
 the pieces that cut captures into seeds, the token scrubbing, the committed files'
 limits, and one real capture through a stack.
 """
@@ -7,14 +7,12 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import sys
 import zlib
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools import fuzz_seeds as fs  # noqa: E402
+from castkit import fuzz_seeds as fs
 
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = REPO / "Fuzz" / "Seeds"

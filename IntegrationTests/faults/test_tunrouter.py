@@ -1,4 +1,4 @@
-"""tools/tunrouter.py, the userspace delay router of the fault scenarios, against real traffic
+"""castkit/tunrouter.py, the userspace delay router of the fault scenarios, against real traffic
 between two network namespaces: delay, jitter and order, random and burst loss with a fixed
 seed, reordering, cut and restore at run time, and a 4 Mbit/s stream carried whole."""
 import os
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tools.netns import Netns, RouterProc
+from castkit.netns import Netns, RouterProc
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)")
 
@@ -158,11 +158,15 @@ def test_set_changes_the_impairment_at_run_time_and_stats_classify_udp_payloads(
         assert send_numbered(tx, rx, 20) == []
         r.control(cmd="set", loss=0)
         dst = rx.getsockname()
-        tx.sendto(b"\x00\x01" + b"\0" * 18, dst)           # STUN binding request type
-        tx.sendto(b"\x16\xfe\xfd" + b"\0" * 20, dst)       # DTLS handshake
-        tx.sendto(b"\x80\x60" + b"\0" * 20, dst)           # RTP, payload type 96
-        tx.sendto(b"\x81\xc8" + b"\0" * 20, dst)           # RTCP sender report
-        time.sleep(0.2)
+        sent = [b"\x00\x01" + b"\0" * 18,              # STUN binding request type
+                b"\x16\xfe\xfd" + b"\0" * 20,          # DTLS handshake
+                b"\x80\x60" + b"\0" * 20,              # RTP, payload type 96
+                b"\x81\xc8" + b"\0" * 20]              # RTCP sender report
+        for d in sent:
+            tx.sendto(d, dst)
+        # The router counts a datagram's class when it reads it, before forwarding it: once all
+        # four reached the receiver, its stats hold them (no fixed wait).
+        assert [rx.recv(2048) for _ in sent] == sent
         cl = r.stats()["a->b"]["classes"]
         assert r.control(cmd="bogus")["ok"] is False
     assert (cl["stun"]["packets"], cl["dtls"]["packets"], cl["rtp"]["packets"], cl["rtcp"]["packets"]) == (1, 1, 1, 1)

@@ -3,90 +3,9 @@
 castd (dev-send) offers; aiortc answers, decodes every frame, and the test checks the
 pixels of the SMPTE colour bars, the frame size and that frames keep coming.
 """
-import asyncio
-import contextlib
-import pathlib
-import subprocess
-
-import numpy as np
 import pytest
-from aiortc import RTCPeerConnection, RTCSessionDescription
 
-from devsender import DevSender
-
-# (A conftest.py here would shadow IntegrationTests/conftest.py for `from conftest import …`.)
-
-
-@pytest.fixture(scope="session")
-def bars_clip(tmp_path_factory) -> pathlib.Path:
-    """4 s of SMPTE colour bars at 640x360, 30 fps, Constrained Baseline, an IDR every second."""
-    path = tmp_path_factory.mktemp("clip") / "bars.264"
-    subprocess.run([
-        "ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "smptebars=size=640x360:rate=30", "-t", "4",
-        "-c:v", "libx264", "-profile:v", "baseline", "-level", "3.1", "-pix_fmt", "yuv420p",
-        "-x264-params", "keyint=30:min-keyint=30:scenecut=0:bframes=0", "-f", "h264", str(path),
-    ], check=True)
-    return path
-
-
-
-# SMPTE bars (top two thirds), left to right: white(75%), yellow, cyan, green, magenta, red, blue.
-BARS = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0), (191, 0, 191), (191, 0, 0), (0, 0, 191)]
-
-
-def bar_colours(frame: np.ndarray) -> list[tuple[int, int, int]]:
-    h, w, _ = frame.shape
-    out = []
-    for i in range(7):
-        x0 = int((i + 0.3) * w / 7)
-        x1 = int((i + 0.7) * w / 7)
-        patch = frame[int(h * 0.2):int(h * 0.5), x0:x1]
-        out.append(tuple(int(v) for v in patch.reshape(-1, 3).mean(axis=0)))
-    return out
-
-
-def assert_sent_cleanly(sender: DevSender, rc: int, frames: int) -> dict:
-    """dev-send exited 0 having sent `frames` frames without an SRTP error; its last stats."""
-    stats = sender.stats()
-    assert rc == 0
-    assert stats["framesSent"] >= frames
-    assert stats["srtpErrors"] == 0
-    return stats
-
-
-async def answer_with_aiortc(sender: DevSender, frames_wanted: int, pc: RTCPeerConnection | None = None,
-                             gather_in=contextlib.nullcontext, wait_s: float = 30):
-    """aiortc answers castd's offer and decodes frames; `gather_in()` is entered while aiortc
-    makes its sockets (setLocalDescription gathers), e.g. another network namespace."""
-    pc = pc or RTCPeerConnection()
-    frames: list[np.ndarray] = []
-    got_enough = asyncio.Event()
-
-    @pc.on("track")
-    def on_track(track):
-        async def pull():
-            while True:
-                try:
-                    f = await track.recv()
-                except Exception:
-                    return
-                frames.append(f.to_ndarray(format="rgb24"))
-                if len(frames) >= frames_wanted:
-                    got_enough.set()
-        asyncio.ensure_future(pull())
-
-    offer = await sender.next("offer", timeout=15)
-    with gather_in():
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type="offer"))
-        await pc.setLocalDescription(await pc.createAnswer())
-    await sender.send(type="answer", sdp=pc.localDescription.sdp)
-
-    fwd = asyncio.create_task(sender.forward_candidates(pc))
-    try:
-        await asyncio.wait_for(got_enough.wait(), wait_s)
-    finally:
-        fwd.cancel()
-    return pc, frames
+from castkit.devsender import BARS, DevSender, answer_with_aiortc, assert_sent_cleanly, bar_colours
 
 
 @pytest.mark.asyncio

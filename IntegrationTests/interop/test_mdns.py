@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from castkit.paths import CASTKIT
+
 PYTHON = sys.executable
 
 
@@ -56,7 +57,7 @@ def run_in_namespace(clip: Path, mode: str) -> dict:
     ns = "castd-mdns-" + secrets.token_hex(3)
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
-        r = subprocess.run(["ip", "netns", "exec", ns, PYTHON, str(HERE / "netns_mdns.py"), str(clip), mode],
+        r = subprocess.run(["ip", "netns", "exec", ns, PYTHON, str(CASTKIT / "netns_mdns.py"), str(clip), mode],
                            capture_output=True, text=True, timeout=110)
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)

@@ -8,46 +8,22 @@ selected pair is `relay`, pixels of the SMPTE bars arrive, and that coturn saw t
 allocation; that wrong credentials give a sentence naming the server; and that with them
 the cast goes on over a direct path where one exists.
 """
-import asyncio
-import pathlib
 import subprocess
-import sys
 
 import pytest
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 
-from devsender import DevSender, castd_binary
-from test_aiortc import BARS, answer_with_aiortc, assert_sent_cleanly, bar_colours, bars_clip  # noqa: F401  (fixture)
-from turn_world import REALM, TURN_IP, TURN_PORT, TurnWorld
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from tools.netns import Netns  # noqa: E402
+from castkit.devsender import BARS, DevSender, answer_with_aiortc, assert_sent_cleanly, bar_colours
+from castkit.turn_world import REALM, TURN_IP, TURN_PORT, TURN_URL, NamedNetns, TurnWorld, start_sender
 
 pytestmark = pytest.mark.skipif(TurnWorld.available() is not None, reason=TurnWorld.available() or "")
-
-TURN_URL = f"turn:{TURN_IP}:{TURN_PORT}"
-
-
-class _Named(Netns):
-    """An existing namespace made by TurnWorld, entered with Netns.entered()."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-async def start_sender(world: TurnWorld, clip, user: str, credential: str, *extra: str, ns: str = "c") -> DevSender:
-    proc = await asyncio.create_subprocess_exec(
-        *world.exec(ns, castd_binary(), "dev-send", "--h264", str(clip), "--no-loopback",
-                    "--turn", TURN_URL, "--turn-user", user, "--turn-credential", credential, *extra),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    return DevSender(proc)
 
 
 async def answer_from(world: TurnWorld, sender: DevSender, frames_wanted: int, ns: str = "r"):
     """aiortc with its sockets in the receiver's namespace (it gathers in setLocalDescription),
     so it sees only its own NAT; coturn is its STUN server."""
     pc = RTCPeerConnection(RTCConfiguration(iceServers=[RTCIceServer(urls=f"stun:{TURN_IP}:{TURN_PORT}")]))
-    return await answer_with_aiortc(sender, frames_wanted, pc=pc, gather_in=_Named(world.ns[ns]).entered, wait_s=25)
+    return await answer_with_aiortc(sender, frames_wanted, pc=pc, gather_in=NamedNetns(world.ns[ns]).entered, wait_s=25)
 
 
 @pytest.mark.timeout(60)

@@ -2,13 +2,13 @@
 local stack whose ice-config carries coturn's REST credentials, castd and aiortc each
 behind its own symmetric NAT with no direct path. castd's selected pair must be `relay`
 (its log), the bars of the Xvfb screen must arrive at 1080p, and coturn must have seen the
-allocation and the channel. The Chromium rows and the faults are in Scripts/faults_turn.py.
+allocation and the channel. The Chromium rows and the faults are in Scripts/faultkit/turn.py.
 """
 import pytest
 
-from turn_cast import Stack, TurnCast
-from turn_world import TurnWorld
-from xscreen import BARS, XScreen
+from castkit.turn_cast import Stack, TurnCast
+from castkit.turn_world import TurnWorld
+from castkit.xscreen import BARS, XScreen
 
 pytestmark = pytest.mark.skipif(TurnWorld.available() is not None, reason=TurnWorld.available() or "")
 

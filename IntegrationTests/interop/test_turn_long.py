@@ -13,9 +13,7 @@ import time
 import pytest
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 
-from test_aiortc import bars_clip  # noqa: F401  (fixture)
-from test_turn import TURN_IP, TURN_PORT, _Named, start_sender
-from turn_world import TurnWorld
+from castkit.turn_world import TURN_IP, TURN_PORT, NamedNetns, TurnWorld, start_sender
 
 MINUTES = float(os.environ.get("CASTD_TURN_LONG_MINUTES", "3"))
 pytestmark = [
@@ -46,7 +44,7 @@ async def test_a_three_minute_cast_survives_60_second_allocations(bars_clip):
 
         try:
             offer = await sender.next("offer", timeout=15)
-            with _Named(world.ns["r"]).entered():
+            with NamedNetns(world.ns["r"]).entered():
                 await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type="offer"))
                 await pc.setLocalDescription(await pc.createAnswer())
             await sender.send(type="answer", sdp=pc.localDescription.sdp)

@@ -7,7 +7,7 @@ import pytest
 from supabase import ClientOptions, create_client
 from supabase_auth.errors import AuthApiError
 
-from conftest import auth_headers, sign_in
+from castkit.devstack import auth_headers, sign_in
 
 
 def client(stack):

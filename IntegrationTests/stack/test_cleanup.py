@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from conftest import api, db, paired_session, rest, sign_in
+from castkit.devstack import api, db, paired_session, rest, sign_in
 
 OPTS = dict(cleanup_interval=1, pairing_window=2, heartbeat_silence=2)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from conftest import DEVSTACK, devstack_down, devstack_up, sign_in
+from castkit.devstack import devstack_down, devstack_up, sign_in
+from castkit.paths import DEVSTACK
 
 KEYS = ("CASTD_API_URL", "CASTD_SUPABASE_URL", "CASTD_SUPABASE_KEY", "DEVSTACK_DASHBOARD",
         "DEVSTACK_PG_URL", "DEVSTACK_STATE_DIR", "DEVSTACK_STUN")
@@ -132,7 +133,7 @@ def test_cors_lets_the_pages_call_the_other_host(stack):
 
 
 def test_secrets_never_reach_the_logs(stack):
-    from conftest import api
+    from castkit.devstack import api
     receiver, sender = sign_in(stack), sign_in(stack)
     c = api(stack, receiver.access_token, "session-create", {}).json()
     token = httpx.URL(c["qrUrl"]).params["t"]

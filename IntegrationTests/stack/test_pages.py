@@ -4,7 +4,7 @@ Issue 2's Must-show: a PIN on the dashboard, the official `supabase` client
 pairs with it, the join request appears, Approve moves the session to
 `connecting` and the paired client receives `join_approved` over Realtime
 (and Deny sends `disconnect {"reason":"denied"}`). Then the viewer as the
-answerer of tools/ref_sender.py: H.264 decoded, frames climbing, the sent
+answerer of castkit/ref_sender.py: H.264 decoded, frames climbing, the sent
 resolution and colours in pixels, a new negotiationId replacing the peer
 connection, the receiver rules of spec §11 on compressed durations, a refresh
 ignoring old offers, and each way a session ends.
@@ -17,20 +17,18 @@ import asyncio
 import json
 import os
 import re
-import sys
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import random_ip  # noqa: E402
-from tools.chromium import Chromium  # noqa: E402
-from tools.pattern import BARS, ColourBars  # noqa: E402
-from tools.receiver_pages import Dashboard, Viewer  # noqa: E402
-from tools.ref_sender import Denied, RefSender  # noqa: E402
-from tools.signaling import SessionSignals, StackClient, StackConfig  # noqa: E402
+from castkit.devstack import random_ip
+from castkit.chromium import Chromium
+from castkit.pattern import BARS, ColourBars
+from castkit.receiver_pages import Dashboard, Viewer
+from castkit.ref_sender import Denied, RefSender
+from castkit.signaling import SessionSignals, StackClient, StackConfig
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,18 +1,15 @@
-"""The headless-Chromium tool itself (tools/chromium.py), against a loopback page.
+"""The headless-Chromium tool itself (castkit/chromium.py), against a loopback page.
 
 Needs no stack: a tiny aiohttp server on 127.0.0.1 serves the page.
 """
 import asyncio
 import os
 import struct
-import sys
-from pathlib import Path
 
 import pytest
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools.chromium import Chromium, JSError  # noqa: E402
+from castkit.chromium import Chromium, JSError
 
 PAGE = """<!doctype html><html><body style="margin:0;background:rgb(10,200,30)">
 <button id="b" onclick="window.clicked = (window.clicked || 0) + 1">b</button>

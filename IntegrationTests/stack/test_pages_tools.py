@@ -1,22 +1,19 @@
-"""The Python signaling tools end to end, without a browser: tools/ref_sender.py
-streams to tools/receiver_answerer.py through the stack's signaling, so the
+"""The Python signaling tools end to end, without a browser: castkit/ref_sender.py
+streams to castkit/receiver_answerer.py through the stack's signaling, so the
 answerer that other tests use as an exact-pixel receiver is itself checked.
 """
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import random_ip  # noqa: E402
-from tools.pattern import BARS, ColourBars  # noqa: E402
-from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
-from tools.ref_sender import RefSender  # noqa: E402
-from tools.signaling import StackClient, StackConfig  # noqa: E402
+from castkit.devstack import random_ip
+from castkit.pattern import BARS, ColourBars
+from castkit.receiver_answerer import ReceiverAnswerer
+from castkit.ref_sender import RefSender
+from castkit.signaling import StackClient, StackConfig
 
 pytestmark = pytest.mark.asyncio
 
@@ -92,7 +89,7 @@ async def test_python_signaling_refreshes_tokens_and_keeps_its_channel(stack_fac
 
 
 def test_split_candidates_moves_first_section_candidates_into_row_payloads():
-    from tools.trickle import split_candidates
+    from castkit.trickle import split_candidates
     sdp = ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\n"
            "m=video 5000 UDP/TLS/RTP/SAVPF 96\r\na=ice-ufrag:abcd\r\n"
            "a=candidate:1 1 udp 2130706431 192.0.2.2 5000 typ host\r\n"

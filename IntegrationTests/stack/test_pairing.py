@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from conftest import api, db, random_ip, rest, sign_in, supabase_client
+from castkit.devstack import api, db, random_ip, rest, sign_in, supabase_client
 
 
 def create(stack, receiver):

@@ -6,14 +6,11 @@ They pin down the wire shapes of supabase-wire.md §C with exact JSON text.
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "Scripts" / "stack"))
 
-from gateway import realtime_protocol as proto  # noqa: E402
+from gateway import realtime_protocol as proto
 
 ANON = "sb_publishable_test"
 T0 = 1_800_000_000.0

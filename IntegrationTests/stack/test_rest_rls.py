@@ -7,7 +7,7 @@ import jwt
 import pytest
 from postgrest.exceptions import APIError
 
-from conftest import db, paired_session, rest, sign_in, supabase_client
+from castkit.devstack import db, paired_session, rest, sign_in, supabase_client
 
 OFFER = {"type": "offer", "sdp": "v=0\r\n", "negotiationId": "5b2f7c1e-0000-4000-8000-000000000001"}
 
@@ -124,7 +124,7 @@ async def test_expired_authorization_refuses_inserts_but_reads_still_work(stack,
 
 
 def test_ended_session_refuses_both_sides_and_keeps_rows_readable(stack, parties):
-    from conftest import api
+    from castkit.devstack import api
     ps, rc, sc = parties
     assert api(stack, ps.receiver.access_token, "session-end", {"sessionId": ps.session_id}).status_code == 200
     for c, r in ((sc, row(ps.session_id, "sender", "receiver")), (rc, row(ps.session_id, "receiver", "sender"))):
@@ -226,7 +226,7 @@ def test_invalid_and_expired_tokens(stack, stack_factory):
     r = rest(short, t.access_token, "GET", "signaling_messages")
     assert r.status_code == 401
     assert r.json()["code"] == "PGRST303" and r.json()["message"] == "JWT expired"
-    from conftest import api
+    from castkit.devstack import api
     r = api(short, t.access_token, "session-create", {})
     assert r.status_code == 401 and r.json() == {"error": {"code": "unauthorized", "message": "Token expired"}}
 

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.postgrest_query import QueryError, parse_query
 
-from conftest import paired_session
+from castkit.devstack import paired_session
 
 COLS = {"id": "uuid", "session_id": "uuid", "recipient_role": "text", "payload": "jsonb",
         "created_at": "timestamp with time zone"}

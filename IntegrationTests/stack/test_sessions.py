@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from conftest import api, db, paired_session, rest, sign_in
+from castkit.devstack import api, db, paired_session, rest, sign_in
 
 
 def update(stack, token, sid, action):

@@ -1,22 +1,18 @@
 """Issue 17: castd's side of the sd_notify protocol, with a listener that plays systemd's part
-(tools/notify_listener.py; no user manager runs on these machines). READY=1 comes once castd is
+(castkit/notify_listener.py; no user manager runs on these machines). READY=1 comes once castd is
 signed in and subscribed, before anyone approves; STATUS= follows the session; WATCHDOG=1 keeps
 coming while the cast makes progress, and stops when castd is stuck, so the watchdog kills it."""
 import asyncio
 import signal
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from castd_proc import Daemon, Receiver, castd_env, run_castd  # noqa: E402
-from tools.notify_listener import NotifyListener  # noqa: E402
-from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
-from xscreen import XScreen  # noqa: E402
+from castkit.castd_proc import Daemon, Receiver, castd_env, run_castd
+from castkit.notify_listener import NotifyListener
+from castkit.receiver_answerer import ReceiverAnswerer
+from castkit.xscreen import XScreen
 
 WATCHDOG_SEC = 6.0
 

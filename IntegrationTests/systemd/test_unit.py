@@ -3,13 +3,11 @@ import configparser
 import pathlib
 import os
 import shutil
-import sys
 import subprocess
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from tools.castd_build import binary  # noqa: E402
+from castkit.castd_build import binary
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "castd@.service"

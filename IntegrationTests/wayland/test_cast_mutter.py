@@ -8,19 +8,17 @@ import asyncio
 import os
 import pathlib
 import shutil
-import sys
 import tempfile
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "daemon"))
-from castd_proc import Daemon, castd_binary, castd_env, pair, run_castd  # noqa: E402
-from xscreen import BARS, bar_colours, bars_match  # noqa: E402
-from tools.chromium import Chromium  # noqa: E402
-from tools.receiver_pages import Dashboard, Viewer  # noqa: E402
-from tools.mutter_rig import MutterRig, missing_tools  # noqa: E402
-from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
+from castkit.castd_proc import Daemon, castd_binary, castd_env, pair, run_castd
+from castkit.xscreen import BARS, bar_colours, bars_match
+from castkit.chromium import Chromium
+from castkit.receiver_pages import Dashboard, Viewer
+from castkit.mutter_rig import MutterRig, missing_tools
+from castkit.receiver_answerer import ReceiverAnswerer
 
 pytestmark = pytest.mark.skipif(bool(missing_tools()), reason=f"rig tools missing: {missing_tools()}")
 

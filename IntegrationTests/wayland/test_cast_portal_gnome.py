@@ -11,16 +11,14 @@ import os
 import pathlib
 import shutil
 import stat
-import sys
 import tempfile
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "daemon"))
-from castd_proc import Daemon, castd_binary, castd_env, pair  # noqa: E402
-from xscreen import bar_colours, bars_match  # noqa: E402
-from tools.mutter_rig import MutterRig, missing_portal, missing_tools, portal_dialog_accept  # noqa: E402
-from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
+from castkit.castd_proc import Daemon, castd_binary, castd_env, pair
+from castkit.xscreen import bar_colours, bars_match
+from castkit.mutter_rig import MutterRig, missing_portal, missing_tools, portal_dialog_accept
+from castkit.receiver_answerer import ReceiverAnswerer
 
 pytestmark = pytest.mark.skipif(bool(missing_tools() + missing_portal()),
                                 reason=f"rig or portal missing: {missing_tools() + missing_portal()}")

@@ -1,19 +1,16 @@
 """castd --capture mutter when GNOME closes the cast mid-stream (its monitor went away): a real headless Mutter
-never does that on request, so a stand-in org.gnome.Mutter.ScreenCast (tools/mutter_standin.py) on a private session
+never does that on request, so a stand-in org.gnome.Mutter.ScreenCast (castkit/mutter_standin.py) on a private session
 bus hands out a REAL PipeWire node (castd-pattern's picture) and closes the session when the test says. castd must
 log why in words, open a new session, and keep the receiver's picture coming."""
 import asyncio
 import json
-import pathlib
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "daemon"))
-from castd_proc import answered_cast, castd_env  # noqa: E402
-from tools.wayland_standin import HERE, StandInScreenCast, expected_picture, installed  # noqa: E402
+from castkit.castd_proc import answered_cast, castd_env
+from castkit.wayland_standin import HERE, StandInScreenCast, expected_picture, installed
 
 pytestmark = pytest.mark.skipif(not installed(), reason="pipewire, wireplumber or dbus-daemon missing (Scripts/bootstrap)")
 

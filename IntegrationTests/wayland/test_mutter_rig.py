@@ -6,7 +6,7 @@ castd's Wayland backends are tested on (issue #9) shows what it should.
 import numpy as np
 import pytest
 
-from tools.mutter_rig import MutterRig, missing_tools
+from castkit.mutter_rig import MutterRig, missing_tools
 
 BARS = [(0xBF, 0xBF, 0xBF), (0xBF, 0xBF, 0), (0, 0xBF, 0xBF), (0, 0xBF, 0), (0xBF, 0, 0xBF), (0xBF, 0, 0), (0, 0, 0xBF)]
 

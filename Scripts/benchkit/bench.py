@@ -24,17 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "Scripts"))
-sys.path.insert(0, str(ROOT / "IntegrationTests"))
-sys.path.insert(0, str(ROOT / "IntegrationTests" / "daemon"))
-from benchkit import proctree, receiver  # noqa: E402
-from benchkit.host import machine  # noqa: E402
-from benchkit.screen import BenchScreen  # noqa: E402
-from benchkit.stats import quantile, ratio  # noqa: E402
-from castd_proc import Receiver, castd_env  # noqa: E402
-from conftest import devstack_down, devstack_up  # noqa: E402
-from tools.castd_build import binary  # noqa: E402
+from benchkit import proctree, receiver
+from benchkit.host import machine
+from benchkit.screen import BenchScreen
+from benchkit.stats import quantile, ratio
+from castkit.castd_proc import Receiver, castd_env
+from castkit.devstack import devstack_down, devstack_up
+from castkit.castd_build import binary
+from castkit.paths import REPO
 
 SCENARIOS = {
     "1080p-static": (1920, 1080, "static"),
@@ -316,7 +313,7 @@ def main() -> int:
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
     ap.add_argument("--castd", help="the castd binary to run (default: this tree's release build), "
                                      "e.g. another checkout's, to compare before and after a change")
-    ap.add_argument("--out", default=str(ROOT / "artifacts" / "bench"), help="directory for bench.json and the plots")
+    ap.add_argument("--out", default=str(REPO / "artifacts" / "bench"), help="directory for bench.json and the plots")
     args = ap.parse_args()
     global CASTD
     CASTD = args.castd

@@ -5,14 +5,14 @@ Topology (root only; every address inside namespaces this script creates and del
 
     namespace "s" (senders)                          namespace "r" (receiver)
     the local stack, Xvfb + the bench painter        headless Chromium: /dashboard, /viewer/<id>
-    (busy 1080p, on-glass timecode), castd,           (tools/bottleneck_rx.py); the pages'
+    (busy 1080p, on-glass timecode), castd,           (castkit/bottleneck_rx.py); the pages'
     headless Chromium drawing the same picture        signaling reaches the stack over the link
-    on a canvas (tools/canvas_sender.py)
+    on a canvas (castkit/canvas_sender.py)
          10.79.n.1 veth ── tbf on this egress (rate R, 200 ms queue) ──▶ veth 10.79.n.2
 
 Everything (media, RTCP, STUN, signaling) crosses the one veth; only the sender → receiver
-direction is shaped (tools/bottleneck_link.py). Scenarios change tbf's rate at run time
-(`tc qdisc change`) and add random loss with nftables. A tools/confine.py guard counts any
+direction is shaped (castkit/bottleneck_link.py). Scenarios change tbf's rate at run time
+(`tc qdisc change`) and add random loss with nftables. A castkit/confine.py guard counts any
 packet of the run that leaves through a real interface (reported as off_machine; it must be 0).
 
 Per sender and scenario, from the receiver's getStats (one sample a second) and the timecode
@@ -39,14 +39,10 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "Scripts"))
-sys.path.insert(0, str(ROOT / "IntegrationTests"))
-sys.path.insert(0, str(ROOT / "IntegrationTests" / "daemon"))
-from benchkit import bottleneck_metrics as bm  # noqa: E402
-from tools.bottleneck_link import BottleneckLink  # noqa: E402
+from benchkit import bottleneck_metrics as bm
+from castkit.bottleneck_link import BottleneckLink
+from castkit.paths import CASTKIT, PYTHON, REPO
 
-PYTHON = str(ROOT / ".venv" / "bin" / "python")
 PREFS = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
 WARMUP_S = 5.0            # the targets ignore the first 5 s after the first frame (issue 14)
 
@@ -72,7 +68,7 @@ def outer(a: argparse.Namespace, argv: list[str]) -> int:
     if os.geteuid() != 0:
         print("Scripts/bench --bottleneck: needs root (network namespaces, tc, nftables)", file=sys.stderr)
         return 2
-    from tools.confine import Guard
+    from castkit.confine import Guard
     tag = secrets.token_hex(2)
     link = BottleneckLink(tag)
     guard = None
@@ -101,19 +97,19 @@ def outer(a: argparse.Namespace, argv: list[str]) -> int:
 # ---------------------------------------------------------------- inner: one sender in one scenario
 
 class RxProc:
-    """tools/bottleneck_rx.py in the receiver namespace, driven by JSON lines."""
+    """castkit/bottleneck_rx.py in the receiver namespace, driven by JSON lines."""
 
     def __init__(self, proc, logf: Path):
         self.proc, self.log = proc, logf
 
     @classmethod
     async def start(cls, link: BottleneckLink, stack, logf: Path) -> "RxProc":
-        from tools.confine import CONFINED_ENV, confined_env_value
+        from castkit.confine import CONFINED_ENV, confined_env_value
         cfg = {"api_url": stack.api_url, "forward_to": link.addr_s}
         env = dict(os.environ, **{CONFINED_ENV: confined_env_value(link.ns_r)})
         errf = open(logf, "ab")
         p = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", link.ns_r, PYTHON, str(ROOT / "IntegrationTests" / "tools" / "bottleneck_rx.py"),
+            "ip", "netns", "exec", link.ns_r, PYTHON, str(CASTKIT / "bottleneck_rx.py"),
             json.dumps(cfg), env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errf,
             limit=1 << 26)
         errf.close()
@@ -144,7 +140,7 @@ class Castd:
     """`castd pair --pin`, then `castd --session` casting the Xvfb screen."""
 
     def __init__(self, binary: str, stack, display: str, home: Path):
-        from castd_proc import castd_env
+        from castkit.castd_proc import castd_env
         self.binary = binary
         self.env = castd_env(stack, home, DISPLAY=display)
         self.proc = None
@@ -240,8 +236,8 @@ class Run:
                 await pairing
                 await castd.start(sid)
             else:
-                from tools.canvas_sender import CanvasSender, map_clock, page_js
-                from tools.signaling import StackClient, StackConfig
+                from castkit.canvas_sender import CanvasSender, map_clock, page_js
+                from castkit.signaling import StackClient, StackConfig
                 page = await self.browser.new_page("about:blank")
                 await page.evaluate(page_js(paint_fps=self.a.painter_fps), timeout=60)
                 await map_clock(page)
@@ -334,9 +330,9 @@ class Run:
     async def main(self) -> dict:
         from benchkit.host import machine
         from benchkit.screen import BenchScreen
-        from conftest import devstack_down, devstack_up
-        from tools.chromium import Chromium
-        from tools.confine import CONFINED_ENV, confined_env_value
+        from castkit.devstack import devstack_down, devstack_up
+        from castkit.chromium import Chromium
+        from castkit.confine import CONFINED_ENV, confined_env_value
         # The whole run is confined (no route off the machine, the outer guard's cgroup): the
         # sender's browser needs no guard of its own.
         os.environ[CONFINED_ENV] = confined_env_value(self.link.ns_s)
@@ -443,12 +439,12 @@ def main() -> int:
     ap.add_argument("--max-bitrate", type=int, default=4_000_000, help="libwebrtc's maxBitrate (spec §7: 4 Mbit/s)")
     ap.add_argument("--libwebrtc-codec", choices=["h264", "vp8"], default="vp8",
                     help="the codec Chromium's sender puts first (default vp8: Chromium's OpenH264 cannot code the busy picture, 130-540 KB frames at 1-3 fps on a quiet machine)")
-    ap.add_argument("--out", default=str(ROOT / "artifacts" / "bench"), help="directory for bottleneck.json and plots")
+    ap.add_argument("--out", default=str(REPO / "artifacts" / "bench"), help="directory for bottleneck.json and plots")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     argv = sys.argv[1:]
     a = p = ap.parse_args(argv)
     a.argv = [x for x in argv if x != "--inner"]
-    a.castd = str(Path(a.castd).resolve()) if a.castd else str(ROOT / ".build" / "release" / "castd")
+    a.castd = str(Path(a.castd).resolve()) if a.castd else str(REPO / ".build" / "release" / "castd")
     a.seconds = a.seconds or (20.0 if a.quick else 50.0)
     a.steps_seconds = a.steps_seconds or (36.0 if a.quick else 60.0)
     a.scenario = a.scenario or list(SCENARIOS)

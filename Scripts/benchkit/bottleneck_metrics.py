@@ -13,12 +13,9 @@ Pure functions over recorded samples (no IO), so a recorded run can be re-read a
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchkit import timecode  # noqa: E402
-from benchkit.stats import quantile  # noqa: E402
+from benchkit import timecode
+from benchkit.stats import quantile
 
 SETTLE_QUEUE_MS = 50        # a step down has settled when tbf's queue stays under this (issue 14)
 SETTLE_HOLD_S = 2.0         # … for this long

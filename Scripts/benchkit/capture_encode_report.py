@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchkit.host import machine  # noqa: E402
-from benchkit.stats import ratio  # noqa: E402
+from benchkit.host import machine
+from benchkit.stats import ratio
 
 
 def side(capture: dict | None, ce: dict | None) -> dict:

@@ -22,13 +22,11 @@ import json
 import resource
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchkit import gst  # noqa: E402
-from benchkit.gst import Gst  # noqa: E402
-from benchkit.screen import BenchScreen  # noqa: E402
-from benchkit.stats import percentiles  # noqa: E402
+from benchkit import gst
+from benchkit.gst import Gst
+from benchkit.screen import BenchScreen
+from benchkit.stats import percentiles
 
 WARMUP = 10
 

@@ -4,7 +4,7 @@
         python Scripts/benchkit/gst_sender.py --pin 482913 --display :50 --width 1920 --height 1080
 
 It pairs, waits for approval, offers and trickles exactly as castd does,
-reusing the reference sender (IntegrationTests/tools/ref_sender.py) for
+reusing the reference sender (IntegrationTests/castkit/ref_sender.py) for
 everything but the media: instead of aiortc, each negotiation builds
 
     ximagesrc ! videoconvert [! videoscale] ! I420 BT.709 30 fps
@@ -30,15 +30,12 @@ import sys
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "Scripts"))
-sys.path.insert(0, str(ROOT / "IntegrationTests"))
-from benchkit import gst  # noqa: E402
-from benchkit.gst import Gst  # noqa: E402
-from tools.ref_sender import Denied, RefSender  # noqa: E402
-from tools.signaling import StackClient, StackConfig  # noqa: E402
+from benchkit import gst
+from benchkit.gst import Gst
+from castkit.ref_sender import Denied, RefSender
+from castkit.signaling import StackClient, StackConfig
 
-import gi  # noqa: E402
+import gi
 
 gi.require_version("GstWebRTC", "1.0")
 gi.require_version("GstSdp", "1.0")

@@ -17,13 +17,11 @@ import argparse
 import signal
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from Xlib import X, display as xdisplay
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchkit import timecode  # noqa: E402
+from benchkit import timecode
 
 BARS = [0xBFBFBF, 0xBFBF00, 0x00BFBF, 0x00BF00, 0xBF00BF, 0xBF0000, 0x0000BF]
 MARGIN = 512

@@ -4,7 +4,7 @@ on-glass timecode of every decoded frame.
 Three changes to aiortc for measuring, all on the receiving side only and the
 same for every sender:
 - it sends transport-cc feedback every 100 ms and no REMB, as Chromium does
-  (tools/twcc_feedback.py: aiortc's own REMB, computed in Python on this
+  (castkit/twcc_feedback.py: aiortc's own REMB, computed in Python on this
   loaded machine, reads scheduling delays as queueing and would cap a sender
   that honours it far below what loopback carries);
 - a video frame leaves the jitter buffer when its last packet (RTP marker
@@ -16,7 +16,6 @@ same for every sender:
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +25,9 @@ import aiortc.rtcrtpreceiver as rtcrtpreceiver
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.mediastreams import MediaStreamError
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "IntegrationTests"))
-sys.path.insert(0, str(ROOT / "Scripts"))
-from benchkit import timecode  # noqa: E402
-from tools import twcc_feedback  # noqa: E402
-from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
+from benchkit import timecode
+from castkit import twcc_feedback
+from castkit.receiver_answerer import ReceiverAnswerer
 
 twcc_feedback.install()
 

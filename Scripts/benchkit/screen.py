@@ -7,10 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "IntegrationTests" / "daemon"))
-sys.path.insert(0, str(ROOT / "IntegrationTests"))
-from xscreen import free_display  # noqa: E402
+from castkit.xscreen import free_display
 
 
 class BenchScreen:

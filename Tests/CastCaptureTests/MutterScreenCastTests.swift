@@ -4,7 +4,7 @@ import CastCore
 import CastMedia
 @testable import CastCapture
 
-/// The Mutter ScreenCast stand-in (IntegrationTests/tools/mutter_standin.py)
+/// The Mutter ScreenCast stand-in (IntegrationTests/castkit/mutter_standin.py)
 /// on the test session's bus, announcing a real PipeWire node. The real
 /// Mutter is covered end to end by IntegrationTests/wayland/test_cast_mutter.py;
 /// the stand-in covers what a headless Mutter will not do on request (close a session).

@@ -26,7 +26,7 @@ final class PipeWireSession {
         // Its address on stdout is the readiness signal.
         let config = runtimeDir + "/bus.conf"
         let confTemplate = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../IntegrationTests/tools/private-session-bus.conf").standardized
+            .appendingPathComponent("../../IntegrationTests/castkit/private-session-bus.conf").standardized
         try Data(String(contentsOf: confTemplate, encoding: .utf8).replacingOccurrences(of: "@DIR@", with: runtimeDir).utf8)
             .write(to: URL(fileURLWithPath: config))
         let bus = Process()

@@ -4,7 +4,7 @@ import CastCore
 import CastMedia
 @testable import CastCapture
 
-/// The D-Bus stand-in portal (IntegrationTests/tools/portal_standin.py) on the
+/// The D-Bus stand-in portal (IntegrationTests/castkit/portal_standin.py) on the
 /// test session's bus, handing out a real PipeWire node.
 final class StandInPortal: StandInService {
     static var installed: Bool { installed("portal_standin.py") }

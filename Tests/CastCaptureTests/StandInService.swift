@@ -4,14 +4,14 @@ import CastCore
 import CastMedia
 @testable import CastCapture
 
-/// A D-Bus stand-in service from IntegrationTests/tools (the ScreenCast
+/// A D-Bus stand-in service from IntegrationTests/castkit (the ScreenCast
 /// portal's or Mutter's), run with the system python3 on a test session's
 /// bus. It prints "ready" once its name is owned and appends each call to a
 /// JSON-lines log the test reads back.
 class StandInService {
     static func scriptPath(_ name: String) -> String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../IntegrationTests/tools/\(name)").standardized.path
+            .appendingPathComponent("../../IntegrationTests/castkit/\(name)").standardized.path
     }
 
     /// python3 with python3-dbus and python3-gi, and the script present.

@@ -9,11 +9,11 @@ packetization-mode=1) first, VP8 as fallback · §9 session-update connected,
 disconnect + end on stop · §10 heartbeat every 30 s · §11 failed or
 disconnected > 5 s → new negotiation after 1 s, 3 s, 7 s, at most 3 attempts.
 
-It streams the ColourBars pattern (tools/pattern.py) so receivers can check
+It streams the ColourBars pattern (castkit/pattern.py) so receivers can check
 colours and frame numbers. Usable as a library (RefSender) or a command:
 
     CASTD_API_URL=… CASTD_SUPABASE_URL=… CASTD_SUPABASE_KEY=… \\
-        python IntegrationTests/tools/ref_sender.py --pin 482913 --width 1280 --height 720
+        python IntegrationTests/castkit/ref_sender.py --pin 482913 --width 1280 --height 720
 """
 from __future__ import annotations
 
@@ -24,17 +24,15 @@ import logging
 import signal
 import sys
 import time
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import av
 from aiortc import (AudioStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender,
                     RTCSessionDescription, VideoStreamTrack)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools.pattern import ColourBars  # noqa: E402
-from tools.signaling import ApiError, SessionSignals, StackClient, StackConfig, new_negotiation_id  # noqa: E402
-from tools.trickle import add_remote_candidate, split_candidates  # noqa: E402
+from castkit.pattern import ColourBars
+from castkit.signaling import ApiError, SessionSignals, StackClient, StackConfig, new_negotiation_id
+from castkit.trickle import add_remote_candidate, split_candidates
 
 log = logging.getLogger("ref_sender")
 

@@ -5,7 +5,7 @@ import asyncio
 import os
 import subprocess
 
-from tools.castd_build import binary
+from castkit.castd_build import binary
 
 BARS = [(0xBF, 0xBF, 0xBF), (0xBF, 0xBF, 0), (0, 0xBF, 0xBF), (0, 0xBF, 0), (0xBF, 0, 0xBF), (0xBF, 0, 0), (0, 0, 0xBF)]
 

@@ -3,7 +3,7 @@
 One rig is: a private session `dbus-daemon`, `pipewire` and `wireplumber`, and
 `mutter --headless --virtual-monitor WxH --wayland --no-x11`, all in a fresh
 XDG_RUNTIME_DIR, plus a Wayland client that draws castd's test picture
-fullscreen (tools/wayland_pattern.py). Mutter renders in software; nothing
+fullscreen (castkit/wayland_pattern.py). Mutter renders in software; nothing
 here needs a GPU. Started as root (CI), everything runs as a dedicated
 unprivileged user, `castd-rig`, created on first use; started as anyone else,
 it runs as that user.
@@ -18,7 +18,7 @@ With `portal=True` the rig also runs the real `xdg-desktop-portal` with
 their own XDG data/config homes in the runtime directory (so the permission
 store that keeps restore tokens starts empty). The GNOME portal's ScreenCast
 dialog is a GTK window on the rig's screen; `click(points)` clicks it through
-org.gnome.Mutter.RemoteDesktop (tools/mutter_click.py), and
+org.gnome.Mutter.RemoteDesktop (castkit/mutter_click.py), and
 `portal_dialog_accept(w, h)` gives the points that pick the monitor and press Share.
 
 From a shell: `python3 -m tools.mutter_rig [--size WxH] [--static] [--portal]` (run in

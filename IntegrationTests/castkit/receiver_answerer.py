@@ -30,12 +30,8 @@ from aiortc import MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConn
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtp import RTCP_PSFB_FIR, RtcpPsfbPacket
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools.signaling import SessionSignals, StackClient  # noqa: E402
-from tools.trickle import add_remote_candidate, split_candidates  # noqa: E402
+from castkit.signaling import SessionSignals, StackClient
+from castkit.trickle import add_remote_candidate, split_candidates
 
 
 def to_rgb(frame) -> np.ndarray:

@@ -26,7 +26,7 @@ faults topology leaves only the impaired TUN link).
 
 The caller puts this process in a run confined by its own guard (Scripts/faults: the
 receiver namespace has no route off the machine, and an nftables counter in the machine's
-namespace watches every process of the run) and says so with tools/confine.py's
+namespace watches every process of the run) and says so with castkit/confine.py's
 environment variable, so the browser does not start a guard of its own.
 """
 from __future__ import annotations
@@ -37,11 +37,9 @@ import json
 import socket
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools.chromium import Chromium  # noqa: E402
-from tools.receiver_pages import Dashboard, Viewer  # noqa: E402
+from castkit.chromium import Chromium
+from castkit.receiver_pages import Dashboard, Viewer
 
 # Every frame the <video> element presents, with the page's clock, kept in the page until
 # the next report takes them.

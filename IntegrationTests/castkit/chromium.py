@@ -30,7 +30,7 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
-from tools.confine import Guard, confined
+from castkit.confine import Guard, confined
 
 CHROMIUM = os.environ.get("CASTD_CHROMIUM", "chromium")
 
@@ -243,10 +243,10 @@ class Chromium:
     multicast at all. `hide_mdns=True` is Chrome's default instead: host candidates behind
     `<uuid>.local` names that Chromium announces by multicast DNS (224.0.0.251, ff02::fb) on
     every non-loopback interface, which would leave the machine; so it is refused outside a
-    network namespace of the test's own (tools/confine.py).
+    network namespace of the test's own (castkit/confine.py).
 
     Outside such a namespace, and as root, the browser's processes run in a cgroup that an
-    nftables counter watches (tools/confine.Guard): after `close`, `off_machine` holds how many
+    nftables counter watches (castkit/confine.Guard): after `close`, `off_machine` holds how many
     packets they sent through a non-loopback interface, and `assert_stayed_on_the_machine()`
     fails when that is not zero."""
 
@@ -254,7 +254,7 @@ class Chromium:
                  window_size: tuple[int, int] = (1280, 800), startup_timeout: float = 20.0):
         if hide_mdns and not confined():
             raise RuntimeError("Chromium with mDNS host candidates multicasts onto the real network: "
-                               "run it in a network namespace (tools/confine.py), or use hide_mdns=False")
+                               "run it in a network namespace (castkit/confine.py), or use hide_mdns=False")
         self.hide_mdns = hide_mdns
         self.extra_args = list(extra_args or [])
         self.window_size = window_size

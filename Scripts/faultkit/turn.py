@@ -1,39 +1,32 @@
-"""Scripts/faults rows for TURN (issue 16): the whole daemon through coturn.
+"""Rows of the TURN family (issue 16): the whole daemon through coturn.
 
-Each row builds its own IntegrationTests/interop/turn_world.py world (castd and the receiver
+Each row builds its own IntegrationTests/castkit/turn_world.py world (castd and the receiver
 each behind a symmetric NAT, coturn and the local stack in the public namespace between them,
 no direct path) with turn_cast.py, and removes it afterwards. Scripts/faults.py appends
-`rows(faults module)` to its scenarios (full set only).
+`rows()` to its scenarios (full set only).
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import re
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-for p in (REPO / "IntegrationTests" / "interop", REPO / "IntegrationTests", REPO / "IntegrationTests" / "daemon",
-          REPO / "Scripts"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+from faultkit.world import Cast, Result, check, frame_figures
 
 BARS_TOLERANCE = 12
 
 
-def rows(f) -> list[tuple]:
-    """The TURN rows in Scripts/faults' SCENARIOS shape; f is the faults module (Result, check,
-    frame_figures)."""
+def rows() -> list[tuple]:
+    """The TURN rows in Scripts/faults' SCENARIOS shape."""
 
     @contextlib.asynccontextmanager
     async def turn_cast(w, name: str, *, busy: bool = False, chromium: bool = False, relay_only: bool = False,
                         open_path: bool = False, world_kw: dict | None = None):
         from benchkit.screen import BenchScreen
-        from turn_cast import Stack, TurnCast
-        from turn_world import TurnWorld
-        from xscreen import XScreen
+        from castkit.turn_cast import Stack, TurnCast
+        from castkit.turn_world import TurnWorld
+        from castkit.xscreen import XScreen
         out = w.out / name
         out.mkdir(parents=True, exist_ok=True)
         async with contextlib.AsyncExitStack() as ex:
@@ -57,7 +50,7 @@ def rows(f) -> list[tuple]:
             yield world, cast
 
     def bars_ok(bars: dict) -> bool:
-        from xscreen import BARS
+        from castkit.xscreen import BARS
         got = bars.get("bars") or []
         return len(got) == 7 and all(g is not None and max(abs(a - b) for a, b in zip(g, want)) <= BARS_TOLERANCE
                                      for g, want in zip(got, BARS))
@@ -69,10 +62,10 @@ def rows(f) -> list[tuple]:
         t0 = await cast.wait_frames(5, timeout=60)
         await asyncio.sleep(seconds)
         t1 = time.monotonic()
-        return f.frame_figures((await cast.report())["frames"], t0, t1), t0, t1
+        return frame_figures((await cast.report())["frames"], t0, t1), t0, t1
 
     async def chromium_relay(w, busy: bool, relay_only: bool, open_path: bool, name: str):
-        r = f.Result(name, ("castd's selected pair relay, the viewer's getStats pair relay, "
+        r = Result(name, ("castd's selected pair relay, the viewer's getStats pair relay, "
                             + ("≥ 29 fps at 1080p busy" if busy else "the bars' pixels arrive") + " (issue 16)"))
         async with turn_cast(w, name, busy=busy, chromium=True, relay_only=relay_only, open_path=open_path) as (_, c):
             fig, t0, t1 = await steady(c, 20)
@@ -84,28 +77,28 @@ def rows(f) -> list[tuple]:
         castd_relay = bool(relay_pairs(c))
         ok = (castd_relay and "relay" in (local, remote) and (fig["fps"] >= 29 if busy else bars_ok(bars))
               and (local == "relay" if relay_only else True))
-        return f.check(r, ok, f"castd pair {c.selected_pairs()[-1:] and c.selected_pairs()[-1].get('local_type')}; "
+        return check(r, ok, f"castd pair {c.selected_pairs()[-1:] and c.selected_pairs()[-1].get('local_type')}; "
                               f"viewer pair {local}/{remote}; {fig['fps']} fps shown, {fps_sent} sent, longest gap "
                               f"{fig['max_gap_s']} s" + ("" if busy else f"; bars {'match' if bars_ok(bars) else 'WRONG'} "
                                                                          f"{bars.get('size')}"),
                        **fig, fps_sent=fps_sent, viewer_local=local, viewer_remote=remote, castd_relay=castd_relay,
                        size=bars.get("size"))
 
-    sent_fps = f.Cast.sent_fps        # uses only the cast's daemon log
+    sent_fps = Cast.sent_fps        # uses only the cast's daemon log
 
     async def aiortc_busy(w):
         name = "TURN: aiortc via coturn, 1080p busy"
-        r = f.Result(name, "castd --session through coturn across two symmetric NATs: relay pair, ≥ 29 fps at 1080p busy")
+        r = Result(name, "castd --session through coturn across two symmetric NATs: relay pair, ≥ 29 fps at 1080p busy")
         async with turn_cast(w, name, busy=True) as (_, c):
             fig, t0, t1 = await steady(c, 20)
             fps_sent = sent_fps(c, t0, t1)
         ok = bool(relay_pairs(c)) and fig["fps"] >= 29
-        return f.check(r, ok, f"castd pair {'relay' if relay_pairs(c) else 'NOT relay'}; {fig['fps']} fps received, "
+        return check(r, ok, f"castd pair {'relay' if relay_pairs(c) else 'NOT relay'}; {fig['fps']} fps received, "
                               f"{fps_sent} sent, longest gap {fig['max_gap_s']} s", **fig, fps_sent=fps_sent)
 
     async def coturn_restart(w):
         name = "TURN: coturn restarted mid-cast"
-        r = f.Result(name, "consent fails → §11 re-offer with a fresh allocation → the cast resumes through the relay "
+        r = Result(name, "consent fails → §11 re-offer with a fresh allocation → the cast resumes through the relay "
                            "(issue 16); the gap measured")
         async with turn_cast(w, name) as (world, c):
             await c.wait_frames(10, timeout=60)
@@ -126,7 +119,7 @@ def rows(f) -> list[tuple]:
             relays = relay_pairs(c)
             alive = c.daemon.proc.returncode is None
         ok = gap is not None and alive and len(allocs) > allocs_before and len(offers) >= 2 and len(relays) >= 2
-        return f.check(r, ok, f"coturn down 3 s; frames back {gap} s after it stopped ({after_restart} s after the "
+        return check(r, ok, f"coturn down 3 s; frames back {gap} s after it stopped ({after_restart} s after the "
                               f"restart); {len(offers)} offers, {len(allocs)} allocations, {len(relays)} relay pairs; "
                               f"castd {'casting' if alive else 'EXITED'}",
                        gap_s=gap, after_restart_s=after_restart, offers=len(offers), allocations=len(allocs),
@@ -135,7 +128,7 @@ def rows(f) -> list[tuple]:
     async def short_lifetime(w):
         minutes = 3
         name = "TURN: 3 min with 60 s allocations"
-        r = f.Result(name, "coturn's allocation lifetime 60 s: castd refreshes (seen in coturn's log), no freeze over 1 s")
+        r = Result(name, "coturn's allocation lifetime 60 s: castd refreshes (seen in coturn's log), no freeze over 1 s")
         async with turn_cast(w, name, world_kw={"lifetime": 60, "stale_nonce": 45}) as (world, c):
             fig, _, _ = await steady(c, minutes * 60)
             log = world.coturn_log()
@@ -143,7 +136,7 @@ def rows(f) -> list[tuple]:
         refreshes = log.count("REFRESH processed, success")
         stale = len(re.findall(r"438", log))
         ok = alive and refreshes >= 4 and fig["freezes_over_1s"] == 0 and bool(relay_pairs(c))
-        return f.check(r, ok, f"{fig['fps']} fps over {minutes} min, longest gap {fig['max_gap_s']} s, "
+        return check(r, ok, f"{fig['fps']} fps over {minutes} min, longest gap {fig['max_gap_s']} s, "
                               f"{refreshes} refreshes in coturn's log, {stale} lines with 438; castd "
                               f"{'casting' if alive else 'EXITED'}", **fig, refreshes=refreshes, stale_nonce_lines=stale)
 

@@ -1,7 +1,7 @@
 """Chromium's own libwebrtc as a sender: a headless Chromium page draws a busy 1080p canvas
 with the bench's on-glass timecode and sends it with RTCPeerConnection; the signaling (pair
 by PIN, wait for approval, offer, trickled candidates, answer, heartbeats, disconnect) is the
-reference sender's (tools/ref_sender.RefSender), in Python. The page does only the peer
+reference sender's (castkit/ref_sender.RefSender), in Python. The page does only the peer
 connection, driven over the DevTools protocol.
 
 The picture is the bench painter's (Scripts/benchkit/painter.py): random 8×8 blocks
@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools.chromium import Page  # noqa: E402
-from tools.ref_sender import RefSender  # noqa: E402
-from tools.trickle import split_candidates  # noqa: E402
+from castkit.chromium import Page
+from castkit.ref_sender import RefSender
+from castkit.trickle import split_candidates
 
 PAGE_JS = """(() => {
   if (window.__cs) return true;

@@ -16,7 +16,7 @@ import tempfile
 
 import numpy as np
 
-from tools.castd_build import binary
+from castkit.castd_build import binary
 
 HERE = pathlib.Path(__file__).resolve().parent
 BUS_CONF = HERE / "private-session-bus.conf"

@@ -1,10 +1,10 @@
 """Seed corpora for the libFuzzer targets (Fuzz/Seeds/<Name>/), taken from real traffic.
 
-    sudo .venv/bin/python IntegrationTests/tools/fuzz_seeds.py [--out Fuzz/Seeds] [--seconds 6]
+    sudo .venv/bin/python IntegrationTests/castkit/fuzz_seeds.py [--out Fuzz/Seeds] [--seconds 6]
 
 (Scripts/fuzz-seeds runs it.) It starts a local stack (Scripts/devstack), casts with the
-aiortc reference sender (tools/ref_sender.py, H.264) to the aiortc answerer
-(tools/receiver_answerer.py) through the stack's signaling, asks the answerer for a PLI
+aiortc reference sender (castkit/ref_sender.py, H.264) to the aiortc answerer
+(castkit/receiver_answerer.py) through the stack's signaling, asks the answerer for a PLI
 and a FIR, and records on the loopback interface with an AF_PACKET socket (root):
   - UDP: STUN (ICE checks, the stack's STUN responder), DTLS records, SRTP/SRTCP;
   - TCP to the gateway: HTTP responses (REST/JSON bodies) and the Realtime WebSocket
@@ -12,7 +12,7 @@ and a FIR, and records on the loopback interface with an AF_PACKET socket (root)
 aiortc's RTP and RTCP are also taken in the clear just before SRTP protects them. Added
 to that: the real Chromium answers in Tests/CastWebRTCTests/Fixtures, the SDP both aiortc
 peers exchanged, access units from ffmpeg's libx264 (the encoder castd links), and the
-answers of tools/mdns_responder.py. Each capture is cut to the input layout of its
+answers of castkit/mdns_responder.py. Each capture is cut to the input layout of its
 target (see Fuzz/Sources/Fuzz*/), at most MAX_FILES files per target of at most
 MAX_BYTES bytes each, named by their SHA-1 (libFuzzer's naming). Files named
 regression-<sha1> (inputs of crashes found and fixed) are kept across regenerations.
@@ -43,7 +43,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE.parent))
 
 MAX_FILES = 40
 MAX_BYTES = 64 * 1024
@@ -239,10 +238,10 @@ def ws_encode(b0: int, payload: bytes, mask: bytes | None = None) -> bytes:
 
 async def cast(stack, seconds: float, clear_rtp: list[bytes], sdps: list[str], rows: list[dict]) -> None:
     from aiortc import rtcdtlstransport
-    from conftest import random_ip
-    from tools.receiver_answerer import ReceiverAnswerer
-    from tools.ref_sender import RefSender
-    from tools.signaling import StackClient, StackConfig
+    from castkit.devstack import random_ip
+    from castkit.receiver_answerer import ReceiverAnswerer
+    from castkit.ref_sender import RefSender
+    from castkit.signaling import StackClient, StackConfig
 
     original = rtcdtlstransport.RTCDtlsTransport._send_rtp
 
@@ -520,8 +519,8 @@ def build(seeds: Seeds, sniff: Sniffer, stack, clear_rtp: list[bytes], sdps: lis
         if r.get("created_at"):
             seeds.add("SignalingJSON", b"\x09" + str(r["created_at"]).encode())
     seeds.add("SignalingJSON", b"\x08" + DUMMY_JWT.encode())
-    # --- mDNS: tools/mdns_responder answers (Chromium-like announcements) ----------------
-    from tools import mdns_responder as mr
+    # --- mDNS: castkit/mdns_responder answers (Chromium-like announcements) ----------------
+    from castkit import mdns_responder as mr
     names = ["87c85f0a-3708-455f-894d-a0a402bf58a9.local", "4f0c3f5e-1b2a-4c3d-9e8f-0a1b2c3d4e5f.local"]
     for name in names:
         for ip, ttl in (("10.99.0.1", 120), ("192.0.2.2", 0), ("127.0.0.1", 4500)):
@@ -533,7 +532,7 @@ def build(seeds: Seeds, sniff: Sniffer, stack, clear_rtp: list[bytes], sdps: lis
 
 async def mdns_traffic() -> None:
     """Let the responder answer a real query, so its bytes on the wire are captured too."""
-    from tools import mdns_responder as mr
+    from castkit import mdns_responder as mr
     r = mr.MDNSResponder("127.0.0.1", answer=True, announce=True)
     try:
         await r.start()
@@ -592,7 +591,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(REPO / "Fuzz" / "Seeds"))
     ap.add_argument("--seconds", type=float, default=4.0, help="cast time after the first frames")
     args = ap.parse_args()
-    from conftest import devstack_down, devstack_up
+    from castkit.devstack import devstack_down, devstack_up
     stack = devstack_up()
     try:
         counts, summary = generate(stack, Path(args.out), args.seconds)

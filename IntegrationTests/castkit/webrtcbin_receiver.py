@@ -1,4 +1,4 @@
-"""GStreamer's webrtcbin as the receiver: the receiver side of the contract (tools/
+"""GStreamer's webrtcbin as the receiver: the receiver side of the contract (castkit/
 receiver_answerer.ReceiverAnswerer: answer each offer, trickle, buffer early candidates,
 ignore other negotiations), with a webrtcbin peer instead of aiortc's. NACKs on (the
 transceiver's do-nack, as a webrtcbin receiver in the field), the H.264 depayloaded and
@@ -24,15 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "Scripts"))
-sys.path.insert(0, str(ROOT / "IntegrationTests"))
-from benchkit.gst import Gst  # noqa: E402  (Debian's GStreamer bindings, initialised)
-from benchkit.gst_sender import ecdsa_identity  # noqa: E402
-from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
-from tools.trickle import add_remote_candidate  # noqa: E402
+from benchkit.gst import Gst  # (Debian's GStreamer bindings, initialised)
+from benchkit.gst_sender import ecdsa_identity
+from castkit.receiver_answerer import ReceiverAnswerer
+from castkit.trickle import add_remote_candidate
 
-import gi  # noqa: E402
+import gi
 
 gi.require_version("GstWebRTC", "1.0")
 gi.require_version("GstSdp", "1.0")
@@ -41,7 +38,7 @@ from gi.repository import GstSdp, GstWebRTC  # noqa: E402
 
 class WebrtcbinPeer:
     """One webrtcbin pipeline answering one offer. `addIceCandidate` takes what
-    tools/trickle.add_remote_candidate hands an aiortc peer, so the answerer's row loop
+    castkit/trickle.add_remote_candidate hands an aiortc peer, so the answerer's row loop
     applies remote candidates to either."""
 
     def __init__(self, owner: "WebrtcbinAnswerer", loop: asyncio.AbstractEventLoop):
@@ -207,9 +204,8 @@ async def _main() -> int:
     {"access_units", "seconds", "per_s", "nacks_sent"} and ends."""
     import argparse
     import json
-    sys.path.insert(0, str(ROOT / "IntegrationTests" / "daemon"))
-    from castd_proc import Receiver
-    from tools.signaling import StackConfig
+    from castkit.castd_proc import Receiver
+    from castkit.signaling import StackConfig
     ap = argparse.ArgumentParser(description=_main.__doc__)
     ap.add_argument("--seconds", type=float, default=25)
     ap.add_argument("--warmup", type=int, default=30)

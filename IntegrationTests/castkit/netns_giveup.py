@@ -13,13 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE))
-
-from conftest import devstack_down, devstack_up  # noqa: E402
-from castd_proc import Daemon, castd_env, pair  # noqa: E402
-from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
+from castkit.devstack import devstack_down, devstack_up
+from castkit.castd_proc import Daemon, castd_env, pair
+from castkit.receiver_answerer import ReceiverAnswerer
 
 MEDIA_IP = "10.99.0.1"
 

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from tools.chromium import Chromium, Page
+from castkit.chromium import Chromium, Page
 
 WAIT = 10.0
 

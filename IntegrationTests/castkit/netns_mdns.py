@@ -13,14 +13,10 @@ import sys
 import uuid
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE))
+from aiortc import RTCPeerConnection, RTCSessionDescription
 
-from aiortc import RTCPeerConnection, RTCSessionDescription  # noqa: E402
-
-from devsender import DevSender  # noqa: E402
-from tools.mdns_responder import MDNSResponder, group_users  # noqa: E402
+from castkit.devsender import DevSender
+from castkit.mdns_responder import MDNSResponder, group_users
 
 RECEIVER_IP = "10.99.0.1"
 

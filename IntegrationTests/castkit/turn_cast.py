@@ -1,9 +1,9 @@
 """The whole daemon through coturn: turn_world.py's two symmetric NATs, with the local stack
 in the public namespace (its ice-config carries coturn's REST credentials: `Scripts/devstack
 up --turn URL --turn-secret SECRET`), `castd pair` + `castd --session` in castd's namespace
-casting an Xvfb screen, and the receiver (aiortc: faults/receiver_proc.py, or the receiver
-pages in headless Chromium: faults/chromium_proc.py) in the receiver's namespace. Used by
-test_turn_daemon.py (the quick aiortc row) and Scripts/faults_turn.py (the full-set rows).
+casting an Xvfb screen, and the receiver (aiortc: receiver_proc.py, or the receiver
+pages in headless Chromium: chromium_proc.py) in the receiver's namespace. Used by
+test_turn_daemon.py (the quick aiortc row) and Scripts/faultkit/turn.py (the full-set rows).
 
 Every address lives in the namespaces TurnWorld makes; the stack listens on 0.0.0.0 there
 (203.0.113.1/.5 and 198.51.100.1), and both sides reach it through their own NAT.
@@ -11,24 +11,15 @@ Every address lives in the namespaces TurnWorld makes; the stack listens on 0.0.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import pathlib
 import re
 import subprocess
-import sys
 import time
 
-HERE = pathlib.Path(__file__).resolve().parent
-IT = HERE.parent
-REPO = IT.parent
-for p in (HERE, IT, IT / "daemon"):
-    sys.path.insert(0, str(p))
-
-from turn_world import TURN_IP, TURN_PORT, TurnWorld  # noqa: E402
-
-TURN_URL = f"turn:{TURN_IP}:{TURN_PORT}"
-PYTHON = str(REPO / ".venv" / "bin" / "python")
+from castkit.paths import DEVSTACK
+from castkit.rxproc import ReceiverProc, wait_frames
+from castkit.turn_world import TURN_IP, TURN_PORT, TURN_URL, TurnWorld
 
 
 class Stack:
@@ -41,10 +32,10 @@ class Stack:
 
     def up(self) -> "Stack":
         import tempfile
-        from conftest import parse_env
+        from castkit.devstack import parse_env
         self.state_dir = tempfile.mkdtemp(prefix="castd-turnstack-")
         os.chmod(self.state_dir, 0o755)       # the postgres user must reach its data directory
-        args = [str(REPO / "Scripts" / "devstack"), "up", "--state-dir", self.state_dir, "--port", "54321",
+        args = [str(DEVSTACK), "up", "--state-dir", self.state_dir, "--port", "54321",
                 "--pg-port", "54322", "--stun-port", "3479", "--listen", "0.0.0.0",
                 "--turn", TURN_URL, "--turn-secret", self.world.secret]
         r = subprocess.run(self.world.exec("pub", *args), capture_output=True, text=True, timeout=180)
@@ -71,29 +62,18 @@ class Stack:
             gw = pathlib.Path(self.state_dir) / "gateway.log"
             if gw.exists() and self.out.exists():
                 (self.out / "gateway.log").write_bytes(gw.read_bytes())
-            subprocess.run([str(REPO / "Scripts" / "devstack"), "down", "--state-dir", self.state_dir],
+            subprocess.run([str(DEVSTACK), "down", "--state-dir", self.state_dir],
                            capture_output=True, text=True, timeout=60)
             subprocess.run(["rm", "-rf", self.state_dir])
-
-
-def _faults_module():
-    """Scripts/faults.py, for its ReceiverProc (the JSON-line driver of both receiver processes)."""
-    import importlib.util
-    if "castd_faults" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("castd_faults", REPO / "Scripts" / "faults.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["castd_faults"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["castd_faults"]
 
 
 async def start_receiver(world: TurnWorld, stack: Stack, log: pathlib.Path, chromium: bool = False,
                          relay_only: bool = False, ns: str = "r"):
     """receiver_proc.py (aiortc, coturn as its STUN server) or chromium_proc.py (the pages, with
-    the stack's ice-config: TURN too) in the receiver's namespace; a faults.ReceiverProc."""
+    the stack's ice-config: TURN too) in the receiver's namespace."""
     env = None
     if chromium:
-        from tools.confine import CONFINED_ENV, confined_env_value
+        from castkit.confine import CONFINED_ENV, confined_env_value
         # The pages' config.js names 127.0.0.1:<port>: chromium_proc forwards it to the stack.
         cfg = {"api_url": f"http://127.0.0.1:{stack.port}", "forward_to": TURN_IP,
                "stack_ice": True, "relay_only": relay_only}
@@ -102,13 +82,7 @@ async def start_receiver(world: TurnWorld, stack: Stack, log: pathlib.Path, chro
     else:
         cfg = {"api_url": stack.url, "supabase_url": stack.url, "key": stack.key,
                "ice_servers": [{"urls": f"stun:{TURN_IP}:{TURN_PORT}"}]}
-    script = IT / "faults" / ("chromium_proc.py" if chromium else "receiver_proc.py")
-    errf = open(log, "ab")
-    p = await asyncio.create_subprocess_exec(*world.exec(ns, PYTHON, str(script), json.dumps(cfg)), env=env,
-                                             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                             stderr=errf, limit=1 << 24)
-    errf.close()
-    return _faults_module().ReceiverProc(p, log)
+    return await ReceiverProc.spawn(world.exec(ns), cfg, log, chromium=chromium, env=env)
 
 
 class TurnCast:
@@ -126,7 +100,7 @@ class TurnCast:
         self.secrets: set[str] = set()
 
     def _castd(self, *args: str) -> list[str]:
-        from castd_proc import castd_binary
+        from castkit.castd_proc import castd_binary
         return self.world.exec(self.castd_ns, castd_binary(), *args)
 
     def _env(self) -> dict:
@@ -136,7 +110,7 @@ class TurnCast:
         return env
 
     async def start(self, prefs: dict | None = None) -> "TurnCast":
-        from castd_proc import Daemon
+        from castkit.castd_proc import Daemon
         self.rx = await start_receiver(self.world, self.stack, self.out / "receiver.log", self.chromium,
                                        self.relay_only, self.receiver_ns)
         s = await self.rx.cmd(cmd="create")
@@ -161,8 +135,8 @@ class TurnCast:
         return await self.rx.cmd(cmd="report")
 
     async def wait_frames(self, n: int, timeout: float, since: float | None = None) -> float:
-        """Until n frames arrived after `since` (monotonic); when the first of them came (faults.Cast's)."""
-        return await _faults_module().Cast.wait_frames(self, n, timeout, since)
+        """Until n frames arrived after `since` (monotonic); when the first of them came."""
+        return await wait_frames(self, n, timeout, since)
 
     def selected_pairs(self) -> list[dict]:
         """castd's `selected_pair` lines as {field: value}."""

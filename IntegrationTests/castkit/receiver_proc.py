@@ -2,7 +2,7 @@
 `ip netns exec <receiver namespace>` so that its media sockets live there).
 
 It signs in, creates a session, approves the sender's join request and answers every offer
-with aiortc (tools/receiver_answerer.py). It reads commands, one JSON object per line on
+with aiortc (castkit/receiver_answerer.py). It reads commands, one JSON object per line on
 stdin, and answers each with one JSON line on stdout:
 
   {"cmd":"create"}                          → {"sessionId", "pin"}
@@ -26,12 +26,9 @@ import json
 import re
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
-from tools.receiver_answerer import ReceiverAnswerer  # noqa: E402
-from tools.signaling import ApiError, StackClient, StackConfig  # noqa: E402
+from castkit.receiver_answerer import ReceiverAnswerer
+from castkit.signaling import ApiError, StackClient, StackConfig
 
 
 class TamperingAnswerer(ReceiverAnswerer):
@@ -131,7 +128,7 @@ async def main() -> None:
                     rows = await r.json(content_type=None)
                 out({"status": rows[0]["status"] if rows else None})
             elif cmd == "bars":         # mean RGB of the seven bars of the last decoded frame
-                from xscreen import bar_colours
+                from castkit.xscreen import bar_colours
                 f = answerer.last_frame if answerer else None
                 out({"bars": bar_colours(f) if f is not None else None,
                      "size": [int(f.shape[1]), int(f.shape[0])] if f is not None else None})

@@ -18,7 +18,7 @@ machine's own network namespace that is the real network. `Confinement` gives su
 - the positive control, the same table in namespace A on its veth: it shows what the run did
   send (mDNS, group joins), so zero in the root namespace means confined, not silent.
 
-`Guard` alone (a cgroup and that table in the current namespace) is what tools/chromium.py
+`Guard` alone (a cgroup and that table in the current namespace) is what castkit/chromium.py
 puts every browser in when it runs in the machine's namespace.
 
     with Confinement() as c:
@@ -26,7 +26,7 @@ puts every browser in when it runs in the machine's namespace.
         counts = c.counters()   # {"root": {...}, "inside": {...}}
 
 Needs root, iproute2, nftables and cgroup2. `confined()` tells a process whether it runs inside
-such a run (what tools/chromium.py checks before hiding addresses).
+such a run (what castkit/chromium.py checks before hiding addresses).
 """
 from __future__ import annotations
 

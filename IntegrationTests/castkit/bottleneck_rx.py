@@ -8,7 +8,7 @@ bottleneck. Driven by JSON lines on stdin, one answer line each on stdout:
   {"cmd":"report"}                 what the viewer saw since the last report:
       "frames":   [[t, bytes|null], …] one per frame the <video> presented (t in
                   time.monotonic seconds; bytes: the 6 bytes of the on-glass timecode read
-                  from that frame, tools/bottleneck_metrics.decode_timecode turns them into
+                  from that frame, castkit/bottleneck_metrics.decode_timecode turns them into
                   the drawn time, null when the code was unreadable)
       "stats":    [{…}, …] the viewer page's getStats summaries (window.castdViewer.stats,
                   one a second), each with "t" in time.monotonic seconds
@@ -24,12 +24,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from faults.chromium_proc import Clock, forward  # noqa: E402
-from tools.chromium import Chromium  # noqa: E402
-from tools.receiver_pages import Dashboard, Viewer  # noqa: E402
+from castkit.chromium_proc import Clock, forward
+from castkit.chromium import Chromium
+from castkit.receiver_pages import Dashboard, Viewer
 
 # The timecode's geometry (Scripts/benchkit/timecode.py): 8 × 6 cells of 32 screen pixels in
 # the top-left corner, bit i in cell i, row-major. The hook reads the luma of the middle of

@@ -1,16 +1,15 @@
 """castd dev-send driven from Python: JSON lines over its stdin and stdout."""
 
 import asyncio
+import contextlib
 import json
 import pathlib
 
-
-import sys
-
+import numpy as np
+from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.sdp import candidate_from_sdp
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from tools.castd_build import binary  # noqa: E402
+from castkit.castd_build import binary
 
 
 def castd_binary() -> str:
@@ -83,3 +82,62 @@ class DevSender:
             c = candidate_from_sdp(m["candidate"].split(":", 1)[1])
             c.sdpMid, c.sdpMLineIndex = "0", 0
             await pc.addIceCandidate(c)
+
+
+# SMPTE bars (top two thirds), left to right: white(75%), yellow, cyan, green, magenta, red, blue.
+BARS = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0), (191, 0, 191), (191, 0, 0), (0, 0, 191)]
+
+
+def bar_colours(frame: np.ndarray) -> list[tuple[int, int, int]]:
+    h, w, _ = frame.shape
+    out = []
+    for i in range(7):
+        x0 = int((i + 0.3) * w / 7)
+        x1 = int((i + 0.7) * w / 7)
+        patch = frame[int(h * 0.2):int(h * 0.5), x0:x1]
+        out.append(tuple(int(v) for v in patch.reshape(-1, 3).mean(axis=0)))
+    return out
+
+
+def assert_sent_cleanly(sender: DevSender, rc: int, frames: int) -> dict:
+    """dev-send exited 0 having sent `frames` frames without an SRTP error; its last stats."""
+    stats = sender.stats()
+    assert rc == 0
+    assert stats["framesSent"] >= frames
+    assert stats["srtpErrors"] == 0
+    return stats
+
+
+async def answer_with_aiortc(sender: DevSender, frames_wanted: int, pc: RTCPeerConnection | None = None,
+                             gather_in=contextlib.nullcontext, wait_s: float = 30):
+    """aiortc answers castd's offer and decodes frames; `gather_in()` is entered while aiortc
+    makes its sockets (setLocalDescription gathers), e.g. another network namespace."""
+    pc = pc or RTCPeerConnection()
+    frames: list[np.ndarray] = []
+    got_enough = asyncio.Event()
+
+    @pc.on("track")
+    def on_track(track):
+        async def pull():
+            while True:
+                try:
+                    f = await track.recv()
+                except Exception:
+                    return
+                frames.append(f.to_ndarray(format="rgb24"))
+                if len(frames) >= frames_wanted:
+                    got_enough.set()
+        asyncio.ensure_future(pull())
+
+    offer = await sender.next("offer", timeout=15)
+    with gather_in():
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type="offer"))
+        await pc.setLocalDescription(await pc.createAnswer())
+    await sender.send(type="answer", sdp=pc.localDescription.sdp)
+
+    fwd = asyncio.create_task(sender.forward_candidates(pc))
+    try:
+        await asyncio.wait_for(got_enough.wait(), wait_s)
+    finally:
+        fwd.cancel()
+    return pc, frames

@@ -2,7 +2,7 @@
 
 No geckodriver: Firefox started with `--remote-debugging-port 0` prints
 `WebDriver BiDi listening on ws://127.0.0.1:<port>` and serves BiDi at `/session` there.
-Pages offer what the receiver-page helpers (tools/receiver_pages.py) use of a Chromium
+Pages offer what the receiver-page helpers (castkit/receiver_pages.py) use of a Chromium
 `Page`: goto, evaluate (a promise is awaited; the value comes back through JSON), wait_for,
 click and text, so `Viewer.open(firefox, …)` drives /viewer/<id> in Firefox.
 
@@ -10,7 +10,7 @@ A throw-away profile whose prefs switch off updates, telemetry and the other bac
 connections, and let media autoplay. With `hide_mdns=False` (the default) Firefox's host
 candidates carry addresses; `hide_mdns=True` is Firefox's default (`<uuid>.local` names it
 announces by multicast), which is refused outside a network namespace of the test's own
-(tools/confine.py), as for Chromium.
+(castkit/confine.py), as for Chromium.
 
     async with Firefox() as browser:
         page = await browser.new_page("http://127.0.0.1:8080/viewer/…")
@@ -33,8 +33,8 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
-from tools.confine import Guard, confined
-from tools.chromium import JSError, Page, end_process_group
+from castkit.confine import Guard, confined
+from castkit.chromium import JSError, Page, end_process_group
 
 FIREFOX = os.environ.get("CASTD_FIREFOX", "firefox-esr")
 
@@ -145,7 +145,7 @@ class Firefox:
     def __init__(self, *, hide_mdns: bool = False, startup_timeout: float = 30.0):
         if hide_mdns and not confined():
             raise RuntimeError("Firefox with mDNS host candidates multicasts onto the real network: "
-                               "run it in a network namespace (tools/confine.py), or use hide_mdns=False")
+                               "run it in a network namespace (castkit/confine.py), or use hide_mdns=False")
         self.hide_mdns = hide_mdns
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen | None = None

@@ -15,20 +15,22 @@ hands them out: Scripts/stack/gateway/ice.py).
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 import secrets
 import shutil
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "Scripts" / "stack"))
-from gateway.ice import turn_credentials  # noqa: E402
+from castkit.devsender import DevSender, castd_binary
+from castkit.netns import Netns
+from gateway.ice import turn_credentials
 
 TURN_IP = "198.51.100.1"
 TURN_PORT = 3478
 REALM = "castd.test"
+TURN_URL = f"turn:{TURN_IP}:{TURN_PORT}"
 
 
 def sh(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -160,3 +162,19 @@ class TurnWorld:
             if not shutil.which(tool):
                 return f"{tool} is not installed (Scripts/bootstrap installs it)"
         return None
+
+
+class NamedNetns(Netns):
+    """An existing namespace made by TurnWorld, entered with Netns.entered()."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+async def start_sender(world: TurnWorld, clip, user: str, credential: str, *extra: str, ns: str = "c") -> DevSender:
+    """castd dev-send in namespace `ns` of the world, casting `clip` with only coturn as its TURN server."""
+    proc = await asyncio.create_subprocess_exec(
+        *world.exec(ns, castd_binary(), "dev-send", "--h264", str(clip), "--no-loopback",
+                    "--turn", TURN_URL, "--turn-user", user, "--turn-credential", credential, *extra),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    return DevSender(proc)

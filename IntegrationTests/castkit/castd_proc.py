@@ -7,13 +7,10 @@ import json
 import os
 import pathlib
 import signal
-import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "IntegrationTests"))
-from tools.castd_build import binary  # noqa: E402
-from tools.signaling import StackClient, StackConfig  # noqa: E402
+from castkit.castd_build import binary
+from castkit.signaling import StackClient, StackConfig
 
 
 def castd_binary() -> str:
@@ -130,7 +127,7 @@ async def answered_cast(stack, state_home, env: dict, *daemon_args: str, keep_fr
     """castd paired (the receiver approving with `prefs`), an aiortc answerer on that session, and
     `castd --session` (with `env`, e.g. the screen's) casting to it. Yields (answerer, daemon);
     kills castd and closes the answerer and the receiver's client after."""
-    from tools.receiver_answerer import ReceiverAnswerer   # aiortc, for the tests that cast only
+    from castkit.receiver_answerer import ReceiverAnswerer   # aiortc, for the tests that cast only
     rx, rc, _, raw = await pair(stack, state_home, prefs=prefs)
     try:
         assert rc == 0, raw
@@ -146,3 +143,44 @@ async def answered_cast(stack, state_home, env: dict, *daemon_args: str, keep_fr
             await answerer.close()
     finally:
         await rx.client.close()
+
+
+async def start_cast(stack, tmp_path, **env_extra):
+    """castd paired (approved), an aiortc answerer on the session and `castd --session` started;
+    returns (receiver, session id, answerer, daemon) for the caller to stop."""
+    from castkit.receiver_answerer import ReceiverAnswerer   # aiortc, for the tests that cast only
+    rx, rc, events, raw = await pair(stack, tmp_path)
+    assert rc == 0, raw
+    sid = rx.session["sessionId"]
+    answerer = ReceiverAnswerer(rx.client, sid)
+    await answerer.start()
+    daemon = await Daemon.start(castd_env(stack, tmp_path, **env_extra), sid)
+    return rx, sid, answerer, daemon
+
+
+@contextlib.asynccontextmanager
+async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720), browser=None, codec=None):
+    """An Xvfb screen, Chromium (or the started `browser`, e.g. Firefox) on the dashboard,
+    `castd pair` approved there, the viewer open (with ?codec= when given) and `castd --session`
+    casting to it. Yields (viewer, daemon); stops everything."""
+    from castkit.chromium import Chromium
+    from castkit.receiver_pages import Dashboard, Viewer
+    from castkit.xscreen import XScreen
+    screen = await XScreen(*size).start()
+    browser = browser or await Chromium(hide_mdns=hide_mdns).start()
+    daemon = None
+    try:
+        dash = await Dashboard.open(browser, stack.dashboard)
+        env = castd_env(stack, tmp_path, DISPLAY=screen.display)
+        pairing = asyncio.create_task(run_castd(env, "pair", "--pin", dash.pin, "--json"))
+        await dash.approve(resolution="1080p", frame_rate=30)
+        rc, out, err = await pairing
+        assert rc == 0, out + err
+        viewer = await Viewer.open(browser, stack.api_url, dash.session_id, codec=codec)
+        daemon = await Daemon.start(env, dash.session_id)
+        yield viewer, daemon
+    finally:
+        if daemon:
+            await daemon.kill()
+        await browser.close()
+        screen.stop()
