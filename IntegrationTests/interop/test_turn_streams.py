@@ -90,10 +90,11 @@ def test_doctor_turn_allocates_on_each_transport_and_names_what_fails():
         assert rc == 1
         [line] = out["turn"]
         assert line["code"] == "turn-connection" and "TLS handshake" in line["error"] and "certificate" in line["error"], line
-        # A server that is down (nothing listens): the connection is refused at once.
+        # A server that is down: a sentence naming it, within the doctor's 10 s bound over TCP
+        # (seen here as no answer to Allocate, not as a refused connection).
         world.stop_coturn()
         rc, out, _ = doctor(world, TCP_URL, user, credential)
         assert rc == 1
         [line] = out["turn"]
-        assert line["code"] == "turn-connection" and "refused" in line["error"], line
-        assert line["milliseconds"] < 2000, line
+        assert line["code"] in ("turn-connection", "turn-timeout") and TCP_URL in line["error"], line
+        assert line["milliseconds"] <= 10_500, line
