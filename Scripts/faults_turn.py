@@ -29,7 +29,8 @@ def rows(f) -> list[tuple]:
 
     @contextlib.asynccontextmanager
     async def turn_cast(w, name: str, *, busy: bool = False, chromium: bool = False, relay_only: bool = False,
-                        open_path: bool = False, world_kw: dict | None = None, turn_urls: list[str] | None = None):
+                        open_path: bool = False, world_kw: dict | None = None, turn_urls: list[str] | None = None,
+                        size: tuple[int, int] = (1920, 1080)):
         from benchkit.screen import BenchScreen
         from turn_cast import Stack, TurnCast
         from turn_world import TurnWorld
@@ -44,7 +45,7 @@ def rows(f) -> list[tuple]:
             if busy:    # the benchmark's busy field: random 8×8 blocks scrolling every frame
                 display = ex.enter_context(BenchScreen(1920, 1080, "busy", fps=30)).display
             else:
-                screen = await XScreen(1920, 1080).start()
+                screen = await XScreen(*size).start()
                 ex.callback(screen.stop)
                 display = screen.display
             # An open path: the receiver in castd's NAT namespace, which reaches castd's host address
@@ -155,7 +156,9 @@ def rows(f) -> list[tuple]:
         name = f"TURN: daemon over {transport.upper()} to coturn, aiortc"
         r = f.Result(name, f"ice-config lists only a {transport.upper()} TURN server (RFC 8656 §3.1): the cast flows "
                            f"through it across two symmetric NATs, the selected pair logged with relay_transport={transport}")
-        async with turn_cast(w, name, world_kw={"tls": transport == "tls"}, turn_urls=[stream_url(transport)]) as (world, c):
+        # 640×360 bars: the row is about the transport to the server (and runs with a debug build too).
+        async with turn_cast(w, name, world_kw={"tls": transport == "tls"}, turn_urls=[stream_url(transport)],
+                             size=(640, 360)) as (world, c):
             fig, t0, t1 = await steady(c, 15)
             bars = await c.rx.cmd(cmd="bars")
             fps_sent = sent_fps(c, t0, t1)
@@ -172,13 +175,15 @@ def rows(f) -> list[tuple]:
         r = f.Result(name, "the only relay runs over TCP; a TCP reset cuts it: that relay fails at once (turn_failed), "
                            "consent fails, §11 re-offers with a fresh TCP allocation, the cast resumes (gap measured)")
         import subprocess
-        async with turn_cast(w, name, turn_urls=[stream_url("tcp")]) as (world, c):
-            await c.wait_frames(10, timeout=60)
+        # A small screen: the row is about the relay's recovery, and it must run with a debug build too.
+        async with turn_cast(w, name, turn_urls=[stream_url("tcp")], size=(640, 360)) as (world, c):
+            await c.wait_frames(5, timeout=90)
             allocs_before = len(c.lines("turn_allocated"))
             fails_before = len(c.lines("turn_failed"))
             # In coturn's namespace: every TCP segment castd's NAT sends to port 3478 is answered
             # with a reset (both ends see the connection die); removed once castd noticed.
-            rule = "table inet castdcut { chain in { type filter hook input priority 0; tcp dport 3478 reject with tcp reset; } }"
+            rule = ("table inet castdcut {\n"
+                    "  chain in { type filter hook input priority 0; tcp dport 3478 reject with tcp reset; }\n}\n")
             subprocess.run(world.exec("pub", "nft", "-f", "-"), input=rule, text=True, check=True)
             t_cut = time.monotonic()
             noticed = None
