@@ -63,6 +63,15 @@ def rows(f) -> list[tuple]:
         return len(got) == 7 and all(g is not None and max(abs(a - b) for a, b in zip(g, want)) <= BARS_TOLERANCE
                                      for g, want in zip(got, BARS))
 
+    def coturn_cpu_s(world) -> float:
+        """coturn's user + system CPU time so far, in seconds (/proc/PID/stat fields 14 and 15)."""
+        import os
+        try:
+            fields = Path(f"/proc/{world.coturn.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, AttributeError, IndexError, ValueError):
+            return float("nan")
+
     def relay_pairs(cast) -> list[dict]:
         return [p for p in cast.selected_pairs() if p.get("local_type") == "relay"]
 
@@ -75,8 +84,10 @@ def rows(f) -> list[tuple]:
     async def chromium_relay(w, busy: bool, relay_only: bool, open_path: bool, name: str):
         r = f.Result(name, ("castd's selected pair relay, the viewer's getStats pair relay, "
                             + ("≥ 29 fps at 1080p busy" if busy else "the bars' pixels arrive") + " (issue 16)"))
-        async with turn_cast(w, name, busy=busy, chromium=True, relay_only=relay_only, open_path=open_path) as (_, c):
+        async with turn_cast(w, name, busy=busy, chromium=True, relay_only=relay_only, open_path=open_path) as (world, c):
+            cpu0, m0 = coturn_cpu_s(world), time.monotonic()
             fig, t0, t1 = await steady(c, 20)
+            coturn_pct = round(100 * (coturn_cpu_s(world) - cpu0) / (time.monotonic() - m0), 1)
             rep = await c.report()
             bars = {} if busy else await c.rx.cmd(cmd="bars")
             stats = rep.get("stats") or {}
@@ -85,12 +96,15 @@ def rows(f) -> list[tuple]:
         castd_relay = bool(relay_pairs(c))
         ok = (castd_relay and "relay" in (local, remote) and (fig["fps"] >= 29 if busy else bars_ok(bars))
               and (local == "relay" if relay_only else True))
+        # The relay's added latency: the pair's ICE round trip through coturn as the viewer measures
+        # it (the namespaces add no delay of their own); coturn's CPU over the steady window.
+        rtt = stats.get("roundTripTimeMs")
         return f.check(r, ok, f"castd pair {c.selected_pairs()[-1:] and c.selected_pairs()[-1].get('local_type')}; "
                               f"viewer pair {local}/{remote}; {fig['fps']} fps shown, {fps_sent} sent, longest gap "
-                              f"{fig['max_gap_s']} s" + ("" if busy else f"; bars {'match' if bars_ok(bars) else 'WRONG'} "
-                                                                         f"{bars.get('size')}"),
+                              f"{fig['max_gap_s']} s; RTT through the relay {rtt} ms; coturn {coturn_pct} % of a core"
+                              + ("" if busy else f"; bars {'match' if bars_ok(bars) else 'WRONG'} {bars.get('size')}"),
                        **fig, fps_sent=fps_sent, viewer_local=local, viewer_remote=remote, castd_relay=castd_relay,
-                       size=bars.get("size"))
+                       size=bars.get("size"), rtt_ms=rtt, coturn_cpu_pct=coturn_pct)
 
     sent_fps = f.Cast.sent_fps        # uses only the cast's daemon log
 
