@@ -69,6 +69,13 @@ def doctor(world: TurnWorld, url: str, user: str, credential: str, *extra: str) 
 def test_doctor_turn_allocates_on_each_transport_and_names_what_fails():
     with TurnWorld(tls=True) as world:
         user, credential = world.credentials()
+        # TLS without the test CA: the certificate is refused, and the sentence says so. (First:
+        # run after the trusted TLS allocation below, coturn 4.6.1 sometimes left this handshake
+        # unanswered for the doctor's 10 s; not understood yet.)
+        rc, out, _ = doctor(world, TURNS_URL, user, credential)
+        assert rc == 1
+        [line] = out["turn"]
+        assert line["code"] == "turn-connection" and "TLS handshake" in line["error"] and "certificate" in line["error"], line
         # Good: UDP, TCP and TLS (the test CA through the development flag) each give a relayed address.
         for url in (UDP_URL, TCP_URL, TURNS_URL):
             rc, out, err = doctor(world, url, user, credential, "--dev-trust-certificate", str(world.ca_path))
@@ -85,11 +92,6 @@ def test_doctor_turn_allocates_on_each_transport_and_names_what_fails():
         [line] = out["turn"]
         assert line["code"] == "turn-unauthorized" and TCP_URL in line["error"] and "credentials" in line["error"], line
         assert bad_user not in line["error"]
-        # TLS without the test CA: the certificate is refused, and the sentence says so.
-        rc, out, _ = doctor(world, TURNS_URL, user, credential)
-        assert rc == 1
-        [line] = out["turn"]
-        assert line["code"] == "turn-connection" and "TLS handshake" in line["error"] and "certificate" in line["error"], line
         # A server that is down: a sentence naming it, within the doctor's 10 s bound over TCP
         # (seen here as no answer to Allocate, not as a refused connection).
         world.stop_coturn()
