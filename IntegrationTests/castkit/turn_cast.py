@@ -25,8 +25,11 @@ from castkit.turn_world import TURN_IP, TURN_PORT, TURN_URL, TurnWorld
 class Stack:
     """A devstack inside the public namespace (`ip netns exec`); its services live there."""
 
-    def __init__(self, world: TurnWorld, out: pathlib.Path):
+    def __init__(self, world: TurnWorld, out: pathlib.Path, turn_urls: list[str] | None = None):
         self.world, self.out = world, out
+        # What ice-config lists (comma-separated to devstack): UDP by default; `?transport=tcp`
+        # and `turns:` for the stream rows (turns: needs TurnWorld(tls=True)).
+        self.turn_urls = turn_urls or [TURN_URL]
         self.env: dict = {}
         self.state_dir = ""
 
@@ -37,7 +40,7 @@ class Stack:
         os.chmod(self.state_dir, 0o755)       # the postgres user must reach its data directory
         args = [str(DEVSTACK), "up", "--state-dir", self.state_dir, "--port", "54321",
                 "--pg-port", "54322", "--stun-port", "3479", "--listen", "0.0.0.0",
-                "--turn", TURN_URL, "--turn-secret", self.world.secret]
+                "--turn", ",".join(self.turn_urls), "--turn-secret", self.world.secret]
         r = subprocess.run(self.world.exec("pub", *args), capture_output=True, text=True, timeout=180)
         if r.returncode != 0:
             raise RuntimeError(f"devstack up in the public namespace failed:\n{r.stderr[-2000:]}")
@@ -107,6 +110,9 @@ class TurnCast:
         env = dict(os.environ, CASTD_API_URL=self.stack.url, CASTD_SUPABASE_URL=self.stack.url,
                    CASTD_SUPABASE_KEY=self.stack.key, XDG_STATE_HOME=str(self.out / "state"), DISPLAY=self.display)
         env.pop("JOURNAL_STREAM", None)
+        if self.world.tls:
+            # coturn's certificate chains to the test CA: trusted only through the development flag.
+            env["CASTD_DEV_TRUST_CERTIFICATE"] = str(self.world.ca_path)
         return env
 
     async def start(self, prefs: dict | None = None) -> "TurnCast":

@@ -23,12 +23,13 @@ import shutil
 import subprocess
 import time
 
-from castkit.devsender import DevSender, castd_binary
+from castkit.devsender import DevSender, answer_with_aiortc, castd_binary
 from castkit.netns import Netns
 from gateway.ice import turn_credentials
 
 TURN_IP = "198.51.100.1"
 TURN_PORT = 3478
+TURNS_PORT = 5349
 REALM = "castd.test"
 TURN_URL = f"turn:{TURN_IP}:{TURN_PORT}"
 
@@ -38,7 +39,7 @@ def sh(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
 
 
 class TurnWorld:
-    def __init__(self, lifetime: int | None = None, stale_nonce: int | None = None):
+    def __init__(self, lifetime: int | None = None, stale_nonce: int | None = None, tls: bool = False):
         tag = secrets.token_hex(2)
         self.ns = {k: f"castd-turn-{k}-{tag}" for k in ("c", "natc", "pub", "natr", "r")}
         self.tag = tag
@@ -47,6 +48,11 @@ class TurnWorld:
         self.stale_nonce = stale_nonce
         self.coturn: subprocess.Popen | None = None
         self.log_path = pathlib.Path(f"/tmp/castd-turn-{tag}.log")
+        # TLS (turns:, RFC 8656 §3.1): a test CA made here, handed to castd with
+        # --dev-trust-certificate; coturn's certificate names TURN_IP.
+        self.tls = tls
+        self.pki = pathlib.Path(f"/tmp/castd-turn-pki-{tag}")
+        self.ca_path = self.pki / "ca.pem"
 
     # ------------------------------------------------------------------ plumbing
 
@@ -95,11 +101,29 @@ class TurnWorld:
             raise
         return self
 
+    def make_pki(self) -> None:
+        """A CA and a server certificate for TURN_IP (IP SAN), with the openssl command."""
+        self.pki.mkdir(mode=0o700, exist_ok=True)
+        d = self.pki
+        sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+           "-keyout", str(d / "ca.key"), "-out", str(self.ca_path), "-days", "2", "-subj", "/CN=castd test TURN CA")
+        sh("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+           "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"), "-subj", f"/CN={TURN_IP}")
+        (d / "ext.cnf").write_text(f"subjectAltName=IP:{TURN_IP}\nextendedKeyUsage=serverAuth\n")
+        sh("openssl", "x509", "-req", "-in", str(d / "server.csr"), "-CA", str(self.ca_path), "-CAkey", str(d / "ca.key"),
+           "-CAcreateserial", "-out", str(d / "server.pem"), "-days", "2", "-extfile", str(d / "ext.cnf"))
+
     def start_coturn(self) -> None:
+        tls = ["--no-tls"]
+        if self.tls:
+            if not self.ca_path.exists():
+                self.make_pki()
+            tls = ["--tls-listening-port", str(TURNS_PORT), "--cert", str(self.pki / "server.pem"),
+                   "--pkey", str(self.pki / "server.key")]
         args = ["turnserver", "-n", "--listening-ip", TURN_IP, "--relay-ip", TURN_IP,
                 "--listening-port", str(TURN_PORT), "--realm", REALM,
                 "--use-auth-secret", "--static-auth-secret", self.secret,
-                "--no-tls", "--no-dtls", "--no-cli", "--no-software-attribute",
+                *tls, "--no-dtls", "--no-cli", "--no-software-attribute",
                 "--min-port", "49152", "--max-port", "49252",
                 # As production coturn is set up: no relaying to private addresses. (Without it,
                 # coturn 4.6.1 relays to the receiver's 10.2.0.2 host candidate, the send fails
@@ -116,7 +140,9 @@ class TurnWorld:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             out = sh("ip", "netns", "exec", self.ns["pub"], "ss", "-lunH").stdout
-            if f"{TURN_IP}:{TURN_PORT}" in out:
+            tcp = sh("ip", "netns", "exec", self.ns["pub"], "ss", "-ltnH").stdout
+            if f"{TURN_IP}:{TURN_PORT}" in out and f"{TURN_IP}:{TURN_PORT}" in tcp and \
+                    (not self.tls or f"{TURN_IP}:{TURNS_PORT}" in tcp):
                 return
             if self.coturn.poll() is not None:
                 raise RuntimeError(f"coturn exited: {self.coturn_log()[-2000:]}")
@@ -141,6 +167,7 @@ class TurnWorld:
                 except (ProcessLookupError, ValueError):
                     pass
             sh("ip", "netns", "del", n, check=False)
+        shutil.rmtree(self.pki, ignore_errors=True)
 
     # ------------------------------------------------------------------ helpers
 
@@ -158,7 +185,7 @@ class TurnWorld:
     def available() -> str | None:
         if os.geteuid() != 0:
             return "needs root (network namespaces, nftables)"
-        for tool in ("turnserver", "nft", "ip", "ffmpeg"):
+        for tool in ("turnserver", "nft", "ip", "ffmpeg", "openssl"):
             if not shutil.which(tool):
                 return f"{tool} is not installed (Scripts/bootstrap installs it)"
         return None
@@ -178,3 +205,11 @@ async def start_sender(world: TurnWorld, clip, user: str, credential: str, *extr
                     "--turn", TURN_URL, "--turn-user", user, "--turn-credential", credential, *extra),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     return DevSender(proc)
+
+
+async def answer_from(world: TurnWorld, sender: DevSender, frames_wanted: int, ns: str = "r"):
+    """aiortc with its sockets in the receiver's namespace (it gathers in setLocalDescription),
+    so it sees only its own NAT; coturn is its STUN server."""
+    from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[RTCIceServer(urls=f"stun:{TURN_IP}:{TURN_PORT}")]))
+    return await answer_with_aiortc(sender, frames_wanted, pc=pc, gather_in=NamedNetns(world.ns[ns]).entered, wait_s=25)

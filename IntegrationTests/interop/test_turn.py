@@ -14,16 +14,9 @@ import pytest
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 
 from castkit.devsender import BARS, DevSender, answer_with_aiortc, assert_sent_cleanly, bar_colours
-from castkit.turn_world import REALM, TURN_IP, TURN_PORT, TURN_URL, NamedNetns, TurnWorld, start_sender
+from castkit.turn_world import REALM, TURN_IP, TURN_PORT, TURN_URL, NamedNetns, TurnWorld, answer_from, start_sender
 
 pytestmark = pytest.mark.skipif(TurnWorld.available() is not None, reason=TurnWorld.available() or "")
-
-
-async def answer_from(world: TurnWorld, sender: DevSender, frames_wanted: int, ns: str = "r"):
-    """aiortc with its sockets in the receiver's namespace (it gathers in setLocalDescription),
-    so it sees only its own NAT; coturn is its STUN server."""
-    pc = RTCPeerConnection(RTCConfiguration(iceServers=[RTCIceServer(urls=f"stun:{TURN_IP}:{TURN_PORT}")]))
-    return await answer_with_aiortc(sender, frames_wanted, pc=pc, gather_in=NamedNetns(world.ns[ns]).entered, wait_s=25)
 
 
 @pytest.mark.timeout(60)

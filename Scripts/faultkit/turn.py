@@ -22,7 +22,8 @@ def rows() -> list[tuple]:
 
     @contextlib.asynccontextmanager
     async def turn_cast(w, name: str, *, busy: bool = False, chromium: bool = False, relay_only: bool = False,
-                        open_path: bool = False, world_kw: dict | None = None):
+                        open_path: bool = False, world_kw: dict | None = None, turn_urls: list[str] | None = None,
+                        size: tuple[int, int] = (1920, 1080)):
         from benchkit.screen import BenchScreen
         from castkit.turn_cast import Stack, TurnCast
         from castkit.turn_world import TurnWorld
@@ -31,13 +32,13 @@ def rows() -> list[tuple]:
         out.mkdir(parents=True, exist_ok=True)
         async with contextlib.AsyncExitStack() as ex:
             world = ex.enter_context(TurnWorld(**(world_kw or {})))
-            stack = Stack(world, out).up()
+            stack = Stack(world, out, turn_urls).up()
             ex.callback(stack.down)
             ex.callback(lambda: (out / "coturn.log").write_text(world.coturn_log()))
             if busy:    # the benchmark's busy field: random 8×8 blocks scrolling every frame
                 display = ex.enter_context(BenchScreen(1920, 1080, "busy", fps=30)).display
             else:
-                screen = await XScreen(1920, 1080).start()
+                screen = await XScreen(*size).start()
                 ex.callback(screen.stop)
                 display = screen.display
             # An open path: the receiver in castd's NAT namespace, which reaches castd's host address
@@ -55,6 +56,15 @@ def rows() -> list[tuple]:
         return len(got) == 7 and all(g is not None and max(abs(a - b) for a, b in zip(g, want)) <= BARS_TOLERANCE
                                      for g, want in zip(got, BARS))
 
+    def coturn_cpu_s(world) -> float:
+        """coturn's user + system CPU time so far, in seconds (/proc/PID/stat fields 14 and 15)."""
+        import os
+        try:
+            fields = Path(f"/proc/{world.coturn.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, AttributeError, IndexError, ValueError):
+            return float("nan")
+
     def relay_pairs(cast) -> list[dict]:
         return [p for p in cast.selected_pairs() if p.get("local_type") == "relay"]
 
@@ -67,8 +77,10 @@ def rows() -> list[tuple]:
     async def chromium_relay(w, busy: bool, relay_only: bool, open_path: bool, name: str):
         r = Result(name, ("castd's selected pair relay, the viewer's getStats pair relay, "
                             + ("≥ 29 fps at 1080p busy" if busy else "the bars' pixels arrive") + " (issue 16)"))
-        async with turn_cast(w, name, busy=busy, chromium=True, relay_only=relay_only, open_path=open_path) as (_, c):
+        async with turn_cast(w, name, busy=busy, chromium=True, relay_only=relay_only, open_path=open_path) as (world, c):
+            cpu0, m0 = coturn_cpu_s(world), time.monotonic()
             fig, t0, t1 = await steady(c, 20)
+            coturn_pct = round(100 * (coturn_cpu_s(world) - cpu0) / (time.monotonic() - m0), 1)
             rep = await c.report()
             bars = {} if busy else await c.rx.cmd(cmd="bars")
             stats = rep.get("stats") or {}
@@ -77,12 +89,15 @@ def rows() -> list[tuple]:
         castd_relay = bool(relay_pairs(c))
         ok = (castd_relay and "relay" in (local, remote) and (fig["fps"] >= 29 if busy else bars_ok(bars))
               and (local == "relay" if relay_only else True))
+        # The relay's added latency: the pair's ICE round trip through coturn as the viewer measures
+        # it (the namespaces add no delay of their own); coturn's CPU over the steady window.
+        rtt = stats.get("roundTripTimeMs")
         return check(r, ok, f"castd pair {c.selected_pairs()[-1:] and c.selected_pairs()[-1].get('local_type')}; "
                               f"viewer pair {local}/{remote}; {fig['fps']} fps shown, {fps_sent} sent, longest gap "
-                              f"{fig['max_gap_s']} s" + ("" if busy else f"; bars {'match' if bars_ok(bars) else 'WRONG'} "
-                                                                         f"{bars.get('size')}"),
+                              f"{fig['max_gap_s']} s; RTT through the relay {rtt} ms; coturn {coturn_pct} % of a core"
+                              + ("" if busy else f"; bars {'match' if bars_ok(bars) else 'WRONG'} {bars.get('size')}"),
                        **fig, fps_sent=fps_sent, viewer_local=local, viewer_remote=remote, castd_relay=castd_relay,
-                       size=bars.get("size"))
+                       size=bars.get("size"), rtt_ms=rtt, coturn_cpu_pct=coturn_pct)
 
     sent_fps = Cast.sent_fps        # uses only the cast's daemon log
 
@@ -140,7 +155,75 @@ def rows() -> list[tuple]:
                               f"{refreshes} refreshes in coturn's log, {stale} lines with 438; castd "
                               f"{'casting' if alive else 'EXITED'}", **fig, refreshes=refreshes, stale_nonce_lines=stale)
 
+    def stream_url(transport: str) -> str:
+        from castkit.turn_world import TURN_IP, TURN_PORT, TURNS_PORT
+        return f"turns:{TURN_IP}:{TURNS_PORT}" if transport == "tls" else f"turn:{TURN_IP}:{TURN_PORT}?transport=tcp"
+
+    async def stream_transport(w, transport: str):
+        name = f"TURN: daemon over {transport.upper()} to coturn, aiortc"
+        r = Result(name, f"ice-config lists only a {transport.upper()} TURN server (RFC 8656 §3.1): the cast flows "
+                           f"through it across two symmetric NATs, the selected pair logged with relay_transport={transport}")
+        # 640×360 bars: the row is about the transport to the server (and runs with a debug build too).
+        async with turn_cast(w, name, world_kw={"tls": transport == "tls"}, turn_urls=[stream_url(transport)],
+                             size=(640, 360)) as (world, c):
+            fig, t0, t1 = await steady(c, 15)
+            bars = await c.rx.cmd(cmd="bars")
+            fps_sent = sent_fps(c, t0, t1)
+            log = world.coturn_log()
+        pairs = relay_pairs(c)
+        transports = [p.get("relay_transport") for p in pairs]
+        ok = bool(pairs) and transports[-1] == transport and bars_ok(bars) and "ALLOCATE processed, success" in log
+        return check(r, ok, f"castd pair relay over {transports[-1:] or 'NO RELAY'}; bars {'match' if bars_ok(bars) else 'WRONG'} "
+                              f"{bars.get('size')}; {fig['fps']} fps received, {fps_sent} sent, longest gap {fig['max_gap_s']} s",
+                       **fig, fps_sent=fps_sent, relay_transport=transports[-1] if transports else None)
+
+    async def tcp_cut(w):
+        name = "TURN: coturn's TCP connection cut mid-cast"
+        r = Result(name, "the only relay runs over TCP; a TCP reset cuts it: that relay fails at once (turn_failed), "
+                           "consent fails, §11 re-offers with a fresh TCP allocation, the cast resumes (gap measured)")
+        import subprocess
+        # A small screen: the row is about the relay's recovery, and it must run with a debug build too.
+        async with turn_cast(w, name, turn_urls=[stream_url("tcp")], size=(640, 360)) as (world, c):
+            await c.wait_frames(5, timeout=90)
+            allocs_before = len(c.lines("turn_allocated"))
+            fails_before = len(c.lines("turn_failed"))
+            # In coturn's namespace: every TCP segment castd's NAT sends to port 3478 is answered
+            # with a reset (both ends see the connection die); removed once castd noticed.
+            rule = ("table inet castdcut {\n"
+                    "  chain in { type filter hook input priority 0; tcp dport 3478 reject with tcp reset; }\n}\n")
+            subprocess.run(world.exec("pub", "nft", "-f", "-"), input=rule, text=True, check=True)
+            t_cut = time.monotonic()
+            noticed = None
+            try:
+                deadline = t_cut + 30
+                while time.monotonic() < deadline:
+                    if len(c.lines("turn_failed")) > fails_before:
+                        noticed = round(time.monotonic() - t_cut, 2)
+                        break
+                    await asyncio.sleep(0.1)
+            finally:
+                subprocess.run(world.exec("pub", "nft", "delete", "table", "inet", "castdcut"), check=False)
+            try:
+                first = await c.wait_frames(5, timeout=90, since=t_cut + max(noticed or 0, 1.0))
+                gap = round(first - t_cut, 1)
+            except (TimeoutError, RuntimeError):
+                gap = None
+            rep = await c.report()
+            offers = sorted({x["negotiationId"] for x in rep["rows"] if x["type"] == "offer"})
+            allocs = c.lines("turn_allocated")
+            failed = c.lines("turn_failed")[fails_before:]
+            alive = c.daemon.proc.returncode is None
+        ok = (noticed is not None and gap is not None and alive and len(allocs) > allocs_before and len(offers) >= 2
+              and any("TCP connection" in l for l in failed))
+        return check(r, ok, f"relay failure logged {noticed} s after the cut; frames back {gap} s after it; "
+                              f"{len(offers)} offers, {len(allocs)} allocations; castd {'casting' if alive else 'EXITED'}"
+                              + (f"; {failed[0].split('message=', 1)[-1][:160]}" if failed else ""),
+                       noticed_s=noticed, gap_s=gap, offers=len(offers), allocations=len(allocs))
+
     return [
+        ("TURN: daemon over TCP to coturn, aiortc", False, stream_transport, ("tcp",), {}),
+        ("TURN: daemon over TLS to coturn, aiortc", False, stream_transport, ("tls",), {}),
+        ("TURN: coturn's TCP connection cut mid-cast", False, tcp_cut, (), {}),
         ("TURN: aiortc via coturn, 1080p busy", False, aiortc_busy, (), {}),
         ("TURN: Chromium via coturn, bars", False, chromium_relay, (False, False, False, "TURN: Chromium via coturn, bars"), {}),
         ("TURN: Chromium via coturn, 1080p busy", False, chromium_relay,

@@ -30,6 +30,11 @@ public enum CLI {
       castd --session <id>      run the sender daemon for a paired, approved session
       castd doctor [--json]     what this machine can capture and encode, and why not
                                 (exit 1 when nothing can cast here)
+      castd doctor --turn [--json] [--turn-url URL --turn-user USER [--turn-credential C]]
+                                allocate on each TURN server of the backend's ice-config (as
+                                the paired sender), or on the one server given (credential also
+                                from env CASTD_TURN_CREDENTIAL): the relayed address or why not;
+                                credentials are never printed (exit 1 when none works)
       castd --help | --version
 
     Configuration (environment; `Scripts/devstack up` prints these for the local stack):
@@ -56,10 +61,11 @@ public enum CLI {
                                          with disconnect reason capture_needs_user and exit 1
     Common options: --api-url URL --supabase-url URL --supabase-key KEY --log-level LEVEL --json
       --dev-trust-certificate PEM   DEVELOPMENT ONLY: also trust the certificate(s) in this PEM
-                                    file (e.g. a self-signed backend) for HTTPS and WSS, besides
-                                    the system CAs; host names are still checked; castd warns on
-                                    every start (env CASTD_DEV_TRUST_CERTIFICATE). HTTPS and WSS
-                                    are always verified; there is no way to turn that off.
+                                    file (e.g. a self-signed backend) for HTTPS, WSS and TURN
+                                    over TLS (turns:), besides the system CAs; host names are
+                                    still checked; castd warns on every start (env
+                                    CASTD_DEV_TRUST_CERTIFICATE). HTTPS, WSS and TLS to TURN are
+                                    always verified; there is no way to turn that off.
 
     Signals: SIGTERM or SIGINT ends a cast cleanly (disconnect row, session end,
     exit 0 within 2 s); a second signal exits at once.
@@ -96,7 +102,8 @@ public enum CLI {
         case .session(let o):
             return await SessionCommand.run(o, environment: environment)
         case .doctor(let o):
-            return DoctorCommand.run(o, environment: environment)
+            if o.turn { return await TURNDoctor.run(o, environment: environment) }
+            return DoctorCommand.run(o.common, environment: environment)
         }
     }
 }

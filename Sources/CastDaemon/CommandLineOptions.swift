@@ -4,7 +4,7 @@ import CastCore
 public enum Command: Equatable, Sendable {
     case help
     case version
-    case doctor(CommonOptions)
+    case doctor(DoctorOptions)
     case pair(PairOptions)
     case session(SessionOptions)
 }
@@ -19,6 +19,18 @@ public struct CommonOptions: Equatable, Sendable {
     public var devTrustCertificate: String? = nil
     public var logLevel: LogLine.Level = .info
     public var json = false
+    public init() {}
+}
+
+public struct DoctorOptions: Equatable, Sendable {
+    /// `--turn`: test the TURN servers (allocate on each) instead of capture and encoding.
+    public var turn = false
+    /// `--turn-url URL --turn-user USER [--turn-credential C]`: one bare server instead of
+    /// the backend's ice-config (the credential may come from `CASTD_TURN_CREDENTIAL`).
+    public var turnURL: String? = nil
+    public var turnUser: String? = nil
+    public var turnCredential: Redacted<String>? = nil
+    public var common = CommonOptions()
     public init() {}
 }
 
@@ -59,11 +71,23 @@ public enum CommandLineParser {
         case "-V", "--version": return .version
         case "doctor":
             rest = rest.dropFirst()
-            var common = CommonOptions()
+            var o = DoctorOptions()
             while let a = rest.popFirst() {
-                if try !takeCommon(a, &rest, &common) { throw unknown(a) }
+                switch a {
+                case "--turn": o.turn = true
+                case "--turn-url": o.turnURL = try value(a, &rest)
+                case "--turn-user": o.turnUser = try value(a, &rest)
+                case "--turn-credential": o.turnCredential = Redacted(try value(a, &rest))
+                default: if try !takeCommon(a, &rest, &o.common) { throw unknown(a) }
+                }
             }
-            return .doctor(common)
+            if o.turnURL != nil || o.turnUser != nil || o.turnCredential != nil {
+                guard o.turn else { throw CastError(.usage, "--turn-url, --turn-user and --turn-credential go with doctor --turn") }
+                guard o.turnURL != nil, o.turnUser != nil else {
+                    throw CastError(.usage, "doctor --turn tests one bare server with both --turn-url URL and --turn-user USER (the credential: --turn-credential or CASTD_TURN_CREDENTIAL)")
+                }
+            }
+            return .doctor(o)
         case "pair":
             rest = rest.dropFirst()
             var code: PairOptions.Code? = nil

@@ -30,7 +30,7 @@ enum ICEServerResolver {
                 let addresses = resolve(host: host, port: port)
                 if addresses.isEmpty { skipped.append("TURN server \(url): \(host) does not resolve") }
                 for a in addresses {
-                    servers.append(TURNServer(address: a, transport: transport, name: url, username: user, password: credential))
+                    servers.append(TURNServer(address: a, transport: transport, name: url, host: host, username: user, password: credential))
                 }
             }
         }

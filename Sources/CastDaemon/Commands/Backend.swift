@@ -1,4 +1,5 @@
 import CastCore
+import CastOpenSSL
 import CastSignaling
 import Foundation
 
@@ -12,6 +13,8 @@ struct Backend {
     let rest: RESTClient
     /// Opens `wss://` streams for Realtime (the development trust anchor applies there too).
     let connector: WebSocketClient.Connector
+    /// What TLS to a `turns:` server trusts: the system CAs, plus the development anchor.
+    let trust: SSLEngine.Trust
 
     static func make(_ common: CommonOptions, environment: [String: String]) throws -> Backend {
         var env = environment
@@ -28,11 +31,13 @@ struct Backend {
         // HTTP/1.1 client over its TLS engine, which can take the extra anchor (DevTrustAnchor).
         let transport: HTTPTransport
         let connector: WebSocketClient.Connector
+        var trust = SSLEngine.Trust.system
         if let dev = try DevTrustAnchor.resolve(common, environment: environment) {
             var err = StandardStream.err
             err.writeLine(dev.warning)
             transport = SocketHTTPTransport(trust: dev.trust)
             connector = WebSocketClient.connector(trust: dev.trust)
+            trust = dev.trust
         } else {
             transport = URLSessionTransport()
             connector = WebSocketClient.defaultConnector
@@ -43,7 +48,7 @@ struct Backend {
                                       backend: config.supabaseURL)
         return Backend(config: config, identity: identity, transport: transport,
                        api: APIClient(endpoints: endpoints, transport: transport),
-                       rest: RESTClient(endpoints: endpoints, transport: transport), connector: connector)
+                       rest: RESTClient(endpoints: endpoints, transport: transport), connector: connector, trust: trust)
     }
 }
 

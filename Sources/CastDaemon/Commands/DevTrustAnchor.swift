@@ -4,7 +4,8 @@ import CastSignaling
 import Foundation
 
 /// The development flag `--dev-trust-certificate PEM` (or `CASTD_DEV_TRUST_CERTIFICATE`):
-/// castd trusts the certificate(s) in that file for HTTPS and WSS, besides the system
+/// castd trusts the certificate(s) in that file for HTTPS, WSS and TLS to TURN servers
+/// (`turns:`), besides the system
 /// CA store, and says so on stderr every time (issue 8 §7). It never turns verification
 /// off: the chain must still end at a trusted certificate and the name must still match.
 struct DevTrustAnchor: Equatable {
@@ -21,7 +22,7 @@ struct DevTrustAnchor: Equatable {
 
     var warning: String {
         "castd: WARNING: development mode: trusting \(certificateCount == 1 ? "the certificate" : "\(certificateCount) certificates") "
-            + "in \(path) for HTTPS and WSS besides the system CAs (--dev-trust-certificate / \(Self.environmentName)). "
+            + "in \(path) for HTTPS, WSS and TURN over TLS besides the system CAs (--dev-trust-certificate / \(Self.environmentName)). "
             + "Never use this in production."
     }
 

@@ -32,6 +32,8 @@ public enum DevSend {
         public var turnCredential: String? = nil
         /// `--stun URL`: a STUN server as ice-config would give it.
         public var stunURL: String? = nil
+        /// `--dev-trust-certificate PEM`: a test CA for a `turns:` server's certificate.
+        public var trustPEM: String? = nil
     }
 
     public static func parse(_ args: [String]) throws -> Options {
@@ -48,6 +50,7 @@ public enum DevSend {
             case "--turn-user": o.turnUser = it.next()
             case "--turn-credential": o.turnCredential = it.next()
             case "--stun": o.stunURL = it.next()
+            case "--dev-trust-certificate": o.trustPEM = it.next()
             default: throw CastError(.usage, "dev-send: unknown option \(a)")
             }
         }
@@ -101,6 +104,7 @@ public enum DevSend {
             options.stunServers = ICEServerResolver.stunAddresses(ice)
             let (turn, skipped) = ICEServerResolver.turnServers(ice)
             options.turnServers = turn
+            if let p = o.trustPEM { options.turnTrust = try DevTrustAnchor.load(path: p).trust }
             for s in skipped { emit(["type": "turnSkipped", "message": s]) }
             options.videoCodecs = [.h264]   // the file holds H.264 only
             runner = try PeerRunner(options: options, certificate: cert, clock: clock)
@@ -115,6 +119,7 @@ public enum DevSend {
         let flags = Flags()
 
         let events = Task {
+            var relayServers: [SocketAddress: String] = [:]   // relayed address → its TURN server's URL
             for await e in runner.events {
                 switch e {
                 case .localCandidate(let c): emit(["type": "candidate", "candidate": c, "sdpMid": "0", "sdpMLineIndex": 0])
@@ -133,8 +138,14 @@ public enum DevSend {
                           "fromCache": fromCache])
                 case .mdnsUnresolved(let h): emit(["type": "mdnsUnresolved", "hostname": h])
                 case .selectedPair(let l, let r, let t, let lt):
-                    emit(["type": "selectedPair", "local": "\(l)", "remote": "\(r)", "remoteType": t.rawValue, "localType": lt.rawValue])
+                    var m: [String: Any] = ["type": "selectedPair", "local": "\(l)", "remote": "\(r)", "remoteType": t.rawValue, "localType": lt.rawValue]
+                    if lt == .relay, let server = relayServers[l] {
+                        m["relayServer"] = server
+                        m["relayTransport"] = ICEServerResolver.parseTURN(server)?.2.rawValue ?? "?"
+                    }
+                    emit(m)
                 case .relayAllocated(let server, let relayed):
+                    relayServers[relayed] = server
                     emit(["type": "relayAllocated", "server": server, "relayed": "\(relayed)"])
                 case .relayFailed(let server, let message):
                     emit(["type": "relayFailed", "server": server, "message": message])

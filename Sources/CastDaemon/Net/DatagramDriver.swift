@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// The IO shell around one `DatagramCore`: a thread that owns the core and its
-/// UDP sockets, polls them, feeds datagrams and deadlines in and sends what
+/// UDP sockets (and TURN servers' TCP/TLS connections, `TURNStreamSocket`), polls them, feeds datagrams and deadlines in and sends what
 /// comes out. Other threads reach the core only through `perform`, which runs
 /// a closure on the driver's thread — so the core has exactly one owner and
 /// no lock ever guards protocol state (STYLE.md rule 2). The only lock here
@@ -101,7 +101,8 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     private func flush() {
         afterTurn?(&core)
         while let t = core.pollTransmit() {
-            guard let s = sockets.first(where: { $0.local == t.from }) ?? sockets.first(where: { $0.local.ip.isIPv6 == t.to.ip.isIPv6 }) else {
+            guard let s = sockets.first(where: { $0.local == t.from })
+                    ?? sockets.first(where: { !($0 is TURNStreamSocket) && $0.local.ip.isIPv6 == t.to.ip.isIPv6 }) else {
                 sendFailures += 1
                 continue
             }
@@ -110,8 +111,9 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     }
 
     private func loop() {
-        var fds = sockets.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+        var fds = sockets.map { pollfd(fd: $0.fd, events: $0.pollEvents, revents: 0) }
         fds.append(pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0))
+        var closedReported = [Bool](repeating: false, count: sockets.count)
         var buffer = [UInt8](repeating: 0, count: 2048)
         while !stopping {
             for w in takeMailbox() { w(&core, clock.now()) }
@@ -123,17 +125,27 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
                 timeoutMs = wait <= .zero ? 0 : Int32(min(1000, (wait.totalNanoseconds + 999_999) / 1_000_000))
             }
             for i in fds.indices { fds[i].revents = 0 }
+            // A stream socket's interest changes (connecting, bytes waiting); a closed one is not polled.
+            for (i, s) in sockets.enumerated() { fds[i].events = s.pollEvents; if closedReported[i] { fds[i].fd = -1 } }
             let n = poll(&fds, nfds_t(fds.count), timeoutMs)
             if n < 0 && errno != EINTR { break }
             if fds[fds.count - 1].revents != 0 {
                 var drain = [UInt8](repeating: 0, count: 64)
                 while read(wakeRead, &drain, drain.count) > 0 {}
             }
-            for (i, s) in sockets.enumerated() where fds[i].revents & Int16(POLLIN) != 0 {
+            for (i, s) in sockets.enumerated() where fds[i].revents != 0 {
+                s.ready(fds[i].revents)
                 // Drain the socket: a keyframe's worth of RTCP or checks may be waiting.
                 while let (count, from) = s.receive(into: &buffer) {
                     core.handleDatagram(Array(buffer.prefix(count)), from: from, to: s.local, now: clock.now())
                 }
+            }
+            // A TURN server's TCP/TLS connection that ended (while reading, or while sending
+            // in an earlier turn): the core hears it once.
+            for (i, s) in sockets.enumerated() where !closedReported[i] {
+                guard let reason = s.closeReason else { continue }
+                closedReported[i] = true
+                core.handleSocketClosed(local: s.local, reason: reason, now: clock.now())
             }
             let now = clock.now()
             if let d = core.nextDeadline(), now >= d { core.handleTimeout(now: now) }

@@ -12,6 +12,19 @@ public protocol DatagramSocket: AnyObject, Sendable {
     var local: SocketAddress { get }
     @discardableResult func send(_ bytes: [UInt8], to address: SocketAddress) -> Bool
     func receive(into buffer: inout [UInt8]) -> (count: Int, from: SocketAddress)?
+    /// What the driver polls the descriptor for (a stream adds POLLOUT while it has bytes
+    /// to write or is connecting; 0: do not poll it).
+    var pollEvents: Int16 { get }
+    /// Poll reported `revents` on the descriptor; called before `receive`.
+    func ready(_ revents: Int16)
+    /// Why a stream socket is over (nil while it lives; always nil for datagram sockets).
+    var closeReason: String? { get }
+}
+
+extension DatagramSocket {
+    public var pollEvents: Int16 { Int16(POLLIN) }
+    public func ready(_ revents: Int16) {}
+    public var closeReason: String? { nil }
 }
 
 /// A non-blocking UDP socket bound to one local address. Owns its descriptor

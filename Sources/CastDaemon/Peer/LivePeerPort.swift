@@ -102,6 +102,8 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
         out.yield(.offerReady(negotiationId: nid, sdp: runner.offerSDP))
         let log = self.log, keyframe = onKeyframeRequest, videoCodec = onVideoCodec
         Task {
+            // Which TURN server each relayed address came from, so the selected pair names it.
+            var relayServers: [SocketAddress: String] = [:]
             for await e in runner.events {
                 switch e {
                 case .localCandidate(let line):
@@ -126,9 +128,16 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                 case .mdnsUnresolved(let host):
                     log.write(LogLine(.info, "mdns_unresolved", [("host", AddressRedaction.redact(host))]))
                 case .selectedPair(let local, let remote, let type, let localType):
-                    log.write(LogLine(.info, "selected_pair", [("negotiation", nid), ("local", "\(local)"), ("remote", "\(remote)"),
-                                                               ("local_type", localType.rawValue), ("remote_type", type.rawValue)]))
+                    var fields: [(String, CustomStringConvertible)] = [("negotiation", nid), ("local", "\(local)"), ("remote", "\(remote)"),
+                                                            ("local_type", localType.rawValue), ("remote_type", type.rawValue)]
+                    if localType == .relay, let server = relayServers[local] {
+                        // The transport to the TURN server (RFC 8656 §3.1): udp, tcp or tls.
+                        fields += [("relay_server", server),
+                                   ("relay_transport", ICEServerResolver.parseTURN(server)?.2.rawValue ?? "?")]
+                    }
+                    log.write(LogLine(.info, "selected_pair", fields))
                 case .relayAllocated(let server, let relayed):
+                    relayServers[relayed] = server
                     log.write(LogLine(.info, "turn_allocated", [("negotiation", nid), ("server", server), ("relayed", "\(relayed)")]))
                 case .relayFailed(let server, let message):
                     log.write(LogLine(.warning, "turn_failed", [("negotiation", nid), ("server", server), ("message", message)]))

@@ -18,8 +18,12 @@ public final class PeerRunner: @unchecked Sendable {
         /// Gather host candidates on loopback too (tests on one machine).
         public var includeLoopback = false
         public var stunServers: [SocketAddress] = []
-        /// TURN servers from ice-config: relay candidates from each (UDP to the server).
+        /// TURN servers from ice-config: relay candidates from each (over UDP from the host
+        /// sockets, or over a TCP/TLS connection of its own, RFC 8656 §3.1).
         public var turnServers: [TURNServer] = []
+        /// Whom a `turns:` server's certificate must chain to (the system CAs, plus the
+        /// development trust anchor when one is given).
+        public var turnTrust: SSLEngine.Trust = .system
         public var encoderCanDoMain = false
         /// The video codecs to offer, in order (spec §7).
         public var videoCodecs: [VideoCodec] = VideoCodec.allCases
@@ -95,6 +99,20 @@ public final class PeerRunner: @unchecked Sendable {
         mdnsInterfaces = mdnsSockets.flatMap { m in m.interfaces.map { "\($0)/\(m.local.ip.isIPv6 ? "v6" : "v4")" } }
         let mdnsEndpoints = mdnsSockets.map(\.local)
         sockets += mdnsSockets as [any DatagramSocket]
+        // RFC 8656 §3.1: a TCP or TLS TURN server gets a connection of its own, polled by the
+        // same driver; its local address must differ from every UDP socket's.
+        var streams: [(server: Int, socket: TURNStreamSocket)] = []
+        var streamFailures: [(server: Int, reason: String)] = []
+        for (i, s) in options.turnServers.enumerated() where s.transport.isStream {
+            do {
+                streams.append((i, try TURNStreamSocket(server: s.address, tlsHost: s.transport == .tls ? s.host : nil,
+                                                        trust: options.turnTrust, avoiding: sockets.map(\.local))))
+            } catch {
+                streamFailures.append((i, "could not be opened (\((error as? CastError)?.message ?? "\(error)"))"))
+            }
+        }
+        sockets += streams.map(\.socket) as [any DatagramSocket]
+        let streamBases = streams.map { ($0.server, $0.socket.local) }
         // Control events only (candidates, states, keyframe requests): a bounded buffer whose
         // reader drains it continuously; the newest are kept if it ever fills.
         let (stream, cont) = AsyncStream.makeStream(of: PeerSession.Event.self, bufferingPolicy: .bufferingNewest(1024))
@@ -114,6 +132,8 @@ public final class PeerRunner: @unchecked Sendable {
         let addresses = localAddresses
         driver.perform { core, now in
             core.useMDNS(on: mdnsEndpoints)
+            for (i, local) in streamBases { core.addRelayStream(server: i, local: local, now: now) }
+            for (i, reason) in streamFailures { core.relayStreamFailed(server: i, reason: reason, now: now) }
             for a in addresses { core.addLocalAddress(a, now: now) }
             core.endOfLocalAddresses(now: now)
         }

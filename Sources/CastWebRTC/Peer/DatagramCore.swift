@@ -19,4 +19,13 @@ public protocol DatagramCore {
     mutating func handleTimeout(now: Instant)
     mutating func pollTransmit() -> Transmit?
     func nextDeadline() -> Instant?
+    /// A stream socket the shell runs beside the datagram ones (a TURN server's TCP or TLS
+    /// connection, RFC 8656 §3.1) closed or never connected; `reason` completes the sentence
+    /// "the TCP connection …". Its bytes came in through `handleDatagram` under `local`.
+    mutating func handleSocketClosed(local: SocketAddress, reason: String, now: Instant)
+}
+
+extension DatagramCore {
+    /// Cores without stream sockets have nothing to do.
+    public mutating func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {}
 }

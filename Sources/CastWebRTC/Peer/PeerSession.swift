@@ -15,7 +15,9 @@ public final class PeerSession {
     public struct Configuration: Sendable {
         /// STUN servers from ice-config (spec §8), resolved by the shell.
         public var stunServers: [SocketAddress] = []
-        /// TURN servers from ice-config (spec §8), resolved by the shell; UDP ones are allocated on.
+        /// TURN servers from ice-config (spec §8), resolved by the shell: UDP ones are allocated
+        /// on from the host sockets, TCP/TLS ones over the connections the shell opens
+        /// (`addRelayStream`).
         public var turnServers: [TURNServer] = []
         public var encoderCanDoMain = false
         /// The video codecs offered, in order (spec §7: H.264, then VP8); the answer picks one.
@@ -186,6 +188,20 @@ public final class PeerSession {
     public func addLocalAddress(_ base: SocketAddress, now: Instant) {
         ice.addHostCandidate(base, now: now)
         relays.addBase(base, now: now)
+        pump(now: now)
+    }
+
+    /// The shell's TCP or TLS connection to `configuration.turnServers[server]` (RFC 8656
+    /// §3.1), from `local`: the allocation is made over it; its bytes come in through
+    /// `handleDatagram(…, to: local)` and go out as transmits from `local`. When it closes,
+    /// `handleSocketClosed(local:…)`; when it could not be opened, `relayStreamFailed`.
+    public func addRelayStream(server: Int, local: SocketAddress, now: Instant) {
+        relays.addStream(server: server, local: local, now: now)
+        pump(now: now)
+    }
+
+    public func relayStreamFailed(server: Int, reason: String, now: Instant) {
+        relays.streamFailed(server: server, reason: reason, now: now)
         pump(now: now)
     }
 
@@ -564,6 +580,13 @@ extension PeerSession: DatagramCore {
         relays.handleTimeout(now: now)
         mdns.handleTimeout(now: now)
         dtls?.handleTimeout(now: now)
+        pump(now: now)
+    }
+
+    /// A TURN server's stream connection closed: that relay is gone (ICE goes on over the
+    /// others; consent on a pair through it fails, and §11 re-offers with fresh allocations).
+    public func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {
+        relays.streamClosed(local: local, reason: reason, now: now)
         pump(now: now)
     }
 

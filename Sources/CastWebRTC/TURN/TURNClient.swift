@@ -17,6 +17,10 @@ public enum TURNInput: Sendable, Equatable {
     case send(to: SocketAddress, [UInt8])
     /// Release the allocation: Refresh with LIFETIME 0 (RFC 8656 §8), then `.closed`.
     case close
+    /// The TCP or TLS connection to the server is gone (or never came up): `reason` says why.
+    /// RFC 8656 §3.1: a stream allocation ends with its connection, so the client fails
+    /// (or, while releasing, is simply closed).
+    case connectionClosed(reason: String)
 }
 
 /// What the TURN client reports.
@@ -162,6 +166,8 @@ public struct TURNClient: Sendable {
             send(data, to: peer, now: now)
         case .close:
             close(now: now)
+        case .connectionClosed(let reason):
+            connectionClosed(reason)
         }
     }
 
@@ -269,6 +275,21 @@ public struct TURNClient: Sendable {
             phase = .closed
             emit(.event(.closed))
         case .closing, .closed, .failed:
+            break
+        }
+    }
+
+    private mutating func connectionClosed(_ reason: String) {
+        switch phase {
+        case .closing:
+            transactions.removeAll()
+            phase = .closed
+            emit(.event(.closed))
+        case .idle, .allocating, .allocated:
+            let what = phase == .allocating || phase == .idle ? "could not allocate" : "lost its allocation"
+            fail(CastError(.turnConnection,
+                "TURN server \(server.name) \(what): the \(server.transport.rawValue.uppercased()) connection \(reason)"))
+        case .closed, .failed:
             break
         }
     }

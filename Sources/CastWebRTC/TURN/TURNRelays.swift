@@ -8,6 +8,12 @@ import CastCore
 /// To ICE, a relayed address is one more local socket (RFC 8445 §5.1.1.2: a relayed
 /// candidate is its own base): what ICE, DTLS and SRTP send "from" it goes through
 /// `send(from:to:_:now:)`, and what peers send to it comes back as `.data`.
+///
+/// A UDP server is allocated on from a host socket (`addBase`). A TCP or TLS server
+/// (RFC 8656 §3.1) needs a connection of its own: the shell opens it and reports its local
+/// address with `addStream(server:local:now:)`; the connection's bytes then come in and go
+/// out under that address, as if it were a socket (any slice of the stream: the client
+/// frames it), and `streamClosed(local:reason:now:)` ends that allocation.
 public struct TURNRelays: Sendable {
     public enum Output: Sendable, Equatable {
         /// A datagram for a TURN server, from the host socket the allocation uses.
@@ -34,14 +40,20 @@ public struct TURNRelays: Sendable {
     }
 
     public let servers: [TURNServer]
+    public let timing: TURNTiming
     private var entries: [Entry] = []
     private var outputs: [Output] = []
     private var gatheringReported = false
     private var basesEnded = false
 
-    public init(servers: [TURNServer]) {
-        // RFC 8656 §3.1: TCP and TLS need a stream socket from the shell; only UDP here.
-        self.servers = servers.filter { $0.transport == .udp }
+    public init(servers: [TURNServer], timing: TURNTiming = TURNTiming()) {
+        self.servers = servers
+        self.timing = timing
+    }
+
+    /// The TCP and TLS servers, by their index in `servers`: each needs a connection from the shell.
+    public var streamServers: [(index: Int, server: TURNServer)] {
+        servers.enumerated().filter { $0.element.transport.isStream }.map { ($0.offset, $0.element) }
     }
 
     /// Outputs are waiting to be polled.
@@ -53,12 +65,47 @@ public struct TURNRelays: Sendable {
     /// A host socket is ready: allocate on every server of its family not yet allocated on.
     public mutating func addBase(_ base: SocketAddress, now: Instant) {
         guard !base.ip.isLoopback, !base.ip.isLinkLocal else { return }
-        for (i, s) in servers.enumerated() where s.address.ip.isIPv6 == base.ip.isIPv6 && !entries.contains(where: { $0.index == i }) {
-            var c = TURNClient(server: s)
-            c.handle(.start, now: now)
-            entries.append(Entry(client: c, index: i, base: base))
-            drain(entries.count - 1)
+        for (i, s) in servers.enumerated() where s.transport == .udp && s.address.ip.isIPv6 == base.ip.isIPv6
+            && !entries.contains(where: { $0.index == i }) {
+            start(i, base: base, now: now)
         }
+    }
+
+    /// The shell opened (or is opening) the TCP/TLS connection to `servers[server]` from
+    /// `local`: allocate over it. What the client sends before the connection is up, the
+    /// shell holds; if it never comes up, `streamClosed` says so.
+    public mutating func addStream(server: Int, local: SocketAddress, now: Instant) {
+        guard servers.indices.contains(server), servers[server].transport.isStream,
+              !entries.contains(where: { $0.index == server }) else { return }
+        start(server, base: local, now: now)
+    }
+
+    /// The connection from `local` closed or failed (`reason` completes "the TCP connection …"):
+    /// its allocation is gone (RFC 8656 §3.1); ICE goes on over the others.
+    public mutating func streamClosed(local: SocketAddress, reason: String, now: Instant) {
+        guard let i = entries.firstIndex(where: { $0.base == local && $0.client.server.transport.isStream }) else { return }
+        entries[i].client.handle(.connectionClosed(reason: reason), now: now)
+        drain(i)
+    }
+
+    /// The shell could not even open a connection to `servers[server]` (no socket): that
+    /// allocation fails at once with `reason`.
+    public mutating func streamFailed(server: Int, reason: String, now: Instant) {
+        guard servers.indices.contains(server), !entries.contains(where: { $0.index == server }) else { return }
+        let s = servers[server]
+        // Never started, so nothing is sent; the entry only carries the failure (and counts for gathering).
+        var c = TURNClient(server: s, timing: timing)
+        c.handle(.connectionClosed(reason: reason), now: now)
+        let nowhere = SocketAddress(s.address.ip.isIPv6 ? .v6(Array(repeating: 0, count: 16)) : .v4([0, 0, 0, 0]), 0)
+        entries.append(Entry(client: c, index: server, base: nowhere))
+        drain(entries.count - 1)
+    }
+
+    private mutating func start(_ index: Int, base: SocketAddress, now: Instant) {
+        var c = TURNClient(server: servers[index], timing: timing)
+        c.handle(.start, now: now)
+        entries.append(Entry(client: c, index: index, base: base))
+        drain(entries.count - 1)
     }
 
     /// No more host sockets will come: gathering may finish once the allocations have.
@@ -69,9 +116,11 @@ public struct TURNRelays: Sendable {
 
     /// Whether a datagram that arrived on `to` from `from` is for a TURN client: it comes
     /// from the server of an allocation made from that socket, and is TURN (ChannelData,
-    /// or STUN other than Binding, which ICE's server-reflexive gathering owns).
+    /// or STUN other than Binding, which ICE's server-reflexive gathering owns). Everything
+    /// on a stream connection is its client's (a slice may begin inside a frame).
     public func claims(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress) -> Bool {
-        guard entries.contains(where: { $0.client.server.address == from && $0.base == to }) else { return false }
+        guard let e = entries.first(where: { $0.client.server.address == from && $0.base == to }) else { return false }
+        if e.client.server.transport.isStream { return true }
         switch PacketKind(classifying: bytes) {
         case .turnChannel: return true
         case .stun:

@@ -17,13 +17,18 @@ public struct TURNServer: Sendable, Equatable {
     public var address: SocketAddress
     public var transport: TURNTransport
     public var name: String
+    /// The host as the URL names it: what a TLS connection checks the certificate against
+    /// (a DNS name, or the IP literal itself).
+    public var host: String
     public var username: String
     public var password: Redacted<String>
 
-    public init(address: SocketAddress, transport: TURNTransport, name: String, username: String, password: String) {
+    public init(address: SocketAddress, transport: TURNTransport, name: String, host: String? = nil,
+                username: String, password: String) {
         self.address = address
         self.transport = transport
         self.name = name
+        self.host = host ?? address.ip.description
         self.username = username
         self.password = Redacted(password)
     }
@@ -70,4 +75,7 @@ extension CastError.Code {
     public static let turnTimeout = Self("turn-timeout")
     /// Any other error response.
     public static let turnRejected = Self("turn-rejected")
+    /// The TCP or TLS connection to the server could not be made, or was lost (RFC 8656 §3.1:
+    /// the allocation lives and dies with that connection).
+    public static let turnConnection = Self("turn-connection")
 }
