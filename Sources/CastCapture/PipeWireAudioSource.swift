@@ -174,7 +174,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         let props = pw_properties_new_string(
             "media.type=Audio media.category=Capture media.role=Music stream.capture.sink=true node.name=castd-audio app.name=castd node.latency=960/48000")
         guard let s = pw_stream_new(connection.core, "castd-audio", props) else {
-            throw CastError(.capture, "PipeWire: cannot create the audio stream (\(String(cString: strerror(errno))))")
+            throw CastError.posix(.capture) { "PipeWire: cannot create the audio stream (\($0))" }
         }
         stream = s
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -224,7 +224,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
             pw_stream_connect(s, SPA_DIRECTION_INPUT, UInt32.max, flags, pods, count)
         }
         guard r >= 0 else {
-            throw CastError(.capture, "PipeWire: cannot connect the audio stream (\(String(cString: strerror(-r))))")
+            throw CastError.posix(.capture, errno: -r) { "PipeWire: cannot connect the audio stream (\($0))" }
         }
     }
 

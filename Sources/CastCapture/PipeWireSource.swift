@@ -161,7 +161,7 @@ final class PipeWireInputStream: @unchecked Sendable {
         let props = pw_properties_new_string(
             "media.type=Video media.category=Capture media.role=Screen node.name=castd-capture app.name=castd")
         guard let s = pw_stream_new(connection.core, "castd-capture", props) else {
-            throw CastError(.capture, "PipeWire: cannot create a stream (\(String(cString: strerror(errno))))")
+            throw CastError.posix(.capture) { "PipeWire: cannot create a stream (\($0))" }
         }
         stream = s
         events.pointee.version = UInt32(PW_VERSION_STREAM_EVENTS)
@@ -201,7 +201,7 @@ final class PipeWireInputStream: @unchecked Sendable {
             pw_stream_connect(s, SPA_DIRECTION_INPUT, options.node ?? UInt32.max, flags, pods, count)
         }
         guard r >= 0 else {
-            throw CastError(.capture, "PipeWire: cannot connect the capture stream to node \(options.node.map(String.init) ?? "any") (\(String(cString: strerror(-r))))")
+            throw CastError.posix(.capture, errno: -r) { "PipeWire: cannot connect the capture stream to node \(options.node.map(String.init) ?? "any") (\($0))" }
         }
     }
 

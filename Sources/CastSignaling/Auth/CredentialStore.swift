@@ -64,8 +64,8 @@ public struct CredentialStore: Sendable {
         do {
             guard let d = try PrivateFile.read(file) else { return nil }
             data = d
-        } catch let e as CastError where e.message.contains("implausibly large") {
-            throw CastError(.io, "\(file) is implausibly large; delete it and pair again.")
+        } catch let e as CastError where e.code == .tooLarge {
+            throw CastError(.tooLarge, "\(file) is implausibly large; delete it and pair again.")
         }
         guard let r = try? JSONCoding.decode(Record.self, from: data) else {
             throw CastError(.io, "\(file) is damaged; delete it and pair again.")
@@ -106,8 +106,5 @@ public struct CredentialStore: Sendable {
         return try await body()
     }
 
-    static func errno(_ what: String) -> CastError {
-        let e = Glibc.errno
-        return CastError(.io, "Could not \(what): \(String(cString: strerror(e))).")
-    }
+    static func errno(_ what: String) -> CastError { PrivateFile.error(what, errno: Glibc.errno) }
 }
