@@ -52,7 +52,7 @@ enum SessionCommand {
         var peerOptions = PeerRunner.Options()
         peerOptions.stunServers = stun
         peerOptions.turnServers = turn
-        peerOptions.includeLoopback = environment["CASTD_ICE_LOOPBACK"] == "1"
+        peerOptions.includeLoopback = TestHooks.iceLoopback(environment)
         let media = MediaFactory.make(o, environment: environment, log: log)
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
                                 onKeyframeRequest: { media.requestKeyframe() },
