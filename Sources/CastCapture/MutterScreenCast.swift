@@ -117,7 +117,8 @@ public enum MutterScreenCast {
         let signals = MutterSignalCollector()
         var machine = MutterScreenCastMachine(connector: options.connector, cursorMode: options.cursorMode)
         var action: MutterScreenCastMachine.Action? = machine.begin()
-        let deadline = DispatchTime.now() + .nanoseconds(Int(options.nodeTimeout.nanoseconds))
+        let clock = SystemMonotonicClock()
+        let deadline = clock.now() + options.nodeTimeout
         while let a = action {
             switch a {
             case .finished(let grant):
@@ -137,13 +138,13 @@ public enum MutterScreenCast {
                 action = nil
                 while action == nil {
                     if let e = signals.take() { action = machine.handle(e); continue }
-                    let now = DispatchTime.now()
+                    let now = clock.now()
                     guard now < deadline else { action = machine.handle(.timedOut); break }
                     let r = sd_bus_process(bus, nil)
                     if r < 0 {
                         action = machine.handle(.callFailed("the session bus connection failed (\(String(cString: strerror(-r))))"))
                     } else if r == 0 {
-                        _ = sd_bus_wait(bus, (deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 1000)
+                        _ = sd_bus_wait(bus, UInt64((deadline - now).totalNanoseconds / 1000))
                     }
                 }
             }

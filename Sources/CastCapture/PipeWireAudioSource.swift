@@ -142,7 +142,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
 
     /// The next frame of `samplesPerChannel` samples, waiting up to `wait` for it.
     public func read(samplesPerChannel n: Int, wait: Duration) -> AudioCaptureOutcome {
-        let deadline = DispatchTime.now() + .nanoseconds(Int(wait.totalNanoseconds))
+        let deadline = SystemMonotonicClock().now() + wait
         while true {
             let outcome = shared.withLock { s -> AudioCaptureOutcome? in
                 if s.interrupted { return .interrupted }
@@ -150,7 +150,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
                 return s.ring.read(samplesPerChannel: n).map { .chunk($0) }
             }
             if let outcome { return outcome }
-            if signal.wait(timeout: deadline) == .timedOut {
+            if signal.wait(until: deadline) == .timedOut {
                 return shared.withLock { s in s.ring.read(samplesPerChannel: n).map { .chunk($0) } } ?? .timeout
             }
         }
@@ -230,14 +230,14 @@ public final class PipeWireAudioSource: @unchecked Sendable {
 
     /// Blocks until a format is agreed (the monitor is linked), or fails with a sentence.
     private func waitUntilLinked(timeout: Duration) throws {
-        let deadline = DispatchTime.now() + .nanoseconds(Int(timeout.totalNanoseconds))
+        let deadline = SystemMonotonicClock().now() + timeout
         while true {
             let s = shared.withLock { s in (s.failure, s.negotiated, s.registrySynced, s.sinks.isEmpty, s.streamState) }
             if let f = s.0 { throw CastError(.capture, f) }
             if s.1 { return }
             // The registry listed everything and no sink is among it: nothing to wait for.
             if s.2 && s.3 { throw Self.noSink }
-            if signal.wait(timeout: deadline) == .timedOut {
+            if signal.wait(until: deadline) == .timedOut {
                 let s = shared.withLock { s in (s.negotiated, s.sinks.isEmpty, s.streamState) }
                 if s.0 { return }
                 if s.1 { throw Self.noSink }

@@ -89,8 +89,8 @@ public final class PipeWireSource: FrameSource {
     /// receiver still gets a refresh frame (`.timeout` when the encoder holds that slot).
     public func capture(onlyIfChanged: Bool) -> CaptureOutcome {
         if let outcome = stream.takeOutcome() { return outcome }
-        let deadline = DispatchTime.now() + .nanoseconds(Int(options.frameWait.nanoseconds))
-        while stream.signal.wait(timeout: deadline) == .success {
+        let deadline = SystemMonotonicClock().now() + options.frameWait
+        while stream.signal.wait(until: deadline) == .success {
             if let outcome = stream.takeOutcome() { return outcome }
         }
         if let outcome = stream.takeOutcome() { return outcome }
@@ -207,12 +207,12 @@ final class PipeWireInputStream: @unchecked Sendable {
 
     /// Blocks until the producer and castd agree on a format, or fails with a sentence.
     func waitForFormat(timeout: Duration) throws -> (format: PixelFormat, size: FrameSize) {
-        let deadline = DispatchTime.now() + .nanoseconds(Int(timeout.nanoseconds))
+        let deadline = SystemMonotonicClock().now() + timeout
         while true {
             let s = shared.withLock { $0 }
             if let f = s.failure { throw CastError(.capture, f) }
             if let n = s.negotiated { return (n.format, n.size) }
-            if signal.wait(timeout: deadline) == .timedOut {
+            if signal.wait(until: deadline) == .timedOut {
                 let s = shared.withLock { $0 }
                 if let f = s.failure { throw CastError(.capture, f) }
                 if let n = s.negotiated { return (n.format, n.size) }

@@ -93,11 +93,11 @@ public struct CredentialStore: Sendable {
         let fd = open(lockFile, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Self.errno("open \(lockFile)") }
         defer { close(fd) }   // closing releases the lock
-        let clock = ContinuousClock()
-        let start = clock.now
+        let clock = SystemMonotonicClock()
+        let start = clock.now()
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             guard Glibc.errno == EWOULDBLOCK || Glibc.errno == EINTR else { throw Self.errno("lock \(lockFile)") }
-            guard clock.now - start < timeout else {
+            guard clock.now() - start < timeout else {
                 throw CastError(.timeout, "Another castd process held \(lockFile) for over \(timeout); is one stuck?")
             }
             try await Task.sleep(for: .milliseconds(20))
