@@ -2,6 +2,7 @@ import CastCore
 import CastEncode
 import CastOpenSSL
 import CastSignaling
+import CastSystemd
 import CastWebRTC
 import Foundation
 
