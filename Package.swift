@@ -43,8 +43,10 @@ let package = Package(
         .target(name: "CastOpenSSL", dependencies: ["CastCore", "COpenSSL"]),
         // Frames, the dropping ring, pixel conversion and scaling.
         .target(name: "CastMedia", dependencies: ["CastCore"]),
+        // libsystemd wrapped once: sd-bus (the portal and Mutter clients), sd_notify, the journal (IO).
+        .target(name: "CastSystemd", dependencies: ["CastCore", "CSystemd"]),
         // Screen sources (IO).
-        .target(name: "CastCapture", dependencies: ["CastCore", "CastMedia", "CX11", "CPipeWire", "CSystemd"]),
+        .target(name: "CastCapture", dependencies: ["CastCore", "CastMedia", "CastSystemd", "CX11", "CPipeWire"]),
         // H.264 and VP8 encoders, and the Opus audio encoder (IO).
         .target(name: "CastEncode", dependencies: ["CastCore", "CastMedia", "CX264", "CVA", "CVPX", "COpus"]),
         // RTP/RTCP, H.264 and VP8 packetization, Opus, history, pacing, congestion control (pure).
@@ -56,7 +58,7 @@ let package = Package(
         // The session controller and the IO shell around everything.
         .target(name: "CastDaemon", dependencies: [
             "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastRTP",
-            "CastWebRTC", "CastSignaling", "CSystemd",
+            "CastWebRTC", "CastSignaling", "CastSystemd",
         ]),
         // CLI only: parse, configure, run.
         .executableTarget(name: "castd", dependencies: ["CastCore", "CastDaemon", "CastSignaling", "CastCapture", "CastEncode"]),

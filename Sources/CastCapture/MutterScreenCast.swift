@@ -1,7 +1,6 @@
 import CastCore
 import CastMedia
-import CSystemd
-import Dispatch
+import CastSystemd
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,12 +13,12 @@ import Glibc
 public final class MutterScreenCastSession: @unchecked Sendable {
     // @unchecked: one owner thread (the capture thread) calls poll and close.
     public let grant: MutterGrant
-    private var bus: OpaquePointer?
+    private var bus: SystemdBus?
     private var machine: MutterScreenCastMachine
     private let signals: MutterSignalCollector
     private var ended: String? = nil
 
-    init(grant: MutterGrant, machine: MutterScreenCastMachine, bus: OpaquePointer, signals: MutterSignalCollector) {
+    init(grant: MutterGrant, machine: MutterScreenCastMachine, bus: SystemdBus, signals: MutterSignalCollector) {
         self.grant = grant
         self.machine = machine
         self.bus = bus
@@ -33,13 +32,14 @@ public final class MutterScreenCastSession: @unchecked Sendable {
     /// once Mutter has closed the session (and keeps returning it).
     public func poll() -> String? {
         guard ended == nil, let bus else { return ended }
-        while true {
-            let r = sd_bus_process(bus, nil)
-            if r < 0 {
-                ended = "Mutter ScreenCast: the session bus connection failed (\(String(cString: strerror(-r)))); the cast is over."
+        drain: while true {
+            switch bus.process() {
+            case .progressed: continue
+            case .idle: break drain
+            case .failed(let reason):
+                ended = "Mutter ScreenCast: the session bus connection failed (\(reason)); the cast is over."
                 return ended
             }
-            if r == 0 { break }
         }
         while let e = signals.take() {
             if case .ended(let sentence)? = machine.handle(e) { ended = sentence }
@@ -53,7 +53,7 @@ public final class MutterScreenCastSession: @unchecked Sendable {
         self.bus = nil
         if let call = machine.stop() { _ = MutterScreenCast.perform(call, bus: bus) }
         signals.cancel()
-        sd_bus_flush_close_unref(bus)
+        bus.close()
     }
 
     deinit { close() }
@@ -93,16 +93,13 @@ public enum MutterScreenCast {
         func line(_ available: Bool, _ detail: String) -> DoctorReport.Component {
             DoctorReport.Component(name: "mutter", available: available, detail: detail)
         }
-        let bus: OpaquePointer
-        switch SDBus.openForProbe(address: busAddress) {
+        let bus: SystemdBus
+        switch PortalBus.openForProbe(address: busAddress) {
         case .success(let b): bus = b
         case .failure(let f): return line(false, f.sentence)
         }
-        defer { sd_bus_flush_close_unref(bus) }
-        var error = sd_bus_error()
-        defer { sd_bus_error_free(&error) }
-        var version: Int32 = 0
-        guard sd_bus_get_property_trivial(bus, service, objectPath, service, "Version", &error, SDBus.type("i"), &version) >= 0 else {
+        defer { bus.close() }
+        guard let version = bus.int32Property(destination: service, path: objectPath, interface: service, name: "Version") else {
             return line(false, "org.gnome.Mutter.ScreenCast does not answer on the session bus (not a GNOME session, or GNOME Shell/Mutter is not running as this user)")
         }
         return line(true, "org.gnome.Mutter.ScreenCast version \(version) on the session bus (no consent dialog)")
@@ -111,13 +108,14 @@ public enum MutterScreenCast {
     /// CreateSession → RecordMonitor → Start, then waits for the stream's
     /// node. Throws a sentence when Mutter is absent, refuses, or sends no node in time.
     public static func start(options: Options = Options()) throws -> MutterScreenCastSession {
-        let bus = try SDBus.open(address: options.busAddress)
+        let bus = try SystemdBus(address: options.busAddress, errorCode: .capture)
         var keep = false
-        defer { if !keep { sd_bus_flush_close_unref(bus) } }
+        defer { if !keep { bus.close() } }
         let signals = MutterSignalCollector()
         var machine = MutterScreenCastMachine(connector: options.connector, cursorMode: options.cursorMode)
         var action: MutterScreenCastMachine.Action? = machine.begin()
-        let deadline = DispatchTime.now() + .nanoseconds(Int(options.nodeTimeout.nanoseconds))
+        let clock = SystemMonotonicClock()
+        let deadline = clock.now() + options.nodeTimeout
         while let a = action {
             switch a {
             case .finished(let grant):
@@ -137,13 +135,12 @@ public enum MutterScreenCast {
                 action = nil
                 while action == nil {
                     if let e = signals.take() { action = machine.handle(e); continue }
-                    let now = DispatchTime.now()
+                    let now = clock.now()
                     guard now < deadline else { action = machine.handle(.timedOut); break }
-                    let r = sd_bus_process(bus, nil)
-                    if r < 0 {
-                        action = machine.handle(.callFailed("the session bus connection failed (\(String(cString: strerror(-r))))"))
-                    } else if r == 0 {
-                        _ = sd_bus_wait(bus, (deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 1000)
+                    switch bus.process() {
+                    case .failed(let reason): action = machine.handle(.callFailed("the session bus connection failed (\(reason))"))
+                    case .idle: bus.wait(timeout: deadline - now)
+                    case .progressed: break
                     }
                 }
             }
@@ -152,22 +149,22 @@ public enum MutterScreenCast {
     }
 
     /// Makes one call and says what came of it.
-    static func perform(_ call: MutterCall, bus: OpaquePointer) -> MutterScreenCastMachine.Event {
+    static func perform(_ call: MutterCall, bus: SystemdBus) -> MutterScreenCastMachine.Event {
         var returned: String? = nil
         let error: String?
         switch call {
         case .createSession:
-            error = SDBus.call(bus, destination: service, path: objectPath, interface: service, member: "CreateSession",
-                               timeout: .seconds(10)) { SDBus.appendOptions($0, [:]) } reply: { returned = SDBus.readObjectPath($0) }
+            error = bus.call(destination: service, path: objectPath, interface: service, member: "CreateSession",
+                             timeout: .seconds(10)) { $0.appendOptions([:]) } reply: { returned = $0.readObjectPath() }
         case .recordMonitor(let session, let connector, let cursor):
-            error = SDBus.call(bus, destination: service, path: session, interface: sessionInterface, member: "RecordMonitor",
-                               timeout: .seconds(10)) { m in
-                SDBus.appendString(m, connector)
-                SDBus.appendOptions(m, ["cursor-mode": .uint32(cursor.rawValue)])
-            } reply: { returned = SDBus.readObjectPath($0) }
+            error = bus.call(destination: service, path: session, interface: sessionInterface, member: "RecordMonitor",
+                             timeout: .seconds(10)) { m in
+                m.appendString(connector)
+                m.appendOptions(["cursor-mode": .uint32(cursor.rawValue)])
+            } reply: { returned = $0.readObjectPath() }
         case .start(let session), .stop(let session):
-            error = SDBus.call(bus, destination: service, path: session, interface: sessionInterface,
-                               member: call == .start(session: session) ? "Start" : "Stop", timeout: .seconds(10)) { _ in }
+            error = bus.call(destination: service, path: session, interface: sessionInterface,
+                             member: call == .start(session: session) ? "Start" : "Stop", timeout: .seconds(10)) { _ in }
         }
         if let error { return .callFailed(error) }
         switch call {
@@ -180,10 +177,10 @@ public enum MutterScreenCast {
 /// Collects the Mutter signals castd subscribed to, as machine events.
 final class MutterSignalCollector {
     private var pending: [MutterScreenCastMachine.Event] = []
-    private var slots: [OpaquePointer] = []
+    private var matches: [BusMatch] = []
 
     /// Subscribes; nil on success, else what went wrong.
-    func subscribe(_ bus: OpaquePointer, _ signal: MutterSignal) -> String? {
+    func subscribe(_ bus: SystemdBus, _ signal: MutterSignal) -> String? {
         let path: String, interface: String, member: String
         switch signal {
         case .pipeWireStreamAdded(let stream):
@@ -191,33 +188,30 @@ final class MutterSignalCollector {
         case .closed(let session):
             (path, interface, member) = (session, MutterScreenCast.sessionInterface, "Closed")
         }
-        var slot: OpaquePointer? = nil
         // No sender filter: the signals come from Mutter's unique name, and the path is Mutter's own.
-        let r = sd_bus_match_signal(bus, &slot, nil, path, interface, member, { m, data, _ in
-            guard let m, let data else { return 0 }
-            let me = Unmanaged<MutterSignalCollector>.fromOpaque(data).takeUnretainedValue()
-            let path = sd_bus_message_get_path(m).map { String(cString: $0) } ?? ""
-            let member = sd_bus_message_get_member(m).map { String(cString: $0) } ?? ""
-            if member == "PipeWireStreamAdded" {
-                var node: UInt32 = 0
-                if sd_bus_message_read_basic(m, SDBus.type("u"), &node) > 0 {
-                    me.pending.append(.streamAdded(stream: path, node: node))
-                }
-            } else if member == "Closed" {
-                me.pending.append(.sessionClosed(session: path))
+        // The handler runs inside `SystemdBus.process()` on the owner's thread.
+        let match = bus.matchSignal(sender: nil, path: path, interface: interface, member: member) { [unowned self] m in
+            let path = m.path
+            switch m.member {
+            case "PipeWireStreamAdded":
+                if let node = m.readUInt32() { pending.append(.streamAdded(stream: path, node: node)) }
+            case "Closed":
+                pending.append(.sessionClosed(session: path))
+            default:
+                break
             }
-            return 0
-        }, Unmanaged.passUnretained(self).toOpaque())
-        guard r >= 0, let slot else { return "cannot subscribe to \(member) (\(String(cString: strerror(-r))))" }
-        slots.append(slot)
-        return nil
+        }
+        switch match {
+        case .success(let m): matches.append(m); return nil
+        case .failure(let e): return "cannot subscribe to \(member) (\(e.reason))"
+        }
     }
 
     func take() -> MutterScreenCastMachine.Event? { pending.isEmpty ? nil : pending.removeFirst() }
 
     func cancel() {
-        for s in slots { sd_bus_slot_unref(s) }
-        slots = []
+        for m in matches { m.cancel() }
+        matches = []
     }
 
     deinit { cancel() }

@@ -142,7 +142,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
 
     /// The next frame of `samplesPerChannel` samples, waiting up to `wait` for it.
     public func read(samplesPerChannel n: Int, wait: Duration) -> AudioCaptureOutcome {
-        let deadline = DispatchTime.now() + .nanoseconds(Int(wait.totalNanoseconds))
+        let deadline = SystemMonotonicClock().now() + wait
         while true {
             let outcome = shared.withLock { s -> AudioCaptureOutcome? in
                 if s.interrupted { return .interrupted }
@@ -150,7 +150,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
                 return s.ring.read(samplesPerChannel: n).map { .chunk($0) }
             }
             if let outcome { return outcome }
-            if signal.wait(timeout: deadline) == .timedOut {
+            if signal.wait(until: deadline) == .timedOut {
                 return shared.withLock { s in s.ring.read(samplesPerChannel: n).map { .chunk($0) } } ?? .timeout
             }
         }
@@ -174,7 +174,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         let props = pw_properties_new_string(
             "media.type=Audio media.category=Capture media.role=Music stream.capture.sink=true node.name=castd-audio app.name=castd node.latency=960/48000")
         guard let s = pw_stream_new(connection.core, "castd-audio", props) else {
-            throw CastError(.capture, "PipeWire: cannot create the audio stream (\(String(cString: strerror(errno))))")
+            throw CastError.posix(.capture) { "PipeWire: cannot create the audio stream (\($0))" }
         }
         stream = s
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -224,20 +224,20 @@ public final class PipeWireAudioSource: @unchecked Sendable {
             pw_stream_connect(s, SPA_DIRECTION_INPUT, UInt32.max, flags, pods, count)
         }
         guard r >= 0 else {
-            throw CastError(.capture, "PipeWire: cannot connect the audio stream (\(String(cString: strerror(-r))))")
+            throw CastError.posix(.capture, errno: -r) { "PipeWire: cannot connect the audio stream (\($0))" }
         }
     }
 
     /// Blocks until a format is agreed (the monitor is linked), or fails with a sentence.
     private func waitUntilLinked(timeout: Duration) throws {
-        let deadline = DispatchTime.now() + .nanoseconds(Int(timeout.totalNanoseconds))
+        let deadline = SystemMonotonicClock().now() + timeout
         while true {
             let s = shared.withLock { s in (s.failure, s.negotiated, s.registrySynced, s.sinks.isEmpty, s.streamState) }
             if let f = s.0 { throw CastError(.capture, f) }
             if s.1 { return }
             // The registry listed everything and no sink is among it: nothing to wait for.
             if s.2 && s.3 { throw Self.noSink }
-            if signal.wait(timeout: deadline) == .timedOut {
+            if signal.wait(until: deadline) == .timedOut {
                 let s = shared.withLock { s in (s.negotiated, s.sinks.isEmpty, s.streamState) }
                 if s.0 { return }
                 if s.1 { throw Self.noSink }

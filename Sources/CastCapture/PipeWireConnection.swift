@@ -52,11 +52,11 @@ final class PipeWireConnection: @unchecked Sendable {
         _ = pipeWireInitialized
         self.onFailure = onFailure
         guard let loop = pw_thread_loop_new("castd-pipewire", nil) else {
-            throw CastError(.capture, "PipeWire: cannot create a thread loop (\(String(cString: strerror(errno))))")
+            throw CastError.posix(.capture) { "PipeWire: cannot create a thread loop (\($0))" }
         }
         guard let context = pw_context_new(pw_thread_loop_get_loop(loop), nil, 0) else {
             pw_thread_loop_destroy(loop)
-            throw CastError(.capture, "PipeWire: cannot create a context (\(String(cString: strerror(errno))))")
+            throw CastError.posix(.capture) { "PipeWire: cannot create a context (\($0))" }
         }
         guard pw_thread_loop_start(loop) >= 0 else {
             pw_context_destroy(context)
@@ -90,15 +90,14 @@ final class PipeWireConnection: @unchecked Sendable {
             pw_thread_loop_stop(loop)
             pw_context_destroy(context)
             pw_thread_loop_destroy(loop)
-            let reason = String(cString: strerror(connectErrno))
             switch remote {
             case .daemon:
                 let dir = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) } ?? "(XDG_RUNTIME_DIR unset)"
-                throw CastError(.capture, "PipeWire: cannot connect to the daemon (\(reason)); is pipewire running in this session (socket pipewire-0 in \(dir))?")
+                throw CastError.posix(.capture, errno: connectErrno) { "PipeWire: cannot connect to the daemon (\($0)); is pipewire running in this session (socket pipewire-0 in \(dir))?" }
             case .socket(let path):
-                throw CastError(.capture, "PipeWire: cannot connect to the daemon's socket \(path) (\(reason))")
+                throw CastError.posix(.capture, errno: connectErrno) { "PipeWire: cannot connect to the daemon's socket \(path) (\($0))" }
             case .fd(let fd):
-                throw CastError(.capture, "PipeWire: cannot connect through the portal's socket (fd \(fd): \(reason))")
+                throw CastError.posix(.capture, errno: connectErrno) { "PipeWire: cannot connect through the portal's socket (fd \(fd): \($0))" }
             }
         }
         self.loop = loop
@@ -111,7 +110,7 @@ final class PipeWireConnection: @unchecked Sendable {
             guard let data, id == 0 else { return }   // PW_ID_CORE: the connection itself
             let me = Unmanaged<PipeWireConnection>.fromOpaque(data).takeUnretainedValue()
             let text = message.map { String(cString: $0) } ?? "unknown error"
-            me.fail("PipeWire: the daemon reported an error on the connection: \(text) (\(String(cString: strerror(-res))))")
+            me.fail("PipeWire: the daemon reported an error on the connection: \(text) (\(CastError.posixReason(-res)))")
         }
         _ = castd_pw_core_add_listener(core, coreHook, coreEvents, Unmanaged.passUnretained(self).toOpaque())
         pw_thread_loop_unlock(loop)

@@ -146,12 +146,12 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
 
     /// The node id consumers connect to, once the daemon gave one.
     public func nodeId(timeout: Duration = .seconds(5)) throws -> UInt32 {
-        let deadline = DispatchTime.now() + .nanoseconds(Int(timeout.nanoseconds))
+        let deadline = SystemMonotonicClock().now() + timeout
         while true {
             let s = state.withLock { $0 }
             if let f = s.failure { throw CastError(.capture, f) }
             if let n = s.node, n != UInt32.max { return n }
-            if changed.wait(timeout: deadline) == .timedOut {
+            if changed.wait(until: deadline) == .timedOut {
                 throw CastError(.capture, "PipeWire: the pattern node got no id within \(timeout)")
             }
         }

@@ -89,8 +89,8 @@ public final class PipeWireSource: FrameSource {
     /// receiver still gets a refresh frame (`.timeout` when the encoder holds that slot).
     public func capture(onlyIfChanged: Bool) -> CaptureOutcome {
         if let outcome = stream.takeOutcome() { return outcome }
-        let deadline = DispatchTime.now() + .nanoseconds(Int(options.frameWait.nanoseconds))
-        while stream.signal.wait(timeout: deadline) == .success {
+        let deadline = SystemMonotonicClock().now() + options.frameWait
+        while stream.signal.wait(until: deadline) == .success {
             if let outcome = stream.takeOutcome() { return outcome }
         }
         if let outcome = stream.takeOutcome() { return outcome }
@@ -161,7 +161,7 @@ final class PipeWireInputStream: @unchecked Sendable {
         let props = pw_properties_new_string(
             "media.type=Video media.category=Capture media.role=Screen node.name=castd-capture app.name=castd")
         guard let s = pw_stream_new(connection.core, "castd-capture", props) else {
-            throw CastError(.capture, "PipeWire: cannot create a stream (\(String(cString: strerror(errno))))")
+            throw CastError.posix(.capture) { "PipeWire: cannot create a stream (\($0))" }
         }
         stream = s
         events.pointee.version = UInt32(PW_VERSION_STREAM_EVENTS)
@@ -201,18 +201,18 @@ final class PipeWireInputStream: @unchecked Sendable {
             pw_stream_connect(s, SPA_DIRECTION_INPUT, options.node ?? UInt32.max, flags, pods, count)
         }
         guard r >= 0 else {
-            throw CastError(.capture, "PipeWire: cannot connect the capture stream to node \(options.node.map(String.init) ?? "any") (\(String(cString: strerror(-r))))")
+            throw CastError.posix(.capture, errno: -r) { "PipeWire: cannot connect the capture stream to node \(options.node.map(String.init) ?? "any") (\($0))" }
         }
     }
 
     /// Blocks until the producer and castd agree on a format, or fails with a sentence.
     func waitForFormat(timeout: Duration) throws -> (format: PixelFormat, size: FrameSize) {
-        let deadline = DispatchTime.now() + .nanoseconds(Int(timeout.nanoseconds))
+        let deadline = SystemMonotonicClock().now() + timeout
         while true {
             let s = shared.withLock { $0 }
             if let f = s.failure { throw CastError(.capture, f) }
             if let n = s.negotiated { return (n.format, n.size) }
-            if signal.wait(timeout: deadline) == .timedOut {
+            if signal.wait(until: deadline) == .timedOut {
                 let s = shared.withLock { $0 }
                 if let f = s.failure { throw CastError(.capture, f) }
                 if let n = s.negotiated { return (n.format, n.size) }

@@ -1,6 +1,5 @@
 import CastCore
-import CSystemd
-import Dispatch
+import CastSystemd
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -39,10 +38,10 @@ public final class ScreenCastPortalSession: @unchecked Sendable {
     public let grant: PortalGrant
     /// The PipeWire socket from OpenPipeWireRemote (connect with `PipeWireRemote.fd`).
     public let pipeWireFD: Int32
-    private var bus: OpaquePointer?
+    private var bus: SystemdBus?
     private let lock = Mutex<Bool>(false)
 
-    init(grant: PortalGrant, fd: Int32, bus: OpaquePointer) {
+    init(grant: PortalGrant, fd: Int32, bus: SystemdBus) {
         self.grant = grant
         pipeWireFD = fd
         self.bus = bus
@@ -56,10 +55,10 @@ public final class ScreenCastPortalSession: @unchecked Sendable {
             return !closed
         }
         guard first, let bus else { return }
-        _ = SDBus.call(bus, path: grant.sessionHandle, interface: "org.freedesktop.portal.Session", member: "Close",
-                       timeout: .seconds(2)) { _ in }
+        bus.call(destination: ScreenCastPortal.service, path: grant.sessionHandle, interface: "org.freedesktop.portal.Session",
+                 member: "Close", timeout: .seconds(2)) { _ in }
         Glibc.close(pipeWireFD)
-        sd_bus_flush_close_unref(bus)
+        bus.close()
         self.bus = nil
     }
 
@@ -102,16 +101,16 @@ public enum ScreenCastPortal {
 
     /// Asks the session bus whether a ScreenCast portal answers, without starting anything.
     public static func probe(busAddress: String? = nil) -> Probe {
-        let bus: OpaquePointer
-        switch SDBus.openForProbe(address: busAddress) {
+        let bus: SystemdBus
+        switch PortalBus.openForProbe(address: busAddress) {
         case .success(let b): bus = b
         case .failure(let f): return Probe(available: false, detail: f.sentence)
         }
-        defer { sd_bus_flush_close_unref(bus) }
-        guard let version = SDBus.uint32Property(bus, path: objectPath, interface: interface, name: "version") else {
+        defer { bus.close() }
+        guard let version = bus.uint32Property(destination: service, path: objectPath, interface: interface, name: "version") else {
             return Probe(available: false, detail: "no xdg-desktop-portal with a ScreenCast interface answers on the session bus")
         }
-        let modes = SDBus.uint32Property(bus, path: objectPath, interface: interface, name: "AvailableCursorModes") ?? 0
+        let modes = bus.uint32Property(destination: service, path: objectPath, interface: interface, name: "AvailableCursorModes") ?? 0
         let mode = PortalCursorMode.choose(available: modes)
         return Probe(available: true, version: version, cursorModes: modes,
                      detail: "ScreenCast portal version \(version) on the session bus, cursor \(mode == .metadata ? "as metadata" : mode == .embedded ? "embedded" : "hidden")")
@@ -122,21 +121,20 @@ public enum ScreenCastPortal {
     /// refuses, is cancelled, or waits for a dialog longer than `responseTimeout`
     /// (then the error's code is `.captureNeedsUser`: nobody is there to accept it).
     public static func start(options: Options = Options()) throws -> ScreenCastPortalSession {
-        let bus = try SDBus.open(address: options.busAddress)
+        let bus = try SystemdBus(address: options.busAddress, errorCode: .capture)
         var keep = false
-        defer { if !keep { sd_bus_flush_close_unref(bus) } }
-        var unique: UnsafePointer<CChar>? = nil
-        guard sd_bus_get_unique_name(bus, &unique) >= 0, let unique else {
+        defer { if !keep { bus.close() } }
+        guard let unique = bus.uniqueName else {
             throw CastError(.capture, "ScreenCast portal: the session bus gave castd no unique name.")
         }
-        guard let modes = SDBus.uint32Property(bus, path: objectPath, interface: interface, name: "AvailableCursorModes") else {
+        guard let modes = bus.uint32Property(destination: service, path: objectPath, interface: interface, name: "AvailableCursorModes") else {
             throw CastError(.capture, "ScreenCast portal: no xdg-desktop-portal with a ScreenCast interface answers on the session bus (is xdg-desktop-portal and a backend for this desktop installed?).")
         }
         var saved: String? = nil
         if let store = options.tokenStore { saved = try? store.load() }
         let hidden = PortalCursorMode.hidden.rawValue
         let wanted = options.cursor || modes & hidden == 0 ? modes : hidden
-        var machine = ScreenCastPortalMachine(sender: String(cString: unique), availableCursorModes: wanted,
+        var machine = ScreenCastPortalMachine(sender: unique, availableCursorModes: wanted,
                                               restoreToken: saved, tokenPrefix: "castd_\(getpid())")
         let waiter = ResponseWaiter()
         var action: ScreenCastPortalMachine.Action? = machine.begin()
@@ -166,41 +164,36 @@ public enum ScreenCastPortal {
     }
 
     /// One call; then, for calls answered by a Response, waits for it. Returns the machine's next action.
-    private static func perform(_ call: PortalCall, bus: OpaquePointer, waiter: ResponseWaiter, options: Options,
+    private static func perform(_ call: PortalCall, bus: SystemdBus, waiter: ResponseWaiter, options: Options,
                                 fd: inout Int32, machine: inout ScreenCastPortalMachine) -> ScreenCastPortalMachine.Action? {
         var returnedPath: String? = nil
         var openedFD: Int32 = -1
         let error: String?
         switch call {
         case .createSession(let handleToken, let sessionToken):
-            error = SDBus.call(bus, path: objectPath, interface: interface, member: "CreateSession", timeout: .seconds(10)) { m in
-                SDBus.appendOptions(m, ["handle_token": .string(handleToken), "session_handle_token": .string(sessionToken)])
-            } reply: { returnedPath = SDBus.readObjectPath($0) }
+            error = bus.call(destination: service, path: objectPath, interface: interface, member: "CreateSession", timeout: .seconds(10)) { m in
+                m.appendOptions(["handle_token": .string(handleToken), "session_handle_token": .string(sessionToken)])
+            } reply: { returnedPath = $0.readObjectPath() }
         case .selectSources(let session, let handleToken, let types, let cursor, let persist, let token):
-            var opts: [String: SDBus.Variant] = ["handle_token": .string(handleToken), "types": .uint32(types),
+            var opts: [String: BusVariant] = ["handle_token": .string(handleToken), "types": .uint32(types),
                                                  "multiple": .bool(false), "cursor_mode": .uint32(cursor),
                                                  "persist_mode": .uint32(persist)]
             if let token { opts["restore_token"] = .string(token) }
-            error = SDBus.call(bus, path: objectPath, interface: interface, member: "SelectSources", timeout: .seconds(10)) { m in
-                SDBus.appendObjectPath(m, session)
-                SDBus.appendOptions(m, opts)
-            } reply: { returnedPath = SDBus.readObjectPath($0) }
+            error = bus.call(destination: service, path: objectPath, interface: interface, member: "SelectSources", timeout: .seconds(10)) { m in
+                m.appendObjectPath(session)
+                m.appendOptions(opts)
+            } reply: { returnedPath = $0.readObjectPath() }
         case .start(let session, let handleToken):
-            error = SDBus.call(bus, path: objectPath, interface: interface, member: "Start", timeout: .seconds(10)) { m in
-                SDBus.appendObjectPath(m, session)
-                SDBus.appendString(m, "")
-                SDBus.appendOptions(m, ["handle_token": .string(handleToken)])
-            } reply: { returnedPath = SDBus.readObjectPath($0) }
+            error = bus.call(destination: service, path: objectPath, interface: interface, member: "Start", timeout: .seconds(10)) { m in
+                m.appendObjectPath(session)
+                m.appendString("")
+                m.appendOptions(["handle_token": .string(handleToken)])
+            } reply: { returnedPath = $0.readObjectPath() }
         case .openPipeWireRemote(let session):
-            error = SDBus.call(bus, path: objectPath, interface: interface, member: "OpenPipeWireRemote", timeout: .seconds(10)) { m in
-                SDBus.appendObjectPath(m, session)
-                SDBus.appendOptions(m, [:])
-            } reply: { m in
-                var raw: Int32 = -1
-                if sd_bus_message_read_basic(m, CChar(UInt8(ascii: "h")), &raw) > 0, raw >= 0 {
-                    openedFD = fcntl(raw, F_DUPFD_CLOEXEC, 3)   // the message owns `raw`
-                }
-            }
+            error = bus.call(destination: service, path: objectPath, interface: interface, member: "OpenPipeWireRemote", timeout: .seconds(10)) { m in
+                m.appendObjectPath(session)
+                m.appendOptions([:])
+            } reply: { openedFD = $0.readUnixFD() ?? -1 }   // a duplicate: the message owns its own
             if error == nil {
                 guard openedFD >= 0 else {
                     return machine.handle(.callFailed("OpenPipeWireRemote returned no usable file descriptor"))
@@ -209,7 +202,7 @@ public enum ScreenCastPortal {
                 return machine.handle(.remoteOpened)
             }
         case .closeSession(let session):
-            _ = SDBus.call(bus, path: session, interface: "org.freedesktop.portal.Session", member: "Close", timeout: .seconds(2)) { _ in }
+            bus.call(destination: service, path: session, interface: "org.freedesktop.portal.Session", member: "Close", timeout: .seconds(2)) { _ in }
             return machine.handle(.sessionClosed)
         }
         if let error { return machine.handle(.callFailed(error)) }
@@ -224,10 +217,11 @@ public enum ScreenCastPortal {
                 continue
             }
             guard let left = wait.remaining(now: clock.now()) else { return machine.handle(.timedOut) }
-            let r = sd_bus_process(bus, nil)
-            if r < 0 { return machine.handle(.callFailed("the session bus connection failed (\(String(cString: strerror(-r))))")) }
-            if r > 0 { continue }
-            _ = sd_bus_wait(bus, UInt64(max(1, left.totalNanoseconds / 1000)))
+            switch bus.process() {
+            case .failed(let reason): return machine.handle(.callFailed("the session bus connection failed (\(reason))"))
+            case .progressed: continue
+            case .idle: bus.wait(timeout: left)
+            }
         }
     }
 }
@@ -235,24 +229,21 @@ public enum ScreenCastPortal {
 /// Collects Response signals of the Request objects castd subscribed to.
 final class ResponseWaiter {
     private var pending: [ScreenCastPortalMachine.Event] = []
-    private var slots: [String: OpaquePointer] = [:]
+    private var matches: [String: BusMatch] = [:]
 
-    func subscribe(_ bus: OpaquePointer, path: String) throws {
-        guard slots[path] == nil else { return }
-        var slot: OpaquePointer? = nil
-        let r = sd_bus_match_signal(bus, &slot, ScreenCastPortal.service, path, "org.freedesktop.portal.Request", "Response", { m, data, _ in
-            guard let m, let data else { return 0 }
-            let me = Unmanaged<ResponseWaiter>.fromOpaque(data).takeUnretainedValue()
-            me.pending.append(SDBus.parseResponse(m))
-            return 0
-        }, Unmanaged.passUnretained(self).toOpaque())
-        guard r >= 0, let slot else {
-            throw CastError(.capture, "ScreenCast portal: cannot subscribe to the portal's answers (\(String(cString: strerror(-r)))).")
+    func subscribe(_ bus: SystemdBus, path: String) throws {
+        guard matches[path] == nil else { return }
+        // The handler runs inside `SystemdBus.process()` on the owner's thread.
+        let match = bus.matchSignal(sender: ScreenCastPortal.service, path: path, interface: "org.freedesktop.portal.Request",
+                                    member: "Response") { [unowned self] m in pending.append(PortalBus.parseResponse(m)) }
+        switch match {
+        case .success(let m): matches[path] = m
+        case .failure(let e):
+            throw CastError(.capture, "ScreenCast portal: cannot subscribe to the portal's answers (\(e.reason)).")
         }
-        slots[path] = slot
     }
 
     func take() -> ScreenCastPortalMachine.Event? { pending.isEmpty ? nil : pending.removeFirst() }
 
-    deinit { for s in slots.values { sd_bus_slot_unref(s) } }
+    deinit { for m in matches.values { m.cancel() } }
 }

@@ -169,14 +169,14 @@ public final class XShmSource: FrameSource {
         guard id >= 0 else {
             _ = castd_x11_destroy_image(image)
             info.deallocate()
-            throw CastError(.capture, "X11: shmget of \(bytes) bytes failed (\(String(cString: strerror(errno)))); check kernel.shmmax")
+            throw CastError.posix(.capture) { "X11: shmget of \(bytes) bytes failed (\($0)); check kernel.shmmax" }
         }
         let addr = shmat(id, nil, 0)
         if addr == UnsafeMutableRawPointer(bitPattern: -1) {
             shmctl(id, IPC_RMID, nil)
             _ = castd_x11_destroy_image(image)
             info.deallocate()
-            throw CastError(.capture, "X11: shmat failed (\(String(cString: strerror(errno))))")
+            throw CastError.posix(.capture) { "X11: shmat failed (\($0))" }
         }
         info.pointee.shmid = id
         info.pointee.shmaddr = addr?.assumingMemoryBound(to: CChar.self)

@@ -10,6 +10,8 @@ public struct CastError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var code: Code
     public var message: String
+    /// The `errno` behind a failed system call (see `CastError.posix`), nil otherwise.
+    public var posixCode: Int32? = nil
 
     public init(_ code: Code, _ message: String) {
         self.code = code
@@ -26,4 +28,6 @@ extension CastError.Code {
     public static let usage = Self("usage")
     public static let io = Self("io")
     public static let system = Self("system")
+    /// A file is larger than its reader accepts (a damaged or foreign file).
+    public static let tooLarge = Self("tooLarge")
 }

@@ -44,7 +44,7 @@ public enum PrivateFile {
         if dfd >= 0 { _ = fsync(dfd); close(dfd) }
     }
 
-    /// The file's bytes, nil when it does not exist; larger than `limit` is an error.
+    /// The file's bytes, nil when it does not exist; larger than `limit` throws `.tooLarge`.
     public static func read(_ file: String, limit: Int = 1 << 20) throws -> [UInt8]? {
         let fd = open(file, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
@@ -59,13 +59,13 @@ public enum PrivateFile {
             if n < 0 { if errno == EINTR { continue }; throw error("read \(file)") }
             if n == 0 { break }
             data += buf[0..<n]
-            if data.count > limit { throw CastError(.io, "\(file) is implausibly large; delete it.") }
+            if data.count > limit { throw CastError(.tooLarge, "\(file) is implausibly large; delete it.") }
         }
         return data
     }
 
-    public static func error(_ what: String) -> CastError {
-        let e = errno
-        return CastError(.io, "Could not \(what): \(String(cString: strerror(e))).")
+    /// errno as "Could not <what>: <reason>." (through `CastError.posix`, the one place).
+    public static func error(_ what: String, errno e: Int32 = errno) -> CastError {
+        CastError.posix(.io, errno: e) { "Could not \(what): \($0)." }
     }
 }

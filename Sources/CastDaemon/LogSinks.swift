@@ -1,5 +1,5 @@
 import CastCore
-import CSystemd
+import CastSystemd
 
 #if canImport(Glibc)
 import Glibc
@@ -36,16 +36,7 @@ public struct JournalLogSink: LogSink {
         guard line.level >= minimum else { return }
         let fields = ["MESSAGE=\(line.description)", "PRIORITY=\(Self.priority(line.level))",
                       "CASTD_EVENT=\(line.event)", "SYSLOG_IDENTIFIER=castd"]
-        // Each field copied into memory we own for the duration of the call.
-        let buffers = fields.map { f -> UnsafeMutableRawBufferPointer in
-            let bytes = Array(f.utf8)
-            let b = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
-            b.copyBytes(from: bytes)
-            return UnsafeMutableRawBufferPointer(rebasing: b[0..<bytes.count])
-        }
-        defer { buffers.forEach { $0.deallocate() } }
-        let iov = buffers.map { iovec(iov_base: $0.baseAddress, iov_len: $0.count) }
-        _ = sd_journal_sendv(iov, Int32(iov.count))
+        SystemdJournal.send(fields)
     }
 
     /// systemd sets JOURNAL_STREAM when stderr is connected to the journal.

@@ -49,7 +49,7 @@ final class LibVAEncodeSession: VAEncodeSession {
 
         fd = open(node, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else {
-            throw CastError(.encoderUnavailable, "VA-API: cannot open \(node) (\(String(cString: strerror(errno))))")
+            throw CastError.posix(.encoderUnavailable) { "VA-API: cannot open \(node) (\($0))" }
         }
         guard let d = vaGetDisplayDRM(fd) else {
             throw CastError(.encoderUnavailable, "VA-API: vaGetDisplayDRM failed on \(node)")

@@ -78,7 +78,7 @@ public struct VAAPIProbe: Equatable, Sendable {
     static func probe(node path: String) -> Node {
         let fd = open(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else {
-            let reason = String(cString: strerror(errno))
+            let reason = CastError.posixReason(errno)
             return Node(path: path, driver: nil, h264Encode: [], problem: "cannot open (\(reason))")
         }
         defer { close(fd) }

@@ -1,5 +1,6 @@
-/// The receiver's `streamPrefs` from `join_approved` (spec §5): preferences only.
-public struct StreamPrefs: Equatable, Sendable {
+/// The receiver's `streamPrefs` from `join_approved` (spec §5), parsed into what the
+/// capture applies: preferences only. (The wire form is `CastSignaling.StreamPrefs`.)
+public struct CapturePreferences: Equatable, Sendable {
     public enum Resolution: String, Sendable, CaseIterable {
         case p720 = "720p"
         case p1080 = "1080p"
@@ -37,7 +38,7 @@ public struct CaptureCaps: Equatable, Sendable {
     /// The caps after the receiver's preferences: "720p" shrinks the box to
     /// 1280×720, "1080p" and "native" keep the cap (native is not allowed
     /// past 1080p, spec §5 and §12); the frame rate is the smaller of the two.
-    public func applying(_ prefs: StreamPrefs?) -> CaptureCaps {
+    public func applying(_ prefs: CapturePreferences?) -> CaptureCaps {
         guard let prefs else { return self }
         var c = self
         if prefs.resolution == .p720 {

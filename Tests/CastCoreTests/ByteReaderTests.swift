@@ -15,7 +15,8 @@ import Testing
         var r = ByteReader([0xaa, 0xbb, 0xcc])
         #expect(throws: CastError.self) { try r.u32() }
         #expect(r.offset == 0)
-        do { _ = try r.take(4) } catch let e as CastError { #expect(e.code == .truncated) }
+        let e = #expect(throws: CastError.self) { try r.take(4) }
+        #expect(e?.code == .truncated)
         #expect(try r.u16() == 0xaabb)
     }
 

@@ -59,10 +59,17 @@ struct EchoCore: DatagramCore {
 
     @Test func stopIsIdempotentAndSafeBeforeStart() throws {
         let a = try UDPSocket(bindTo: SocketAddress(IPAddress("127.0.0.1")!, 0))
+        let peer = try UDPSocket(bindTo: SocketAddress(IPAddress("127.0.0.1")!, 0))
         let driver = try DatagramDriver(core: EchoCore(local: a.local), sockets: [a], clock: SystemMonotonicClock())
-        driver.stop()
+        driver.stop()   // before start: returns at once and does not spoil a later start
         driver.start()
+        #expect(peer.send(Array("hi".utf8), to: a.local))
+        #expect(receive(peer) == "echo:hi")
         driver.stop()
-        driver.stop()
+        driver.stop()   // again: returns, the thread is already gone
+        // Nobody serves `a` any more: a datagram sent to it waits in its queue, unanswered,
+        // for the test itself to read (a live driver would have taken and echoed it).
+        #expect(peer.send(Array("late".utf8), to: a.local))
+        #expect(receive(a) == "late")
     }
 }

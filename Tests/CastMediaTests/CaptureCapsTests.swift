@@ -22,13 +22,13 @@ import CastMedia
 
     @Test func receiverPreferencesApplyButNeverExceedTheCaps() {
         let caps = CaptureCaps.default
-        let p720 = caps.applying(StreamPrefs(resolution: .p720, frameRate: 60))
+        let p720 = caps.applying(CapturePreferences(resolution: .p720, frameRate: 60))
         #expect(p720 == CaptureCaps(maxWidth: 1280, maxHeight: 720, maxFrameRate: 30))
         #expect(p720.targetSize(for: FrameSize(width: 2560, height: 1440)) == FrameSize(width: 1280, height: 720))
-        let native = caps.applying(StreamPrefs(resolution: .native, frameRate: 60))
+        let native = caps.applying(CapturePreferences(resolution: .native, frameRate: 60))
         #expect(native == caps)
         #expect(native.targetSize(for: FrameSize(width: 3840, height: 2160)) == FrameSize(width: 1920, height: 1080))
-        #expect(caps.applying(StreamPrefs(resolution: .p1080, frameRate: 15)).maxFrameRate == 15)
+        #expect(caps.applying(CapturePreferences(resolution: .p1080, frameRate: 15)).maxFrameRate == 15)
         #expect(caps.applying(nil) == caps)
     }
 

@@ -3,16 +3,8 @@ import CastCore
 import CastOpenSSL
 @testable import CastWebRTC
 
-/// SplitMix64: a seeded generator, so a lossy run is the same every time.
-struct SeededRandom {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
+extension SeededRandom {
+    /// True with probability `p` (53 random bits against p).
     mutating func chance(_ p: Double) -> Bool { Double(next() >> 11) / Double(1 << 53) < p }
 }
 
@@ -38,7 +30,7 @@ final class SimulatedLink {
     init(client: DTLSTransport, server: DTLSTransport, seed: UInt64, loss: Double, dropFirstFlights: Bool) {
         self.client = client
         self.server = server
-        self.rng = SeededRandom(state: seed)
+        self.rng = SeededRandom(seed: seed)
         self.loss = loss
         self.dropFirstFlights = dropFirstFlights
     }

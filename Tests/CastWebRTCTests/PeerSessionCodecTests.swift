@@ -10,7 +10,7 @@ import Testing
     let t0 = Instant.zero + .seconds(10)
 
     func session(codecs: [VideoCodec] = VideoCodec.allCases) throws -> PeerSession {
-        var rng = CastWebRTC.SeededRandom(seed: 11)
+        var rng = SeededRandom(seed: 11)
         var c = PeerSession.Configuration(wallclockOffset: .zero)
         c.videoCodecs = codecs
         return try PeerSession(configuration: c, certificate: Self.cert, random: &rng)

@@ -24,7 +24,7 @@ import Testing
         var states: [(at: Instant, state: PeerSession.State)] = []
 
         init() throws {
-            var rng = CastWebRTC.SeededRandom(seed: 11)
+            var rng = SeededRandom(seed: 11)
             session = try PeerSession(configuration: .init(wallclockOffset: .zero), certificate: PeerSessionConsentTests.castdCert,
                                       random: &rng)
             session.addLocalAddress(PeerSessionConsentTests.local, now: now)

@@ -16,7 +16,7 @@ import Testing
     let t0 = Instant.zero + .seconds(10)
 
     func session(mdns: Bool) throws -> PeerSession {
-        var rng = CastWebRTC.SeededRandom(seed: 7)
+        var rng = SeededRandom(seed: 7)
         let s = try PeerSession(configuration: .init(wallclockOffset: .zero), certificate: Self.cert, random: &rng)
         if mdns { s.useMDNS(on: [Self.mdnsSocket]) }
         s.addLocalAddress(Self.local, now: t0)

@@ -2,6 +2,7 @@ import CastCore
 import CastEncode
 import CastOpenSSL
 import CastSignaling
+import CastSystemd
 import CastWebRTC
 import Foundation
 
@@ -53,7 +54,7 @@ enum SessionCommand {
         peerOptions.stunServers = stun
         peerOptions.turnServers = turn
         peerOptions.turnTrust = backend.trust
-        peerOptions.includeLoopback = environment["CASTD_ICE_LOOPBACK"] == "1"
+        peerOptions.includeLoopback = TestHooks.iceLoopback(environment)
         let media = MediaFactory.make(o, environment: environment, log: log)
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
                                 onKeyframeRequest: { media.requestKeyframe() },

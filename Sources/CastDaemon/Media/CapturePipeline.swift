@@ -113,8 +113,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
 
     /// The receiver's preferences (spec §5) as capture caps: never above 1080p30 (spec §12).
     static func caps(for prefs: CastSignaling.StreamPrefs) -> CaptureCaps {
-        let resolution = CastMedia.StreamPrefs.Resolution(rawValue: prefs.resolution ?? "1080p") ?? .p1080
-        return CaptureCaps.default.applying(CastMedia.StreamPrefs(resolution: resolution, frameRate: prefs.frameRate ?? 30))
+        let resolution = CapturePreferences.Resolution(rawValue: prefs.resolution ?? "1080p") ?? .p1080
+        return CaptureCaps.default.applying(CapturePreferences(resolution: resolution, frameRate: prefs.frameRate ?? 30))
     }
 
     public func start(_ prefs: CastSignaling.StreamPrefs) async {

@@ -2,8 +2,8 @@ import CastCore
 import Synchronization
 
 /// Faults the media path can be told to simulate, for tests only (issue 17): set
-/// `CASTD_TEST_FAULT` to one of the raw values. castd logs a warning at start when one is
-/// active; it is not an option, is not in `--help`, and nothing else reads it.
+/// `CASTD_TEST_FAULT` (`TestHooks.mediaFaultVariable`, with castd's other test hooks)
+/// to one of the raw values. castd logs a warning at start when one is active.
 ///
 /// - `encoder-fail-once`: the encoder fails once, 6 s into the cast (recovered by a restart).
 /// - `encoder-fail-always`: the encoder never starts (the cast ends after the restarts).
@@ -16,7 +16,7 @@ public enum MediaFault: String, Sendable, CaseIterable {
     case captureStall = "capture-stall"
     case stuck
 
-    public static let environmentKey = "CASTD_TEST_FAULT"
+    public static let environmentKey = TestHooks.mediaFaultVariable
 
     public init?(environment: [String: String]) {
         guard let raw = environment[Self.environmentKey], let f = MediaFault(rawValue: raw) else { return nil }

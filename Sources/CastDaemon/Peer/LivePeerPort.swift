@@ -55,12 +55,8 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     /// How much media the current peer's pacer holds (zero without a peer).
     public func mediaBacklog() -> Duration { currentRunner()?.mediaBacklog ?? .zero }
 
-    /// CASTD_DEBUG_H264_DUMP=<file>: append every access unit sent (Annex B), to inspect with ffprobe.
-    private let dumpHandle: FileHandle? = {
-        guard let path = ProcessInfo.processInfo.environment["CASTD_DEBUG_H264_DUMP"] else { return nil }
-        FileManager.default.createFile(atPath: path, contents: nil)
-        return FileHandle(forWritingAtPath: path)
-    }()
+    /// Test/debug only: `TestHooks.h264DumpVariable`.
+    private let dumpHandle: FileHandle? = TestHooks.h264Dump(ProcessInfo.processInfo.environment)
 
     public func statistics() async -> PeerSession.Statistics? {
         await currentRunner()?.statistics()

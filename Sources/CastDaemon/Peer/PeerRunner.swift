@@ -28,7 +28,7 @@ public final class PeerRunner: @unchecked Sendable {
         /// The video codecs to offer, in order (spec §7).
         public var videoCodecs: [VideoCodec] = VideoCodec.allCases
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
-        /// Tests only: see `PeerSession.Configuration.dropMediaFraction`.
+        /// Tests only (`castd dev-send --drop-rtp`): see `PeerSession.TestHooks`.
         public var dropMediaFraction: Double = 0
         /// Resolve the receiver's `<uuid>.local` candidates over port 5353.
         public var mdns = true
@@ -69,7 +69,7 @@ public final class PeerRunner: @unchecked Sendable {
         config.encoderCanDoMain = options.encoderCanDoMain
         config.videoCodecs = options.videoCodecs
         config.iceOverrides = options.iceOverrides
-        config.dropMediaFraction = options.dropMediaFraction
+        config.testHooks.dropMediaFraction = options.dropMediaFraction
         var rng = SystemRandomNumberGenerator()
         let session = try PeerSession(configuration: config, certificate: certificate, random: &rng)
         offerSDP = session.offerSDP

@@ -64,8 +64,8 @@ public struct CredentialStore: Sendable {
         do {
             guard let d = try PrivateFile.read(file) else { return nil }
             data = d
-        } catch let e as CastError where e.message.contains("implausibly large") {
-            throw CastError(.io, "\(file) is implausibly large; delete it and pair again.")
+        } catch let e as CastError where e.code == .tooLarge {
+            throw CastError(.tooLarge, "\(file) is implausibly large; delete it and pair again.")
         }
         guard let r = try? JSONCoding.decode(Record.self, from: data) else {
             throw CastError(.io, "\(file) is damaged; delete it and pair again.")
@@ -93,11 +93,11 @@ public struct CredentialStore: Sendable {
         let fd = open(lockFile, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Self.errno("open \(lockFile)") }
         defer { close(fd) }   // closing releases the lock
-        let clock = ContinuousClock()
-        let start = clock.now
+        let clock = SystemMonotonicClock()
+        let start = clock.now()
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             guard Glibc.errno == EWOULDBLOCK || Glibc.errno == EINTR else { throw Self.errno("lock \(lockFile)") }
-            guard clock.now - start < timeout else {
+            guard clock.now() - start < timeout else {
                 throw CastError(.timeout, "Another castd process held \(lockFile) for over \(timeout); is one stuck?")
             }
             try await Task.sleep(for: .milliseconds(20))
@@ -106,8 +106,5 @@ public struct CredentialStore: Sendable {
         return try await body()
     }
 
-    static func errno(_ what: String) -> CastError {
-        let e = Glibc.errno
-        return CastError(.io, "Could not \(what): \(String(cString: strerror(e))).")
-    }
+    static func errno(_ what: String) -> CastError { PrivateFile.error(what, errno: Glibc.errno) }
 }

@@ -34,8 +34,8 @@ public struct AuthClient: Sendable {
     }
 
     private func post(_ url: URL, body: [UInt8]) async throws -> AuthTokens {
-        let clock = ContinuousClock()
-        let start = clock.now
+        let clock = SystemMonotonicClock()
+        let start = clock.now()
         var attempt = 0
         while true {
             attempt += 1
@@ -49,7 +49,7 @@ public struct AuthClient: Sendable {
             } catch let e as CastError where e.code == .network || e.code == .timeout {
                 failure = e
             }
-            guard let d = RetryPolicy.delay(afterAttempt: attempt, elapsed: clock.now - start) else { throw failure }
+            guard let d = RetryPolicy.delay(afterAttempt: attempt, elapsed: clock.now() - start) else { throw failure }
             try await sleep(d)
         }
     }

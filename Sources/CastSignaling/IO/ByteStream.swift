@@ -45,7 +45,7 @@ public final class TCPStream: ByteStream {
             _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             if Glibc.connect(fd, a.pointee.ai_addr, a.pointee.ai_addrlen) == 0 { return TCPStream(fd: fd) }
             guard errno == EINPROGRESS else {
-                lastError = CastError(.network, "Cannot connect to \(AddressRedaction.redact(host)):\(port): \(String(cString: strerror(errno))).")
+                lastError = CastError.posix(.network) { "Cannot connect to \(AddressRedaction.redact(host)):\(port): \($0)." }
                 Glibc.close(fd); continue
             }
             var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
@@ -57,7 +57,7 @@ public final class TCPStream: ByteStream {
             if n == 1 && soErr == 0 { return TCPStream(fd: fd) }
             lastError = n == 0
                 ? CastError(.timeout, "Connecting to \(AddressRedaction.redact(host)):\(port) timed out.")
-                : CastError(.network, "Cannot connect to \(AddressRedaction.redact(host)):\(port): \(String(cString: strerror(soErr))).")
+                : CastError.posix(.network, errno: soErr) { "Cannot connect to \(AddressRedaction.redact(host)):\(port): \($0)." }
             Glibc.close(fd)
         }
         throw lastError
@@ -95,7 +95,7 @@ public final class TCPStream: ByteStream {
     }
 }
 
-/// errno to a CastError, in one place.
+/// errno as "Could not <what>: <reason>." with the `.network` code (through `CastError.posix`).
 func sysError(_ what: String) -> CastError {
-    CastError(.network, "Could not \(what): \(String(cString: strerror(errno))).")
+    CastError.posix(.network) { "Could not \(what): \($0)." }
 }

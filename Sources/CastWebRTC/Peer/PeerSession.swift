@@ -25,10 +25,8 @@ public final class PeerSession {
         public var mtu = RTPConstants.defaultMTU
         /// Unix time at monotonic zero (for RTCP sender reports).
         public var wallclockOffset: Duration
-        /// Fault injection for tests only (`castd dev-send --drop-rtp`): the share of
-        /// outgoing media packets (not retransmissions) dropped before SRTP, so a
-        /// real receiver's NACKs and castd's RTX can be shown. Always 0 in a cast.
-        public var dropMediaFraction: Double = 0
+        /// Test only, off in every cast (PeerSessionTestHooks.swift).
+        public var testHooks = TestHooks()
         /// Adjusts ICE timers (tests and fault scenarios compress them).
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
         /// Retransmission and cache limits of the mDNS resolver.
@@ -503,13 +501,11 @@ public final class PeerSession {
 
     private var dtlsStarted = false
 
-    private var dropRandom = SeededRandom(seed: 0x0D_0D_0D)
+    private var testDropper = TestMediaDropper()   // test only (PeerSessionTestHooks.swift)
 
     private func sendMedia(_ d: VideoSender.Datagram, now: Instant) {
         guard let pair = ice.selectedPair, let srtp = outbound else { return }
-        if configuration.dropMediaFraction > 0, case .rtp(let p) = d, p.count > 1,
-           p[1] & 0x7f != answer?.video.rtxPayloadType ?? 0xff,
-           Double.random(in: 0..<1, using: &dropRandom) < configuration.dropMediaFraction {
+        if testDropper.drops(d, fraction: configuration.testHooks.dropMediaFraction, rtxPayloadType: answer?.video.rtxPayloadType) {
             statistics.injectedDrops += 1
             return
         }

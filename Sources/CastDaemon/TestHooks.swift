@@ -1,0 +1,36 @@
+import Foundation
+
+/// Every test and debugging hook castd reads from its environment, in one place.
+/// None is an option, none is in `--help`, and no cast needs one: they exist so that
+/// the integration tests, the fault rows (`Scripts/faults`) and a developer with
+/// ffprobe can make castd do what a real failure or a one-machine setup would.
+/// Nothing else in Sources/ reads a `CASTD_TEST_*`/`CASTD_DEBUG_*` variable.
+///
+/// The in-process hook without a variable, `castd dev-send --drop-rtp`, is
+/// `PeerSession.TestHooks` (CastWebRTC); `dev-send` itself is a development command.
+public enum TestHooks {
+    /// `CASTD_TEST_FAULT=<fault>`: a media fault to simulate (issue 17), one of
+    /// `MediaFault`'s raw values. castd logs a warning at start when one is active.
+    /// Used by IntegrationTests/daemon/test_media_failure.py, the systemd watchdog
+    /// test and the fault rows.
+    public static let mediaFaultVariable = "CASTD_TEST_FAULT"
+
+    /// `CASTD_ICE_LOOPBACK=1`: also gather loopback host candidates (castd and its
+    /// receiver on one machine, as in the tests).
+    public static let iceLoopbackVariable = "CASTD_ICE_LOOPBACK"
+
+    /// `CASTD_DEBUG_H264_DUMP=<file>`: append every access unit sent (Annex B) to the
+    /// file, to inspect with ffprobe.
+    public static let h264DumpVariable = "CASTD_DEBUG_H264_DUMP"
+
+    public static func iceLoopback(_ environment: [String: String]) -> Bool {
+        environment[iceLoopbackVariable] == "1"
+    }
+
+    /// The dump file (created empty), or nil when the variable is unset or the file cannot be made.
+    static func h264Dump(_ environment: [String: String]) -> FileHandle? {
+        guard let path = environment[h264DumpVariable], !path.isEmpty else { return nil }
+        FileManager.default.createFile(atPath: path, contents: nil)
+        return FileHandle(forWritingAtPath: path)
+    }
+}
