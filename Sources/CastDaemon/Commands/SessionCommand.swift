@@ -1,3 +1,4 @@
+import CastCapture
 import CastCore
 import CastEncode
 import CastOpenSSL
@@ -53,19 +54,42 @@ enum SessionCommand {
         peerOptions.stunServers = stun
         peerOptions.turnServers = turn
         peerOptions.includeLoopback = environment["CASTD_ICE_LOOPBACK"] == "1"
-        let media = MediaFactory.make(o, environment: environment, log: log)
+        // Issue 18: desktop audio when PipeWire has a sink to capture; otherwise video only, said once.
+        if o.audio == .auto {
+            let probe = AudioDoctor.probe()
+            peerOptions.audio = probe.available
+            if probe.available {
+                log.write(LogLine(.info, "audio_source", [("source", probe.detail)]))
+            } else {
+                log.write(LogLine(.notice, "audio_unavailable", [("reason", probe.detail), ("effect", "video only")]))
+            }
+        } else {
+            log.write(LogLine(.info, "audio_off", [("reason", "--audio off")]))
+        }
+        let video = MediaFactory.make(o, environment: environment, log: log)
+        let audioBox = AudioPipelineBox()
+        let media: any MediaPipeline
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
-                                onKeyframeRequest: { media.requestKeyframe() },
-                                onTargetBitrate: { bps in media.setTargetBitrate(bps) },
-                                onVideoCodec: { media.setCodec($0) })
+                                onKeyframeRequest: { video.requestKeyframe() },
+                                onTargetBitrate: { bps in video.setTargetBitrate(bps) },
+                                onVideoCodec: { video.setCodec($0) })
+        if peerOptions.audio {
+            let audio = AudioPipeline(log: log, clock: clock, sink: { peer.send(audioFrame: $0) },
+                                      expectedLoss: { peer.audioExpectedLossPercent() })
+            audioBox.pipeline = audio
+            media = MediaWithAudio(video: video, audio: audio)
+        } else {
+            media = video
+        }
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
         media.attach(backlog: { peer.mediaBacklog() })
 
         let signaling = BackendSignaling(sessionID: o.sessionId, config: backend.config, identity: backend.identity,
                                          transport: backend.transport, clock: clock, log: log,
                                          connector: backend.connector)
-        let notifier = ReadinessNotifier(peer: peer, log: log, mediaStats: { (media as? CapturePipeline)?.statistics },
-                                         stageTimes: { (media as? CapturePipeline)?.drainStageTimes() ?? [] },
+        let notifier = ReadinessNotifier(peer: peer, log: log, mediaStats: { (video as? CapturePipeline)?.statistics },
+                                         audioStats: { audioBox.pipeline?.statistics },
+                                         stageTimes: { (video as? CapturePipeline)?.drainStageTimes() ?? [] },
                                          lastFrameAt: { media.lastFrameAt },
                                          interval: ReadinessNotifier.interval(environment: environment))
         let controller = SessionController(
@@ -103,6 +127,7 @@ final class ReadinessNotifier: @unchecked Sendable {
     private let peer: LivePeerPort
     private let log: LogSink
     private let mediaStats: @Sendable () -> CapturePipeline.Statistics?
+    private let audioStats: @Sendable () -> AudioPipeline.Statistics?
     /// Per-stage durations since the previous `stats` line, as log fields.
     private let stageTimes: @Sendable () -> [(String, String)]
     private let lastFrameAt: @Sendable () -> Instant?
@@ -117,11 +142,13 @@ final class ReadinessNotifier: @unchecked Sendable {
     private var lastStats: Instant? = nil
 
     init(peer: LivePeerPort, log: LogSink, mediaStats: @escaping @Sendable () -> CapturePipeline.Statistics?,
+         audioStats: @escaping @Sendable () -> AudioPipeline.Statistics? = { nil },
          stageTimes: @escaping @Sendable () -> [(String, String)] = { [] },
          lastFrameAt: @escaping @Sendable () -> Instant? = { nil }, interval: Duration = .seconds(1)) {
         self.peer = peer
         self.log = log
         self.mediaStats = mediaStats
+        self.audioStats = audioStats
         self.stageTimes = stageTimes
         self.lastFrameAt = lastFrameAt
         self.interval = interval
@@ -137,6 +164,22 @@ final class ReadinessNotifier: @unchecked Sendable {
         guard line != lastStatus else { return }
         lastStatus = line
         SDNotify.send("STATUS=\(line)")
+    }
+
+    /// The `stats` line: the video fields, then audio's (kept apart: one literal of both is
+    /// more than the type checker solves in reasonable time).
+    static func statsLine(_ video: [(String, CustomStringConvertible)], audio: [(String, CustomStringConvertible)]) -> LogLine {
+        LogLine(.info, "stats", video + audio)
+    }
+
+    /// The `stats` line's audio fields (none when audio is off or unavailable at start).
+    static func audioFields(_ a: AudioPipeline.Statistics?, _ s: PeerSession.Statistics) -> [(String, CustomStringConvertible)] {
+        guard let a else { return [] }
+        return [("audio_encoded", a.framesEncoded), ("audio_sent", s.audio?.framesSent ?? 0),
+                ("audio_dropped", s.audioFramesDropped), ("audio_kbytes_sent", (s.audio?.bytesSent ?? 0) / 1024),
+                ("audio_level_dbov", -Int(a.lastLevel)), ("audio_loss_plan", a.expectedLossPercent),
+                ("audio_ring_dropped", a.ringDropped), ("audio_timeouts", a.captureTimeouts),
+                ("audio_receiver_loss", s.audio?.receiver.map { Int($0.fractionLost * 1000) } ?? -1)]
     }
 
     func connected() { status("Connected; waiting for the first frame to reach the receiver") }
@@ -187,7 +230,7 @@ final class ReadinessNotifier: @unchecked Sendable {
                 if lastStats.map({ now - $0 >= .seconds(5) }) ?? true {
                     lastStats = now
                     let m = mediaStats()
-                    log.write(LogLine(.info, "stats", [
+                    log.write(Self.statsLine([
                         ("captured", m?.captured ?? 0), ("encoded", m?.encoded ?? 0), ("ring_dropped", m?.ringDropped ?? 0),
                         ("ring_skipped", m?.ringSkipped ?? 0),
                         ("target_kbps", (m?.targetBitrate ?? 0) / 1000), ("encoder_kbps", (m?.encoderBitrate ?? 0) / 1000),
@@ -203,10 +246,20 @@ final class ReadinessNotifier: @unchecked Sendable {
                         ("keyframes_requested", v.keyframesRequested),
                         ("plis", v.pictureLossReceived), ("rtt_ms", v.roundTripTime.map { Int($0.seconds * 1000) } ?? -1),
                         ("dropped_before_connect", s.accessUnitsDropped), ("remote_type", s.selectedRemoteType ?? "-")]
-                        + stageTimes().map { ($0.0, $0.1 as CustomStringConvertible) }))
+                        + stageTimes().map { ($0.0, $0.1 as CustomStringConvertible) }, audio: Self.audioFields(audioStats(), s)))
                 }
             }
             try? await Task.sleep(for: interval)
         }
+    }
+}
+
+/// Where the session's audio pipeline is, once made (the stats closure is built first).
+final class AudioPipelineBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: AudioPipeline?
+    var pipeline: AudioPipeline? {
+        get { lock.withLock { value } }
+        set { lock.withLock { value = newValue } }
     }
 }
