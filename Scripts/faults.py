@@ -1410,6 +1410,9 @@ SCENARIOS = [
 sys.path.insert(0, str(REPO / "Scripts"))
 import faults_turn  # noqa: E402
 SCENARIOS += faults_turn.rows(sys.modules[__name__])
+# Desktop audio with Chromium (issue 18), full set only: Scripts/faults_audio.py.
+import faults_audio  # noqa: E402
+SCENARIOS += faults_audio.rows(sys.modules[__name__])
 
 
 async def inner(a: argparse.Namespace) -> int:
