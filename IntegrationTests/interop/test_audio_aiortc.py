@@ -7,7 +7,7 @@ frequency and the level of what arrived. A receiver that rejects the audio m-lin
 still gets the video.
 """
 import asyncio
-import os
+import re
 import sys
 import pathlib
 
@@ -78,7 +78,7 @@ async def receive(sender: DevSender, audio_seconds: float, reject_audio: bool = 
     sdp = pc.localDescription.sdp
     if reject_audio:
         # RFC 3264 §6: port 0 rejects the stream; castd must go on with video alone.
-        sdp = sdp.replace("m=audio 9 ", "m=audio 0 ", 1)
+        sdp = re.sub(r"m=audio \d+ ", "m=audio 0 ", sdp, count=1)
         assert "m=audio 0 " in sdp
     await sender.send(type="answer", sdp=sdp)
     fwd = asyncio.create_task(sender.forward_candidates(pc))
