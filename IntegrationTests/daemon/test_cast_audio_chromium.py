@@ -9,6 +9,7 @@ they need no network namespace of their own). 30–40 s each: Scripts/faults run
 (the `audio` rows); they are not part of the quick CI set."""
 import asyncio
 import contextlib
+import re
 import pathlib
 import sys
 
@@ -51,6 +52,7 @@ async def audio_cast(stack, tmp_path, *daemon_args, viewer_audio=None):
     finally:
         if daemon:
             await daemon.kill()
+            print("castd log (last 40 lines):\n" + "\n".join(daemon.stderr_lines[-40:]))
         await browser.close()
         screen.stop()
         rig.stop()
@@ -82,18 +84,23 @@ async def test_chromium_plays_castds_desktop_audio_with_little_concealment(reque
     # ~5 s at 48 kHz (the stats poll runs once a second: allow its phase).
     assert received >= 4 * 48_000, later
     assert concealed < 0.02 * received, (concealed, received)
-    # The tone plays at −9 dBFS RMS (−6 dBFS peak); Chrome's audioLevel is linear, 0…1, of the peak-ish level.
-    assert later["audioLevel"] is not None and later["audioLevel"] > 0.1, later
+    # Chromium measures audioLevel at playout, and the viewer's <video> is muted (autoplay):
+    # it reports 0. The level is checked where castd measures it (RFC 6464, per frame): the
+    # tone plays at −9.03 dBFS RMS (−6 dBFS peak).
+    assert later["audioLevel"] is not None, later
     assert later["packetsLost"] == 0
-    assert any("audio_sent=" in l and "audio_sent=0 " not in l for l in stats_lines), stats_lines[-1:]
+    last = stats_lines[-1]
+    assert int(re.search(r"audio_sent=(\d+)", last)[1]) > 200, last
+    assert abs(int(re.search(r"audio_level_dbov=(-?\d+)", last)[1]) + 9) <= 1, last
 
 
 @pytest.mark.timeout(120)
 async def test_a_viewer_rejecting_audio_still_gets_video(request, tmp_path):
     stack = request.getfixturevalue("stack")
     async with audio_cast(stack, tmp_path, viewer_audio="reject") as (viewer, daemon):
-        first = await viewer.wait_frames(10, timeout=40)
-        await viewer.wait_frames(first["framesDecoded"] + 30, timeout=20)
+        # Video keeps coming (a few frames: the debug build converts a 720p frame in ~1.7 s here).
+        first = await viewer.wait_frames(5, timeout=60)
+        await viewer.wait_frames(first["framesDecoded"] + 5, timeout=40)
         await daemon.wait_log("event=audio_rejected", timeout=5)
         s = await viewer.stats()
     line = next(l for l in daemon.stderr_lines if "event=audio_rejected" in l)
@@ -105,8 +112,9 @@ async def test_a_viewer_rejecting_audio_still_gets_video(request, tmp_path):
 async def test_audio_off_offers_video_only(request, tmp_path):
     stack = request.getfixturevalue("stack")
     async with audio_cast(stack, tmp_path, "--audio", "off") as (viewer, daemon):
-        first = await viewer.wait_frames(10, timeout=40)
-        await viewer.wait_frames(first["framesDecoded"] + 30, timeout=20)
+        # Video keeps coming (a few frames: the debug build converts a 720p frame in ~1.7 s here).
+        first = await viewer.wait_frames(5, timeout=60)
+        await viewer.wait_frames(first["framesDecoded"] + 5, timeout=40)
         s = await viewer.stats()
     assert daemon.log_has("event=audio_off")
     assert not daemon.log_has("event=audio_negotiated")

@@ -93,10 +93,12 @@ async def receive(sender: DevSender, audio_seconds: float, reject_audio: bool = 
 @pytest.mark.timeout(60)
 async def test_aiortc_hears_the_1khz_tone_castd_captured_from_pipewire(rig, bars_clip):  # noqa: F811
     sender = await DevSender.start(bars_clip, "--fps", "30", "--seconds", "40", "--audio")
+    rc = None
     try:
         samples, frames = await receive(sender, audio_seconds=4)
     finally:
-        await sender.stop()
+        rc = await sender.stop()
+    assert rc == 0, sender.log[-3:]
     negotiated = [m for m in sender.log if m["type"] == "audio"]
     assert negotiated and negotiated[0]["accepted"] is True, negotiated
     assert frames >= 30

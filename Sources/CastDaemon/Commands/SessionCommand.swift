@@ -1,4 +1,3 @@
-import CastCapture
 import CastCore
 import CastEncode
 import CastOpenSSL
@@ -54,42 +53,26 @@ enum SessionCommand {
         peerOptions.stunServers = stun
         peerOptions.turnServers = turn
         peerOptions.includeLoopback = environment["CASTD_ICE_LOOPBACK"] == "1"
-        // Issue 18: desktop audio when PipeWire has a sink to capture; otherwise video only, said once.
-        if o.audio == .auto {
-            let probe = AudioDoctor.probe()
-            peerOptions.audio = probe.available
-            if probe.available {
-                log.write(LogLine(.info, "audio_source", [("source", probe.detail)]))
-            } else {
-                log.write(LogLine(.notice, "audio_unavailable", [("reason", probe.detail), ("effect", "video only")]))
-            }
-        } else {
-            log.write(LogLine(.info, "audio_off", [("reason", "--audio off")]))
-        }
-        let video = MediaFactory.make(o, environment: environment, log: log)
-        let audioBox = AudioPipelineBox()
-        let media: any MediaPipeline
+        // Issue 18: desktop audio when PipeWire has a sink to capture (its thread opens the
+        // stream now and runs for the whole cast); otherwise video only, said once.
+        let peerBox = LateBinding<LivePeerPort>()
+        let audio = await startAudio(o.audio, log: log, clock: clock, peer: peerBox)
+        peerOptions.audio = audio != nil
+        let media = MediaFactory.make(o, environment: environment, log: log)
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
-                                onKeyframeRequest: { video.requestKeyframe() },
-                                onTargetBitrate: { bps in video.setTargetBitrate(bps) },
-                                onVideoCodec: { video.setCodec($0) })
-        if peerOptions.audio {
-            let audio = AudioPipeline(log: log, clock: clock, sink: { peer.send(audioFrame: $0) },
-                                      expectedLoss: { peer.audioExpectedLossPercent() })
-            audioBox.pipeline = audio
-            media = MediaWithAudio(video: video, audio: audio)
-        } else {
-            media = video
-        }
+                                onKeyframeRequest: { media.requestKeyframe() },
+                                onTargetBitrate: { bps in media.setTargetBitrate(bps) },
+                                onVideoCodec: { media.setCodec($0) })
+        peerBox.value = peer
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
         media.attach(backlog: { peer.mediaBacklog() })
 
         let signaling = BackendSignaling(sessionID: o.sessionId, config: backend.config, identity: backend.identity,
                                          transport: backend.transport, clock: clock, log: log,
                                          connector: backend.connector)
-        let notifier = ReadinessNotifier(peer: peer, log: log, mediaStats: { (video as? CapturePipeline)?.statistics },
-                                         audioStats: { audioBox.pipeline?.statistics },
-                                         stageTimes: { (video as? CapturePipeline)?.drainStageTimes() ?? [] },
+        let notifier = ReadinessNotifier(peer: peer, log: log, mediaStats: { (media as? CapturePipeline)?.statistics },
+                                         audioStats: { audio?.statistics },
+                                         stageTimes: { (media as? CapturePipeline)?.drainStageTimes() ?? [] },
                                          lastFrameAt: { media.lastFrameAt },
                                          interval: ReadinessNotifier.interval(environment: environment))
         let controller = SessionController(
@@ -106,6 +89,7 @@ enum SessionCommand {
         let watch = Task { await notifier.run(controller: controller) }
         let outcome = await controller.run()
         watch.cancel()
+        await audio?.stop()
         withExtendedLifetime(trap) {}
         SDNotify.send("STOPPING=1")
         if outcome.exitCode == 0 { r.say("ended", outcome.message) }
@@ -254,12 +238,34 @@ final class ReadinessNotifier: @unchecked Sendable {
     }
 }
 
-/// Where the session's audio pipeline is, once made (the stats closure is built first).
-final class AudioPipelineBox: @unchecked Sendable {
+/// The audio thread for `--audio auto`, capturing already, or nil (off, or nothing to capture:
+/// the pipeline said why in one `audio_unavailable` line).
+private func startAudio(_ mode: SessionOptions.Audio, log: LogSink, clock: SystemMonotonicClock,
+                        peer: LateBinding<LivePeerPort>) async -> AudioPipeline? {
+    guard mode == .auto else {
+        log.write(LogLine(.info, "audio_off", [("reason", "--audio off")]))
+        return nil
+    }
+    let audio = AudioPipeline(log: log, clock: clock, sink: { peer.value?.send(audioFrame: $0) },
+                              expectedLoss: { peer.value?.audioExpectedLossPercent() ?? 0 })
+    audio.start()
+    // The capture stream's own negotiation timeout is 3 s; a little more covers the thread's start.
+    let failed = await withCheckedContinuation { (c: CheckedContinuation<String?, Never>) in
+        DispatchQueue.global().async { c.resume(returning: audio.waitUntilOpened(timeout: .seconds(4))) }
+    }
+    guard failed == nil else {
+        await audio.stop()
+        return nil
+    }
+    return audio
+}
+
+/// A reference set after the closures that read it were made (the audio thread starts before the peer port exists).
+final class LateBinding<T: AnyObject & Sendable>: @unchecked Sendable {
     private let lock = NSLock()
-    private var value: AudioPipeline?
-    var pipeline: AudioPipeline? {
-        get { lock.withLock { value } }
-        set { lock.withLock { value = newValue } }
+    private var stored: T?
+    var value: T? {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
     }
 }

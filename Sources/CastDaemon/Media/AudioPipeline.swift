@@ -2,12 +2,13 @@ import CastCapture
 import CastCore
 import CastEncode
 import CastRTP
-import CastSignaling
 import Foundation
 import Synchronization
 
-/// Desktop audio for a cast (issue 18): one thread, started and stopped with
-/// the video pipeline, that reads 20 ms frames from `PipeWireAudioSource`
+/// Desktop audio for a cast (issue 18): one thread, started once for the run
+/// (the daemon needs to know before its first offer whether there is audio to
+/// send, and opening and closing the capture stream once per media start would
+/// only repeat that), that reads 20 ms frames from `PipeWireAudioSource`
 /// (its `AudioRing` drops the oldest samples when this thread lags), encodes
 /// them with Opus and hands each frame to `sink` (the current peer's bounded
 /// mailbox, `PeerRunner.send(audioFrame:)`). Nothing here waits on video, and
@@ -40,8 +41,8 @@ final class AudioPipeline: @unchecked Sendable {
     private let sourceOptions: PipeWireAudioSource.Options
     private let running = Atomic<Bool>(false)
     private let state = Mutex<(stats: Statistics, source: PipeWireAudioSource?, done: DispatchSemaphore?)>((Statistics(), nil, nil))
-    /// Said once per run: a missing sink is not news every time media restarts.
-    private let unavailableLogged = Atomic<Bool>(false)
+    /// Signalled once the thread has opened the capture stream, or failed to.
+    private let opened = DispatchSemaphore(value: 0)
 
     init(log: LogSink, clock: any MonotonicClock, sourceOptions: PipeWireAudioSource.Options = .init(),
          sink: @escaping @Sendable (EncodedAudioFrame) -> Void, expectedLoss: @escaping @Sendable () -> Int) {
@@ -53,6 +54,14 @@ final class AudioPipeline: @unchecked Sendable {
     }
 
     var statistics: Statistics { state.withLock { $0.stats } }
+
+    /// Waits until capture runs (nil) or could not start (the reason); nil also when
+    /// `timeout` passed first (it may still start: frames then simply begin later).
+    func waitUntilOpened(timeout: Duration) -> String? {
+        guard opened.wait(timeout: .now() + .nanoseconds(Int(timeout.totalNanoseconds))) == .success else { return nil }
+        opened.signal()   // later callers see the same outcome
+        return statistics.unavailable
+    }
 
     func start() {
         guard !running.exchange(true, ordering: .relaxed) else { return }
@@ -89,9 +98,8 @@ final class AudioPipeline: @unchecked Sendable {
         } catch {
             let message = (error as? CastError)?.message ?? "\(error)"
             state.withLock { $0.stats.unavailable = message }
-            if !unavailableLogged.exchange(true, ordering: .relaxed) {
-                log.write(LogLine(.notice, "audio_unavailable", [("reason", message), ("effect", "video only")]))
-            }
+            log.write(LogLine(.notice, "audio_unavailable", [("reason", message), ("effect", "video only")]))
+            opened.signal()
             return
         }
         state.withLock { s in
@@ -99,6 +107,7 @@ final class AudioPipeline: @unchecked Sendable {
             s.stats.sink = source.currentSink
             s.stats.unavailable = nil
         }
+        opened.signal()
         log.write(LogLine(.info, "audio_started", [("sink", source.currentSink ?? "default"), ("codec", "opus"),
                                                    ("kbps", encoder.settings.bitsPerSecond / 1000),
                                                    ("frame_ms", encoder.settings.frameDuration.totalNanoseconds / 1_000_000)]))
@@ -143,35 +152,4 @@ final class AudioPipeline: @unchecked Sendable {
             }
         }
     }
-}
-
-/// The cast's media with desktop audio beside the video: start and stop drive
-/// both; everything else is the video pipeline's.
-final class MediaWithAudio: MediaPipeline, @unchecked Sendable {
-    let video: any MediaPipeline
-    let audio: AudioPipeline
-
-    init(video: any MediaPipeline, audio: AudioPipeline) {
-        self.video = video
-        self.audio = audio
-    }
-
-    func start(_ prefs: CastSignaling.StreamPrefs) async {
-        await video.start(prefs)
-        audio.start()
-    }
-
-    func stop() async {
-        await audio.stop()
-        await video.stop()
-    }
-
-    func attach(sink: @escaping @Sendable ([UInt8], Instant) -> Void) { video.attach(sink: sink) }
-    func requestKeyframe() { video.requestKeyframe() }
-    func setTargetBitrate(_ bitsPerSecond: Int) { video.setTargetBitrate(bitsPerSecond) }
-    func attach(backlog: @escaping @Sendable () -> Duration) { video.attach(backlog: backlog) }
-    func setCodec(_ codec: VideoCodec) { video.setCodec(codec) }
-    func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { video.onNeedsUser(handler) }
-    func onFailure(_ handler: @escaping @Sendable (String) -> Void) { video.onFailure(handler) }
-    var lastFrameAt: Instant? { video.lastFrameAt }
 }
