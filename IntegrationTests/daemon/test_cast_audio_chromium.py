@@ -104,7 +104,8 @@ async def test_a_viewer_rejecting_audio_still_gets_video(request, tmp_path):
         await daemon.wait_log("event=audio_rejected", timeout=5)
         s = await viewer.stats()
     line = next(l for l in daemon.stderr_lines if "event=audio_rejected" in l)
-    assert "port 0" in line and 'effect="video only"' in line, line
+    # Chromium answers a stopped transceiver's line `inactive` (RFC 3264 §6.1), not with port 0.
+    assert 'reason="the receiver answered the audio m-line inactive"' in line and 'effect="video only"' in line, line
     assert not (s.get("audio") or {}).get("packetsReceived"), s
 
 

@@ -92,7 +92,7 @@ class Viewer:
             q["codec"] = codec
         if relay_only:          # iceTransportPolicy "relay": only TURN candidates
             q["relay"] = "1"
-        if audio:               # "reject": answer the audio m-line with port 0
+        if audio:               # "reject": stop the audio transceiver (the answer says inactive)
             q["audio"] = audio
         url = f"{api_url.rstrip('/')}/viewer/{session_id}" + (f"?{urlencode(q)}" if q else "")
         if isinstance(browser_or_page, Page):

@@ -9,7 +9,8 @@
 // "Failed" with Retry. Query parameters compress these for tests:
 // ?grace=<s>&wait=<s>&cycles=<n>; ?ice=none uses no ICE servers at all; ?codec=vp8|h264|none
 // answers with that video codec only (none: with none castd offers); ?audio=reject
-// rejects the audio m-line (port 0), as a receiver without audio would.
+// stops the audio transceiver (Chromium then answers its m-line inactive), as a
+// receiver without audio would.
 
 import { boot, $, numberParam, showError } from "./lib/app.js";
 import { SessionFeed } from "./lib/feed.js";
