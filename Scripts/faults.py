@@ -34,7 +34,7 @@ import traceback
 from pathlib import Path
 
 from castkit.paths import PYTHON, REPO
-from faultkit import turn
+from faultkit import audio, turn
 from faultkit.backend import gateway_restart, p0429_storm, postgres_restart, realtime_cuts, rest_errors, short_tokens
 from faultkit.bottleneck import BOTTLENECK_ROWS
 from faultkit.checks import credential_modes, secrets_grep
@@ -145,6 +145,8 @@ SCENARIOS = [
 
 # TURN through coturn across two NATs (issue 16), full set only: faultkit/turn.py.
 SCENARIOS += turn.rows()
+# Desktop audio with Chromium (issue 18), full set only: faultkit/audio.py.
+SCENARIOS += audio.rows()
 
 
 async def inner(a: argparse.Namespace) -> int:

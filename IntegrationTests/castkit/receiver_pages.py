@@ -83,7 +83,7 @@ class Viewer:
     async def open(cls, browser_or_page: Chromium | Page, api_url: str, session_id: str, *,
                    grace: float | None = None, wait: float | None = None, cycles: int | None = None,
                    no_ice_servers: bool = False, codec: str | None = None,
-                   relay_only: bool = False) -> "Viewer":
+                   relay_only: bool = False, audio: str | None = None) -> "Viewer":
         """Opens /viewer/<id> in a new page (or navigates an existing one)."""
         q = {k: v for k, v in (("grace", grace), ("wait", wait), ("cycles", cycles)) if v is not None}
         if no_ice_servers:
@@ -92,6 +92,8 @@ class Viewer:
             q["codec"] = codec
         if relay_only:          # iceTransportPolicy "relay": only TURN candidates
             q["relay"] = "1"
+        if audio:               # "reject": stop the audio transceiver (the answer says inactive)
+            q["audio"] = audio
         url = f"{api_url.rstrip('/')}/viewer/{session_id}" + (f"?{urlencode(q)}" if q else "")
         if isinstance(browser_or_page, Page):
             page = browser_or_page

@@ -16,10 +16,10 @@ import tempfile
 
 import numpy as np
 
+from castkit.audio_rig import start_session
 from castkit.castd_build import binary
 
 HERE = pathlib.Path(__file__).resolve().parent
-BUS_CONF = HERE / "private-session-bus.conf"
 
 
 def installed() -> bool:
@@ -58,16 +58,8 @@ class StandInScreenCast:
         return (await asyncio.get_running_loop().run_in_executor(None, p.stdout.readline)).decode().strip()
 
     async def start(self) -> "StandInScreenCast":
-        (self.dir / "bus.conf").write_text(BUS_CONF.read_text().replace("@DIR@", str(self.dir)))
-        bus = self._spawn(["dbus-daemon", f"--config-file={self.dir}/bus.conf", "--nofork", "--nopidfile",
-                           "--print-address=1"], "dbus", stdout=subprocess.PIPE)
-        self.bus = await self._line(bus)
-        self._spawn(["pipewire"], "pipewire")
+        self.bus = await start_session(self.dir, self._spawn)
         sock = self.dir / "pipewire-0"
-        for _ in range(250):   # pipewire has no readiness pipe: its socket appears when it listens
-            if sock.exists():
-                break
-            await asyncio.sleep(0.02)
         self._spawn(["wireplumber"], "wireplumber")
         pattern = self._spawn([binary("castd-pattern"), "--pipewire", f"{self.width}x{self.height}", "--fps", str(self.fps)]
                               + (["--static"] if self.static else []), "pattern", stdout=subprocess.PIPE)

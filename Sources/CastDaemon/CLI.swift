@@ -55,6 +55,9 @@ public enum CLI {
                                          Mutter ScreenCast when it answers, else the ScreenCast
                                          portal; XShm otherwise; `castd doctor` says which and why)
       --encoder auto|vaapi|x264          H.264 encoder (auto: VA-API, falling back to x264)
+      --audio auto|off                   desktop audio (auto: Opus from the default sink's monitor
+                                         when PipeWire has one and the receiver takes audio;
+                                         otherwise video only, said once in the log)
       --display :N   --output NAME   --no-cursor   (--output: an X11 output or a Mutter connector)
       --portal-timeout SECONDS           how long the ScreenCast portal may wait for someone to
                                          accept its dialog (default 60); then castd ends the cast

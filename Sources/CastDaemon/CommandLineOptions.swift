@@ -47,12 +47,15 @@ public struct PairOptions: Equatable, Sendable {
 public struct SessionOptions: Equatable, Sendable {
     public enum Capture: String, Equatable, Sendable, CaseIterable { case auto, x11, portal, mutter }
     public enum Encoder: String, Equatable, Sendable, CaseIterable { case auto, vaapi, x264 }
+    /// auto: desktop audio when PipeWire has a sink to capture (issue 18); off: video only.
+    public enum Audio: String, Equatable, Sendable, CaseIterable { case auto, off }
     public var sessionId: String
     public var capture: Capture = .auto
     public var encoder: Encoder = .auto
     public var display: String? = nil
     public var output: String? = nil
     public var cursor = true
+    public var audio: Audio = .auto
     /// How long the ScreenCast portal may leave a call unanswered (Start waits for a person at its dialog).
     public var portalTimeout: Duration = .seconds(60)
     public var common = CommonOptions()
@@ -136,6 +139,12 @@ public enum CommandLineParser {
                         throw CastError(.badArgument, "--encoder takes auto, vaapi or x264 (got \(v))")
                     }
                     o.encoder = e
+                case "--audio":
+                    let v = try value(a, &rest)
+                    guard let au = SessionOptions.Audio(rawValue: v) else {
+                        throw CastError(.badArgument, "--audio takes auto or off (got \(v))")
+                    }
+                    o.audio = au
                 case "--display": o.display = try value(a, &rest)
                 case "--output": o.output = try value(a, &rest)
                 case "--no-cursor": o.cursor = false

@@ -15,6 +15,17 @@ import CastCore
         #expect(!o.cursor && o.common.apiURL == "http://a" && o.common.logLevel == .debug)
     }
 
+    @Test func audioIsAutoByDefaultAndOffOnRequest() throws {
+        guard case .session(let d) = try CommandLineParser.parse(["--session", id]) else { Issue.record("not a session"); return }
+        #expect(d.audio == .auto)
+        guard case .session(let o) = try CommandLineParser.parse(["--session", id, "--audio", "off"]) else {
+            Issue.record("not a session"); return
+        }
+        #expect(o.audio == .off)
+        let e = try #require(throws: CastError.self) { try CommandLineParser.parse(["--session", id, "--audio", "on"]) }
+        #expect(e.message == "--audio takes auto or off (got on)")
+    }
+
     @Test func portalTimeoutIsSecondsWithADefaultOf60() throws {
         guard case .session(let d) = try CommandLineParser.parse(["--session", id]) else { Issue.record("not a session"); return }
         #expect(d.portalTimeout == .seconds(60))

@@ -118,7 +118,9 @@ enum ChromeFixture {
         let a = try AnswerParser.parse(try ChromeFixture.text("chrome-answer-main-audio.sdp"), offer: offer)
         #expect(a.video.payloadType == 102)
         #expect(a.video.rtxPayloadType == 103)
-        #expect(a.audio == .init(mid: "1", payloadType: 111))
+        #expect(a.audio == .init(mid: "1", payloadType: 111,
+                                 headerExtensions: [HeaderExtensionURI.transportWideCC: 3], receiverWantsStereo: false))
+        #expect(a.audioRejection == nil)
         #expect(a.mids == ["0", "1"])
         #expect(a.video.headerExtensions.count == 3)
     }
@@ -174,6 +176,30 @@ enum ChromeFixture {
         let text = try ChromeFixture.text("chrome-answer-main-audio.sdp").replacingOccurrences(of: "m=audio 9 ", with: "m=audio 0 ")
         let a = try AnswerParser.parse(text, offer: offer)
         #expect(a.audio == nil)
+        #expect(a.audioRejection == "the receiver rejected the audio m-line (port 0)")
         #expect(a.video.payloadType == 102)
+    }
+
+    /// RFC 3264 §6.1: an `inactive` (or `sendonly`) answer to a send-only line receives nothing.
+    @Test(arguments: ["inactive", "sendonly"])
+    func audioAnsweredWithoutReceivingIsRejected(direction: String) throws {
+        let offer = OfferBuilder.build(SDPFixtures.options(main: true, audio: true))
+        let text = try ChromeFixture.text("chrome-answer-main-audio.sdp")
+            .replacingOccurrences(of: "a=recvonly\r\na=rtcp-mux\r\na=rtpmap:111", with: "a=\(direction)\r\na=rtcp-mux\r\na=rtpmap:111")
+        let a = try AnswerParser.parse(text, offer: offer)
+        #expect(a.audio == nil)
+        #expect(a.audioRejection == "the receiver answered the audio m-line \(direction)")
+        #expect(a.video.payloadType == 102)
+    }
+
+    @Test func audioAnswerWithoutOpusIsRejectedAndStereoIsRead() throws {
+        let offer = OfferBuilder.build(SDPFixtures.options(main: true, audio: true))
+        let text = try ChromeFixture.text("chrome-answer-main-audio.sdp")
+        let noOpus = try AnswerParser.parse(text.replacingOccurrences(of: "m=audio 9 UDP/TLS/RTP/SAVPF 111", with: "m=audio 9 UDP/TLS/RTP/SAVPF 0"), offer: offer)
+        #expect(noOpus.audio == nil)
+        #expect(noOpus.audioRejection == "the receiver's audio answer has no Opus payload type castd offered")
+        let stereo = try AnswerParser.parse(text.replacingOccurrences(of: "a=fmtp:111 minptime=10;useinbandfec=1",
+                                                                      with: "a=fmtp:111 minptime=10; stereo=1;useinbandfec=1"), offer: offer)
+        #expect(stereo.audio?.receiverWantsStereo == true)
     }
 }

@@ -115,6 +115,11 @@ enum SDPFixtures {
         #expect(a.direction == "sendonly")
         #expect(a.value("msid") == "castd app-audio")
         #expect(a.value("rtpmap") == "111 opus/48000/2")
+        // RFC 7587 §6.1: stereo both ways, in-band FEC, 10 ms frames allowed.
+        #expect(a.value("fmtp") == "111 minptime=10;useinbandfec=1;stereo=1;sprop-stereo=1")
+        // draft-holmer-rmcat-transport-wide-cc-extensions-01: audio counts in the congestion estimate too.
+        #expect(a.values("extmap") == ["3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"])
+        #expect(a.values("rtcp-fb") == ["111 transport-cc"])
         #expect(a.values("ssrc") == ["3333333333 cname:castdcname0000001", "3333333333 msid:castd app-audio"])
     }
 

@@ -8,7 +8,9 @@
 // then "Reconnecting…" waits 30 s for a fresh offer, at most 3 cycles, then
 // "Failed" with Retry. Query parameters compress these for tests:
 // ?grace=<s>&wait=<s>&cycles=<n>; ?ice=none uses no ICE servers at all; ?codec=vp8|h264|none
-// answers with that video codec only (none: with none castd offers).
+// answers with that video codec only (none: with none castd offers); ?audio=reject
+// stops the audio transceiver (Chromium then answers its m-line inactive), as a
+// receiver without audio would.
 
 import { boot, $, numberParam, showError } from "./lib/app.js";
 import { SessionFeed } from "./lib/feed.js";
@@ -228,6 +230,9 @@ async function acceptOffer(row) {
   setState("connecting");
   await pc.setRemoteDescription({ type: "offer", sdp });
   for (const t of pc.getTransceivers()) t.direction = "recvonly"; // it never sends media (spec §6)
+  if (params.get("audio") === "reject") {
+    for (const t of pc.getTransceivers()) if (t.receiver.track.kind === "audio") t.stop();
+  }
   preferCodec(pc, params.get("codec"));
   v.remoteSet = true;
   const buffered = v.pending.get(nid) || [];
@@ -235,7 +240,7 @@ async function acceptOffer(row) {
   if (buffered.length) log("buffered_candidates_applied", { negotiationId: nid, count: buffered.length });
   for (const c of buffered) await addRemoteCandidate(pc, c);
   const answer = await pc.createAnswer();
-  await pc.setLocalDescription(answer);
+  await pc.setLocalDescription({ type: "answer", sdp: keepOpusStereo(answer.sdp) });
   if (v.pc !== pc) return;
   try {
     await v.ctx.rest.insertSignal(row4("answer", { type: "answer", sdp: pc.localDescription.sdp, negotiationId: nid }));
@@ -243,6 +248,15 @@ async function acceptOffer(row) {
   } finally {
     answerSent();
   }
+}
+
+// Chrome answers Opus without `stereo=1` and then decodes (and plays) mono; castd
+// sends stereo (`sprop-stereo=1`), so the answer asks for it (RFC 7587 §7.1).
+function keepOpusStereo(sdp) {
+  const pt = sdp.match(/a=rtpmap:(\d+) opus\/48000\/2/i)?.[1];
+  if (!pt) return sdp;
+  return sdp.replace(new RegExp(`^a=fmtp:${pt} (.*)$`, "m"), (line, params) =>
+    /(^|;)\s*stereo=1/.test(params) ? line : `a=fmtp:${pt} ${params};stereo=1`);
 }
 
 // ?codec=vp8|h264: answer with that video codec only (setCodecPreferences), to show a
@@ -388,8 +402,17 @@ async function pollStats() {
       roundTripTimeMs: pair?.currentRoundTripTime != null ? pair.currentRoundTripTime * 1000 : null,
       audio: audio ? {
         codec: audio.codecId ? byId.get(audio.codecId)?.mimeType?.replace(/^audio\//, "") ?? null : null,
+        sdpFmtpLine: audio.codecId ? byId.get(audio.codecId)?.sdpFmtpLine ?? null : null,
+        channels: audio.codecId ? byId.get(audio.codecId)?.channels ?? null : null,
         packetsReceived: audio.packetsReceived ?? 0,
         packetsLost: audio.packetsLost ?? 0,
+        totalSamplesReceived: audio.totalSamplesReceived ?? 0,
+        concealedSamples: audio.concealedSamples ?? 0,
+        concealmentEvents: audio.concealmentEvents ?? 0,
+        audioLevel: audio.audioLevel ?? null,            // 0…1, linear, of the last 200 ms or so
+        totalAudioEnergy: audio.totalAudioEnergy ?? null,
+        totalSamplesDuration: audio.totalSamplesDuration ?? null,
+        jitterBufferDelayMs: audio.jitterBufferEmittedCount ? (audio.jitterBufferDelay / audio.jitterBufferEmittedCount) * 1000 : null,
       } : null,
       streams: $("video").srcObject ? $("video").srcObject.getTracks().map((t) => t.kind).sort() : [],
       at: Date.now(),
@@ -401,6 +424,9 @@ async function pollStats() {
     $("st-frames").textContent = String(s.framesDecoded);
     $("st-lost").textContent = String(s.packetsLost);
     $("st-jitter").textContent = s.jitterBufferDelayMs != null ? `${s.jitterBufferDelayMs.toFixed(0)} ms` : "—";
+    const a = s.audio;
+    $("st-audio").textContent = a ? `${a.packetsReceived} pkts · ${a.totalSamplesReceived ? (100 * a.concealedSamples / a.totalSamplesReceived).toFixed(1) : "0.0"} % concealed` : "—";
+    $("st-audio-level").textContent = a?.audioLevel != null ? (a.audioLevel > 0 ? `${(20 * Math.log10(a.audioLevel)).toFixed(1)} dBFS` : "silence") : "—";
   } catch (e) {
     log("stats_error", { message: e.message });
   }

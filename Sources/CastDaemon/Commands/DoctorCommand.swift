@@ -14,9 +14,9 @@ enum DoctorCommand {
         let report = DoctorReport(displayServer: DoctorReport.displayServer(environment: environment),
                                   captureBackends: capture.components, encoders: EncoderDoctor.encoders(),
                                   caps: .default, screenSize: capture.screen)
-        // Issue 18: capture and Opus exist; sending audio is not wired yet, and the line says so.
+        // Issue 18: what `castd --session --audio auto` would capture and send.
         let audio = AudioDoctor.probe()
-        let audioLine = audio.detail + (audio.available ? "; Opus 128 kbit/s (not sent yet: issue 18 in progress)" : "")
+        let audioLine = audio.detail + (audio.available ? "; Opus 128 kbit/s, sent when the receiver takes audio" : "; castd casts video only")
         var out = StandardStream.out
         let libraries = ["openssl": CryptoLibraries.openSSL, "libsrtp": CryptoLibraries.libsrtp,
                          "x264": "build \(X264Info.build)", "libva": VAInfo.headerVersion, "libvpx": VP8Encoder.libraryVersion,

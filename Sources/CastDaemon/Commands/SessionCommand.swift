@@ -55,11 +55,17 @@ enum SessionCommand {
         peerOptions.turnServers = turn
         peerOptions.turnTrust = backend.trust
         peerOptions.includeLoopback = TestHooks.iceLoopback(environment)
+        // Issue 18: desktop audio when PipeWire has a sink to capture (its thread opens the
+        // stream now and runs for the whole cast); otherwise video only, said once.
+        let peerBox = LateBinding<LivePeerPort>()
+        let audio = await startAudio(o.audio, log: log, clock: clock, peer: peerBox)
+        peerOptions.audio = audio != nil
         let media = MediaFactory.make(o, environment: environment, log: log)
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
                                 onKeyframeRequest: { media.requestKeyframe() },
                                 onTargetBitrate: { bps in media.setTargetBitrate(bps) },
                                 onVideoCodec: { media.setCodec($0) })
+        peerBox.value = peer
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
         media.attach(backlog: { peer.mediaBacklog() })
 
@@ -67,6 +73,7 @@ enum SessionCommand {
                                          transport: backend.transport, clock: clock, log: log,
                                          connector: backend.connector)
         let notifier = ReadinessNotifier(peer: peer, log: log, mediaStats: { (media as? CapturePipeline)?.statistics },
+                                         audioStats: { audio?.statistics },
                                          stageTimes: { (media as? CapturePipeline)?.drainStageTimes() ?? [] },
                                          lastFrameAt: { media.lastFrameAt },
                                          interval: ReadinessNotifier.interval(environment: environment))
@@ -84,6 +91,7 @@ enum SessionCommand {
         let watch = Task { await notifier.run(controller: controller) }
         let outcome = await controller.run()
         watch.cancel()
+        await audio?.stop()
         withExtendedLifetime(trap) {}
         SDNotify.send("STOPPING=1")
         if outcome.exitCode == 0 { r.say("ended", outcome.message) }
@@ -105,6 +113,7 @@ final class ReadinessNotifier: @unchecked Sendable {
     private let peer: LivePeerPort
     private let log: LogSink
     private let mediaStats: @Sendable () -> CapturePipeline.Statistics?
+    private let audioStats: @Sendable () -> AudioPipeline.Statistics?
     /// Per-stage durations since the previous `stats` line, as log fields.
     private let stageTimes: @Sendable () -> [(String, String)]
     private let lastFrameAt: @Sendable () -> Instant?
@@ -119,11 +128,13 @@ final class ReadinessNotifier: @unchecked Sendable {
     private var lastStats: Instant? = nil
 
     init(peer: LivePeerPort, log: LogSink, mediaStats: @escaping @Sendable () -> CapturePipeline.Statistics?,
+         audioStats: @escaping @Sendable () -> AudioPipeline.Statistics? = { nil },
          stageTimes: @escaping @Sendable () -> [(String, String)] = { [] },
          lastFrameAt: @escaping @Sendable () -> Instant? = { nil }, interval: Duration = .seconds(1)) {
         self.peer = peer
         self.log = log
         self.mediaStats = mediaStats
+        self.audioStats = audioStats
         self.stageTimes = stageTimes
         self.lastFrameAt = lastFrameAt
         self.interval = interval
@@ -139,6 +150,22 @@ final class ReadinessNotifier: @unchecked Sendable {
         guard line != lastStatus else { return }
         lastStatus = line
         SDNotify.send("STATUS=\(line)")
+    }
+
+    /// The `stats` line: the video fields, then audio's (kept apart: one literal of both is
+    /// more than the type checker solves in reasonable time).
+    static func statsLine(_ video: [(String, CustomStringConvertible)], audio: [(String, CustomStringConvertible)]) -> LogLine {
+        LogLine(.info, "stats", video + audio)
+    }
+
+    /// The `stats` line's audio fields (none when audio is off or unavailable at start).
+    static func audioFields(_ a: AudioPipeline.Statistics?, _ s: PeerSession.Statistics) -> [(String, CustomStringConvertible)] {
+        guard let a else { return [] }
+        return [("audio_encoded", a.framesEncoded), ("audio_sent", s.audio?.framesSent ?? 0),
+                ("audio_dropped", s.audioFramesDropped), ("audio_kbytes_sent", (s.audio?.bytesSent ?? 0) / 1024),
+                ("audio_level_dbov", -Int(a.lastLevel)), ("audio_loss_plan", a.expectedLossPercent),
+                ("audio_ring_dropped", a.ringDropped), ("audio_timeouts", a.captureTimeouts),
+                ("audio_receiver_loss", s.audio?.receiver.map { Int($0.fractionLost * 1000) } ?? -1)]
     }
 
     func connected() { status("Connected; waiting for the first frame to reach the receiver") }
@@ -189,7 +216,7 @@ final class ReadinessNotifier: @unchecked Sendable {
                 if lastStats.map({ now - $0 >= .seconds(5) }) ?? true {
                     lastStats = now
                     let m = mediaStats()
-                    log.write(LogLine(.info, "stats", [
+                    log.write(Self.statsLine([
                         ("captured", m?.captured ?? 0), ("encoded", m?.encoded ?? 0), ("ring_dropped", m?.ringDropped ?? 0),
                         ("ring_skipped", m?.ringSkipped ?? 0),
                         ("target_kbps", (m?.targetBitrate ?? 0) / 1000), ("encoder_kbps", (m?.encoderBitrate ?? 0) / 1000),
@@ -205,10 +232,42 @@ final class ReadinessNotifier: @unchecked Sendable {
                         ("keyframes_requested", v.keyframesRequested),
                         ("plis", v.pictureLossReceived), ("rtt_ms", v.roundTripTime.map { Int($0.seconds * 1000) } ?? -1),
                         ("dropped_before_connect", s.accessUnitsDropped), ("remote_type", s.selectedRemoteType ?? "-")]
-                        + stageTimes().map { ($0.0, $0.1 as CustomStringConvertible) }))
+                        + stageTimes().map { ($0.0, $0.1 as CustomStringConvertible) }, audio: Self.audioFields(audioStats(), s)))
                 }
             }
             try? await Task.sleep(for: interval)
         }
+    }
+}
+
+/// The audio thread for `--audio auto`, capturing already, or nil (off, or nothing to capture:
+/// the pipeline said why in one `audio_unavailable` line).
+private func startAudio(_ mode: SessionOptions.Audio, log: LogSink, clock: SystemMonotonicClock,
+                        peer: LateBinding<LivePeerPort>) async -> AudioPipeline? {
+    guard mode == .auto else {
+        log.write(LogLine(.info, "audio_off", [("reason", "--audio off")]))
+        return nil
+    }
+    let audio = AudioPipeline(log: log, clock: clock, sink: { peer.value?.send(audioFrame: $0) },
+                              expectedLoss: { peer.value?.audioExpectedLossPercent() ?? 0 })
+    audio.start()
+    // The capture stream's own negotiation timeout is 3 s; a little more covers the thread's start.
+    let failed = await withCheckedContinuation { (c: CheckedContinuation<String?, Never>) in
+        DispatchQueue.global().async { c.resume(returning: audio.waitUntilOpened(timeout: .seconds(4))) }
+    }
+    guard failed == nil else {
+        await audio.stop()
+        return nil
+    }
+    return audio
+}
+
+/// A reference set after the closures that read it were made (the audio thread starts before the peer port exists).
+final class LateBinding<T: AnyObject & Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: T?
+    var value: T? {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
     }
 }

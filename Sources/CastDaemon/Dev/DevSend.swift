@@ -34,6 +34,8 @@ public enum DevSend {
         public var stunURL: String? = nil
         /// `--dev-trust-certificate PEM`: a test CA for a `turns:` server's certificate.
         public var trustPEM: String? = nil
+        /// `--audio`: offer Opus and send the default PipeWire sink's monitor (issue 18).
+        public var audio = false
     }
 
     public static func parse(_ args: [String]) throws -> Options {
@@ -51,6 +53,7 @@ public enum DevSend {
             case "--turn-credential": o.turnCredential = it.next()
             case "--stun": o.stunURL = it.next()
             case "--dev-trust-certificate": o.trustPEM = it.next()
+            case "--audio": o.audio = true
             default: throw CastError(.usage, "dev-send: unknown option \(a)")
             }
         }
@@ -107,6 +110,7 @@ public enum DevSend {
             if let p = o.trustPEM { options.turnTrust = try DevTrustAnchor.load(path: p).trust }
             for s in skipped { emit(["type": "turnSkipped", "message": s]) }
             options.videoCodecs = [.h264]   // the file holds H.264 only
+            options.audio = o.audio
             runner = try PeerRunner(options: options, certificate: cert, clock: clock)
         } catch {
             var err = StandardStream.err
@@ -117,6 +121,11 @@ public enum DevSend {
         if let p = runner.mdnsProblem { emit(["type": "mdnsUnavailable", "message": p]) }
         else { emit(["type": "mdnsListening", "interfaces": runner.mdnsInterfaces]) }
         let flags = Flags()
+        // Desktop audio, as the daemon sends it: its own thread, frames straight to the peer.
+        let audio = o.audio ? AudioPipeline(log: StderrLogSink(minimum: .info), clock: clock,
+                                            sink: { _ = runner.send(audioFrame: $0) },
+                                            expectedLoss: { runner.audioExpectedLossPercent }) : nil
+        audio?.start()
 
         let events = Task {
             var relayServers: [SocketAddress: String] = [:]   // relayed address → its TURN server's URL
@@ -151,6 +160,8 @@ public enum DevSend {
                     emit(["type": "relayFailed", "server": server, "message": message])
                 case .bandwidthEstimate(let bps): emit(["type": "bandwidth", "bps": bps])
                 case .videoCodec(let c): emit(["type": "videoCodec", "codec": c.rawValue])
+                case .audioAccepted: emit(["type": "audio", "accepted": true])
+                case .audioRejected(let why): emit(["type": "audio", "accepted": false, "reason": why])
                 case .failure(let m):
                     emit(["type": "failure", "message": m])
                     flags.failed = m
@@ -207,17 +218,18 @@ public enum DevSend {
             }
             if clock.now() - lastStats >= .seconds(1), let s = await runner.statistics() {
                 lastStats = clock.now()
-                emit(statsObject(s))
+                emit(statsObject(s, audio: audio?.statistics))
             }
         }
-        if let s = await runner.statistics() { emit(statsObject(s)) }
+        await audio?.stop()
+        if let s = await runner.statistics() { emit(statsObject(s, audio: audio?.statistics)) }
         runner.close()
         events.cancel()
         input.cancel()
         return flags.failed == nil ? 0 : 1
     }
 
-    static func statsObject(_ s: PeerSession.Statistics) -> [String: Any] {
+    static func statsObject(_ s: PeerSession.Statistics, audio: AudioPipeline.Statistics? = nil) -> [String: Any] {
         var o: [String: Any] = ["type": "stats", "datagramsIn": s.datagramsIn, "datagramsOut": s.datagramsOut,
                                 "srtpErrors": s.srtpErrors, "accessUnitsDropped": s.accessUnitsDropped,
                                 "injectedDrops": s.injectedDrops]
@@ -232,6 +244,17 @@ public enum DevSend {
             o["keyframesRequested"] = v.keyframesRequested
             o["senderReportsSent"] = v.senderReportsSent
             if let rtt = v.roundTripTime { o["rttMs"] = rtt.seconds * 1000 }
+        }
+        if let a = audio {
+            var fields: [String: Any] = [
+                "framesEncoded": a.framesEncoded, "captureTimeouts": a.captureTimeouts, "ringDropped": a.ringDropped,
+                "levelDBov": -Int(a.lastLevel), "expectedLossPercent": a.expectedLossPercent,
+                "framesDropped": s.audioFramesDropped, "framesSent": s.audio?.framesSent ?? 0,
+                "bytesSent": s.audio?.bytesSent ?? 0, "senderReportsSent": s.audio?.senderReportsSent ?? 0]
+            if let u = a.unavailable { fields["unavailable"] = u }
+            if let sink = a.sink { fields["sink"] = sink }
+            if let r = s.audio?.receiver { fields["receiverFractionLost"] = r.fractionLost }
+            o["audio"] = fields
         }
         if let p = s.selectedPair { o["selectedPair"] = p }
         if let t = s.selectedRemoteType { o["selectedRemoteType"] = t }

@@ -1,5 +1,6 @@
 import CastCore
 import CastOpenSSL
+import CastRTP
 import CastSignaling
 import CastWebRTC
 import Foundation
@@ -51,6 +52,15 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
         let first = lock.withLock { () -> Bool in defer { refusedLogged += 1 }; return refusedLogged < 10 || n % 100 == 0 }
         if first { log.write(LogLine(.warning, "access_unit_refused", [("refused_total", n), ("reason", "peer thread behind")])) }
     }
+
+    /// Sends an Opus frame to the current peer (dropped when there is none, or when its
+    /// thread is behind: audio never waits, and never holds video up).
+    public func send(audioFrame: EncodedAudioFrame) {
+        _ = currentRunner()?.send(audioFrame: audioFrame)
+    }
+
+    /// The loss the current peer's receiver reports suggest planning for (0 without a peer).
+    public func audioExpectedLossPercent() -> Int { currentRunner()?.audioExpectedLossPercent ?? 0 }
 
     /// How much media the current peer's pacer holds (zero without a peer).
     public func mediaBacklog() -> Duration { currentRunner()?.mediaBacklog ?? .zero }
@@ -139,6 +149,10 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                     log.write(LogLine(.warning, "turn_failed", [("negotiation", nid), ("server", server), ("message", message)]))
                 case .bandwidthEstimate(let bps):
                     log.write(LogLine(.debug, "bandwidth_estimate", [("bps", bps)]))
+                case .audioAccepted:
+                    log.write(LogLine(.info, "audio_negotiated", [("negotiation", nid), ("codec", "opus/48000/2")]))
+                case .audioRejected(let why):
+                    log.write(LogLine(.notice, "audio_rejected", [("negotiation", nid), ("reason", why), ("effect", "video only")]))
                 case .failure(let m):
                     log.write(LogLine(.error, "peer_failure", [("negotiation", nid), ("message", m)]))
                 case .remoteClosed:

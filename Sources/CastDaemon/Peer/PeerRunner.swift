@@ -32,6 +32,8 @@ public final class PeerRunner: @unchecked Sendable {
         public var dropMediaFraction: Double = 0
         /// Resolve the receiver's `<uuid>.local` candidates over port 5353.
         public var mdns = true
+        /// Offer the send-only Opus m-line (issue 18; `--audio auto` with a sink to capture).
+        public var audio = false
         public init() {}
     }
 
@@ -49,6 +51,9 @@ public final class PeerRunner: @unchecked Sendable {
     /// At most this many access units wait for the peer's thread; a newer one is refused
     /// (DESIGN: no queue after the encoder grows without bound).
     static let maxPendingAccessUnits = 2
+    /// At most this many audio frames (20 ms each) wait for the peer's thread; a newer one
+    /// is dropped (Opus conceals a lost frame; a queue would only add delay).
+    static let maxPendingAudioFrames = 3
 
     /// Unix time at the monotonic clock's zero, for RTCP sender reports.
     static func wallclockOffset(clock: MonotonicClock) -> Duration {
@@ -70,6 +75,7 @@ public final class PeerRunner: @unchecked Sendable {
         config.videoCodecs = options.videoCodecs
         config.iceOverrides = options.iceOverrides
         config.testHooks.dropMediaFraction = options.dropMediaFraction
+        config.audio = options.audio
         var rng = SystemRandomNumberGenerator()
         let session = try PeerSession(configuration: config, certificate: certificate, random: &rng)
         offerSDP = session.offerSDP
@@ -123,6 +129,7 @@ public final class PeerRunner: @unchecked Sendable {
         driver = try DatagramDriver(core: session, sockets: sockets, clock: clock) { core in
             while let e = core.pollEvent() { cont.yield(e) }
             shared.backlogNanoseconds.store(core.mediaBacklog.totalNanoseconds, ordering: .relaxed)
+            shared.audioExpectedLoss.store(core.statistics.audioExpectedLossPercent, ordering: .relaxed)
             if let t = core.targetBitrate, t != lastTarget {
                 lastTarget = t
                 onTargetBitrate(t, core.statistics.video?.estimate)
@@ -168,24 +175,46 @@ public final class PeerRunner: @unchecked Sendable {
     /// drops it, when `maxPendingAccessUnits` already wait: the caller must then ask for a
     /// keyframe, since later frames refer to the one dropped.
     public func send(accessUnit: [UInt8], captureTime: Instant) -> Bool {
-        let shared = self.shared
-        guard shared.pendingAccessUnits.add(1, ordering: .relaxed).newValue <= Self.maxPendingAccessUnits else {
-            shared.pendingAccessUnits.subtract(1, ordering: .relaxed)
-            shared.refusedAccessUnits.add(1, ordering: .relaxed)
+        handOver(shared.accessUnits) { core, now in
+            core.sendAccessUnit(accessUnit, captureTime: captureTime, now: now)
+        }
+    }
+
+    /// The bounded mailbox to the peer's thread: `work` is queued unless the box's limit
+    /// of its kind already wait (then it is refused and counted); never waits.
+    private func handOver(_ box: MailboxCounters, _ work: @escaping @Sendable (PeerSession, Instant) -> Void) -> Bool {
+        guard box.pending.add(1, ordering: .relaxed).newValue <= box.limit else {
+            box.pending.subtract(1, ordering: .relaxed)
+            box.refused.add(1, ordering: .relaxed)
             return false
         }
         driver.perform { core, now in
-            shared.pendingAccessUnits.subtract(1, ordering: .relaxed)
-            core.sendAccessUnit(accessUnit, captureTime: captureTime, now: now)
+            box.pending.subtract(1, ordering: .relaxed)
+            work(core, now)
         }
         return true
     }
+
+    /// Queues an Opus frame for the peer's thread, which sends it at once (not through
+    /// the video pacer); never waits. Returns false, and drops it, when
+    /// `maxPendingAudioFrames` already wait.
+    public func send(audioFrame: EncodedAudioFrame) -> Bool {
+        handOver(shared.audioFrames) { core, now in
+            core.sendAudio(audioFrame, now: now)
+        }
+    }
+
+    /// The loss the Opus encoder should plan for now (from the receiver's reports), in percent.
+    public var audioExpectedLossPercent: Int { shared.audioExpectedLoss.load(ordering: .relaxed) }
+
+    /// Audio frames refused so far because the peer's thread was behind.
+    public var audioFramesRefused: Int { shared.audioFrames.refused.load(ordering: .relaxed) }
 
     /// The media the peer's pacer held after its last turn, as time at its pacing rate.
     public var mediaBacklog: Duration { .nanoseconds(shared.backlogNanoseconds.load(ordering: .relaxed)) }
 
     /// Access units refused so far because the peer's thread was behind.
-    public var accessUnitsRefused: Int { shared.refusedAccessUnits.load(ordering: .relaxed) }
+    public var accessUnitsRefused: Int { shared.accessUnits.refused.load(ordering: .relaxed) }
 
     public func statistics() async -> PeerSession.Statistics? {
         try? await perform { core, _ in core.statistics }
@@ -203,10 +232,20 @@ public final class PeerRunner: @unchecked Sendable {
 
 /// What the encode thread and the peer's thread share about the media hand-over.
 private final class SharedCounters: Sendable {
-    /// Access units handed to the driver's mailbox and not yet taken by its thread.
-    let pendingAccessUnits = Atomic<Int>(0)
-    /// Access units refused because enough were already waiting (the peer's thread is behind).
-    let refusedAccessUnits = Atomic<Int>(0)
+    /// Access units handed to the driver's mailbox and not yet taken, and those refused.
+    let accessUnits = MailboxCounters(limit: PeerRunner.maxPendingAccessUnits)
+    /// Opus frames likewise (their own bound: audio never waits behind video, nor video behind it).
+    let audioFrames = MailboxCounters(limit: PeerRunner.maxPendingAudioFrames)
     /// `PeerSession.mediaBacklog` as of the driver's last turn, in nanoseconds.
     let backlogNanoseconds = Atomic<Int64>(0)
+    /// `PeerSession.Statistics.audioExpectedLossPercent` as of the driver's last turn.
+    let audioExpectedLoss = Atomic<Int>(0)
+}
+
+/// One kind of work in the driver's mailbox: how many wait, how many were refused.
+private final class MailboxCounters: Sendable {
+    let limit: Int
+    let pending = Atomic<Int>(0)
+    let refused = Atomic<Int>(0)
+    init(limit: Int) { self.limit = limit }
 }

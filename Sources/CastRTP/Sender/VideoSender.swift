@@ -300,6 +300,19 @@ public struct VideoSender: Sendable {
         }
     }
 
+    /// Registers a packet of another stream of this transport (the audio sender's, in
+    /// the same BUNDLE) of `size` bytes on the wire, SRTP tag included, sent at `now`:
+    /// it takes the next number from the one transport-wide sequence, and the estimator
+    /// counts it as sent, so that feedback covering it is matched (draft-holmer-rmcat-
+    /// transport-wide-cc-extensions-01 §2: one sequence number space for all packets of
+    /// the transport). nil when transport-cc was not negotiated for video.
+    public mutating func registerCompanionPacket(size: Int, now: Instant) -> UInt16? {
+        guard configuration.extensionIDs.transportCC != nil else { return nil }
+        let seq = transportCC.allocate(size: size)
+        estimator.handle(.packetSent(transportSequenceNumber: seq, size: size, probeCluster: nil), now: now)
+        return seq
+    }
+
     /// The owner's ceiling for the estimate (e.g. 4 Mbit/s at 1080p, 2.5 at 720p; spec §7).
     public mutating func setMaximumBitrate(_ bitsPerSecond: Int64, now: Instant) {
         estimator.handle(.maximumBitrate(bitsPerSecond), now: now)

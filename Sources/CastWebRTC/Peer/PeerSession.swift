@@ -31,6 +31,8 @@ public final class PeerSession {
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
         /// Retransmission and cache limits of the mDNS resolver.
         public var mdns = MDNSResolver.Configuration()
+        /// Offer the optional send-only Opus m-line (spec §7, issue 18); the receiver may reject it.
+        public var audio = false
 
         public init(wallclockOffset: Duration) { self.wallclockOffset = wallclockOffset }
     }
@@ -66,6 +68,10 @@ public final class PeerSession {
         case bandwidthEstimate(bitsPerSecond: UInt64)
         /// The answer chose the video codec (spec §7): the encoder must produce it from now on.
         case videoCodec(VideoCodec)
+        /// The receiver accepted the offered audio m-line: `sendAudio` frames now go out.
+        case audioAccepted
+        /// The receiver rejected the offered audio m-line (a sentence why): video only.
+        case audioRejected(String)
         /// Why the connection failed, in words (DTLS fingerprint mismatch, …).
         case failure(String)
         /// The receiver ended DTLS (close_notify) after the connection was up.
@@ -76,6 +82,12 @@ public final class PeerSession {
         /// The negotiated video codec (nil before the answer).
         public var codec: VideoCodec? = nil
         public var video: VideoSender.Statistics? = nil
+        /// The audio sender's figures (nil unless the answer accepted audio).
+        public var audio: AudioSender.Statistics? = nil
+        /// Audio frames given while no audio could be sent (connection not up, audio not accepted).
+        public var audioFramesDropped = 0
+        /// The loss the Opus encoder should plan for (`OpusLossPlan`), in percent.
+        public var audioExpectedLossPercent = 0
         public var datagramsIn = 0
         public var datagramsOut = 0
         public var malformedIn = 0
@@ -112,6 +124,12 @@ public final class PeerSession {
     private var outbound: SRTPSession? = nil
     private var inbound: SRTPSession? = nil
     private var video: VideoSender
+    /// The audio sender, once the answer accepted the audio m-line.
+    private var audio: AudioSender? = nil
+    private let audioSSRC: UInt32?
+    private var audioLossPlan = OpusLossPlan()
+    /// Audio bytes over the last second: the encoder's video target leaves them out.
+    private var audioRate = RateWindow(length: .seconds(1))
     private let senderSeed: UInt64
     private let cname: String
     private var answer: NegotiatedAnswer? = nil
@@ -150,6 +168,15 @@ public final class PeerSession {
                              sessionID: UInt64.random(in: 1...(UInt64(1) << 62), using: &random))
         o.encoderCanDoMain = configuration.encoderCanDoMain
         o.videoCodecs = configuration.videoCodecs
+        if configuration.audio {
+            // RFC 3550 §8.1: an SSRC of its own, distinct from the video's and RTX's.
+            var ssrc = UInt32.random(in: 1...UInt32.max, using: &random)
+            while ssrc == video.ssrc || ssrc == video.rtxSSRC { ssrc = UInt32.random(in: 1...UInt32.max, using: &random) }
+            audioSSRC = ssrc
+            o.audio = .init(trackID: "audio-" + Self.iceString(length: 8, &random), ssrc: ssrc)
+        } else {
+            audioSSRC = nil
+        }
         offer = OfferBuilder.build(o)
     }
 
@@ -219,9 +246,22 @@ public final class PeerSession {
                                     configuration: configuration, seed: senderSeed)
         dtls = try DTLSTransport(role: a.dtlsRole == .server ? .server : .client, certificate: certificate,
                                  remoteFingerprint: a.remoteFingerprint, mtu: configuration.mtu)
+        if let na = a.audio, let ssrc = audioSSRC {
+            // The transport-wide sequence is the video sender's (one allocator for the
+            // transport); without it on video, audio goes without the extension too.
+            let tcc = a.video.headerExtensions[HeaderExtensionURI.transportWideCC] == nil ? nil
+                : na.headerExtensions[HeaderExtensionURI.transportWideCC].map(UInt8.init)
+            var rng = SeededRandom(seed: senderSeed ^ 0xA0D1_0A0D_10A0_D10A)
+            audio = try AudioSender(configuration: .init(payloadType: na.payloadType, cname: cname,
+                                                         extensionIDs: .init(transportCC: tcc),
+                                                         wallclockOffset: configuration.wallclockOffset),
+                                    ssrc: ssrc, random: &rng)
+        }
         answer = a
         statistics.codec = a.video.codec
         events.append(.videoCodec(a.video.codec))
+        if audio != nil { events.append(.audioAccepted) }
+        else if let why = a.audioRejection { events.append(.audioRejected(why)) }
         ice.setRemoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd, now: now)
         for c in a.candidates {
             ice.addRemoteCandidate(c, now: now)
@@ -270,18 +310,45 @@ public final class PeerSession {
         pump(now: now)
     }
 
+    /// Sends one encoded Opus frame at once (audio is not paced: RFC 7587 one packet
+    /// per frame, every 20 ms, never behind a video keyframe in the pacer queue). Its
+    /// transport-wide sequence number comes from the video sender's allocator, and the
+    /// estimator counts it. Dropped and counted when the connection is not up or the
+    /// receiver did not take audio.
+    public func sendAudio(_ frame: EncodedAudioFrame, now: Instant) {
+        guard mediaFlows, var a = audio else { statistics.audioFramesDropped += 1; return }
+        let size = a.packetSize(of: frame)
+        let seq = a.configuration.extensionIDs.transportCC == nil ? nil : video.registerCompanionPacket(size: size, now: now)
+        do {
+            try a.handle(.frame(frame, transportSequenceNumber: seq), now: now)
+            audioRate.add(size, now: now)
+        } catch {
+            statistics.audioFramesDropped += 1
+        }
+        audio = a
+        pump(now: now)
+    }
+
+    /// Whether the receiver accepted audio (after the answer).
+    public var sendsAudio: Bool { audio != nil }
+
     /// The media the pacer still holds, as time at its pacing rate: the encode thread skips
     /// a frame while this exceeds a frame interval (issue 14: drop, never queue).
     public var mediaBacklog: Duration { video.queuedDuration }
 
     /// The congestion controller's target for the encoder, in bit/s (nil before the first estimate).
+    /// Audio's own rate (measured over the last second) is left out, but never more
+    /// than half the target: both streams share the one estimate.
     public var targetBitrate: Int? {
         let t = video.targetBitsPerSecond
-        return t > 0 ? Int(clamping: t) : nil
+        guard t > 0 else { return nil }
+        let a = Int64(audioRate.totals(at: lastMediaTurn).bytes) * 8
+        return Int(clamping: max(t - a, t / 2))
     }
 
     public func close(now: Instant) {
         if state == .connected, let bye = video.goodbye(reason: "castd closed") { sendMedia(bye, now: now) }
+        if state == .connected, let bye = audio?.goodbye(reason: "castd closed") { sendMedia(bye, now: now) }
         ice.close()
         dtls?.close()
         // RFC 8656 §8: release the allocations (one Refresh with LIFETIME 0 each; the shell
@@ -488,8 +555,10 @@ public final class PeerSession {
                 }
             }
         }
+        lastMediaTurn = now
         if mediaFlows {
             for datagram in video.poll(now: now) { sendMedia(datagram, now: now) }
+            pumpAudio(now: now)
         }
         // What sending produced: a congestion keyframe request (the pacer dropped media);
         // new targets are read through `targetBitrate` by the shell after each turn.
@@ -497,7 +566,26 @@ public final class PeerSession {
             if case .keyframeRequested = e { events.append(.keyframeRequested) }
         }
         statistics.video = video.statistics
+        statistics.audio = audio?.statistics
     }
+
+    /// Drains the audio sender (its RTP at once, its sender reports when due, its
+    /// receiver reports into the loss plan) until only its deadline is left.
+    private func pumpAudio(now: Instant) {
+        guard var a = audio else { return }
+        loop: while true {
+            switch a.poll(now: now) {
+            case .transmit(let d): sendMedia(d, now: now)
+            case .event(.receiverReport(let r)):
+                audioLossPlan.report(fractionLost: r.fractionLost, now: now)
+                statistics.audioExpectedLossPercent = audioLossPlan.expectedLossPercent
+            case .timeout: break loop
+            }
+        }
+        audio = a
+    }
+
+    private var lastMediaTurn = Instant.zero
 
     private var dtlsStarted = false
 
@@ -524,6 +612,11 @@ public final class PeerSession {
     private func handleRTCP(_ protected: [UInt8], now: Instant) {
         guard let srtp = inbound else { return }
         guard let plain = try? srtp.unprotectRTCP(protected) else { statistics.srtpErrors += 1; return }
+        if var a = audio {
+            try? a.handle(.rtcp(plain), now: now)   // RTCP input never throws; its report blocks feed the loss plan
+            audio = a
+            pumpAudio(now: now)
+        }
         for e in video.handleRTCP(plain, now: now) {
             switch e {
             case .keyframeRequested: events.append(.keyframeRequested)
@@ -593,7 +686,8 @@ extension PeerSession: DatagramCore {
     }
 
     public func nextDeadline() -> Instant? {
-        [ice.nextDeadline(), relays.nextDeadline(), mdns.nextDeadline(), dtls?.nextDeadline(), mediaFlows ? video.nextDeadline : nil]
+        [ice.nextDeadline(), relays.nextDeadline(), mdns.nextDeadline(), dtls?.nextDeadline(), mediaFlows ? video.nextDeadline : nil,
+         mediaFlows ? audio?.nextDeadline : nil]
             .compactMap { $0 }.min()
     }
 }

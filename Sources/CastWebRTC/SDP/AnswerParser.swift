@@ -36,11 +36,18 @@ public struct NegotiatedAnswer: Equatable, Sendable {
     public struct Audio: Equatable, Sendable {
         public var mid: String
         public var payloadType: UInt8
+        /// Negotiated one-byte header extension ids by URI (transport-wide-cc, when kept).
+        public var headerExtensions: [String: Int] = [:]
+        /// The answer's fmtp for Opus asks for stereo (RFC 7587 §6.1 `stereo=1`);
+        /// castd sends stereo either way, a receiver without it may decode mono.
+        public var receiverWantsStereo = false
     }
 
     public var video: Video
     /// nil when audio was not offered or the receiver rejected it.
     public var audio: Audio?
+    /// Why the offered audio m-line is not used (a sentence; nil when it was not offered or was accepted).
+    public var audioRejection: String? = nil
     public var dtlsRole: DTLSRole
     public var remoteFingerprint: CertificateFingerprint
     public var iceUfrag: String
@@ -77,9 +84,12 @@ public enum AnswerParser {
         let video = try negotiateVideo(vm, offer: offer)
 
         var audio: NegotiatedAnswer.Audio?
-        if d.media.count > 1, !d.media[1].isRejected, let pt = d.media[1].formats.lazy.compactMap({ UInt8($0) })
-            .first(where: { p in offer.audioCodecs.contains { $0.payloadType == p } }) {
-            audio = .init(mid: mids[1], payloadType: pt)
+        var audioRejection: String?
+        if d.media.count > 1 {
+            switch negotiateAudio(d.media[1], mid: mids[1], offer: offer) {
+            case .success(let a): audio = a
+            case .failure(let why): audioRejection = why.message
+            }
         }
 
         // Transport attributes: media level wins, session level is the fallback (BUNDLE: the
@@ -112,11 +122,48 @@ public enum AnswerParser {
         for v in vm.values("candidate") {
             if let c = try? ICECandidate(parsing: v) { candidates.append(c) } else { dropped += 1 }
         }
-        return NegotiatedAnswer(
+        var answer = NegotiatedAnswer(
             video: video, audio: audio, dtlsRole: role, remoteFingerprint: fingerprint,
             iceUfrag: ufrag, icePwd: pwd, iceLite: d.has("ice-lite"),
             candidates: candidates, droppedCandidateLines: dropped,
             endOfCandidates: vm.has("end-of-candidates") || d.has("end-of-candidates"), mids: mids)
+        answer.audioRejection = audioRejection
+        return answer
+    }
+
+    struct Rejection: Error { var message: String }
+
+    /// The audio m-line's outcome: accepted with Opus, or rejected (port 0, RFC 3264 §6;
+    /// `inactive` or `sendonly`, RFC 3264 §6.1; no Opus among its formats). A rejected
+    /// audio line never fails the negotiation: video goes on alone.
+    static func negotiateAudio(_ m: MediaDescription, mid: String, offer: Offer) -> Result<NegotiatedAnswer.Audio, Rejection> {
+        if m.isRejected { return .failure(Rejection(message: "the receiver rejected the audio m-line (port 0)")) }
+        if m.direction == "inactive" || m.direction == "sendonly" {
+            return .failure(Rejection(message: "the receiver answered the audio m-line \(m.direction)"))
+        }
+        guard let pt = m.formats.lazy.compactMap({ UInt8($0) })
+            .first(where: { p in offer.audioCodecs.contains { $0.payloadType == p } }) else {
+            return .failure(Rejection(message: "the receiver's audio answer has no Opus payload type castd offered"))
+        }
+        let fmtp = m.values("fmtp").first { $0.hasPrefix("\(pt) ") } ?? ""
+        let stereo = fmtp.split(separator: " ", maxSplits: 1).dropFirst().first?
+            .split(separator: ";").contains { $0.filter { $0 != " " } == "stereo=1" } ?? false
+        return .success(.init(mid: mid, payloadType: pt, headerExtensions: headerExtensions(of: m, offer: offer),
+                              receiverWantsStereo: stereo))
+    }
+
+    /// Extensions castd offered, with the ids the answer gives them (RFC 8285 §6).
+    static func headerExtensions(of m: MediaDescription, offer: Offer) -> [String: Int] {
+        var ext: [String: Int] = [:]
+        for v in m.values("extmap") {
+            let p = v.split(separator: " ")
+            // `id[/direction]`; a value like "/" has no id at all (found by FuzzSDP).
+            guard p.count >= 2, let idText = p[0].split(separator: "/", omittingEmptySubsequences: false).first,
+                  let id = Int(idText), (1...14).contains(id) else { continue }
+            let uri = String(p[1])
+            if offer.headerExtensions.contains(where: { $0.uri == uri }) { ext[uri] = id }
+        }
+        return ext
     }
 
     /// "H.264, VP8": what was offered, for the sentence.
@@ -156,17 +203,7 @@ public enum AnswerParser {
             guard p.count == 2, p[0] == "\(codec.payloadType)" || p[0] == "*" else { return nil }
             return String(p[1])
         }
-        var ext: [String: Int] = [:]
-        for v in m.values("extmap") {
-            let p = v.split(separator: " ")
-            // `id[/direction]`; a value like "/" has no id at all (found by FuzzSDP).
-            guard p.count >= 2, let idText = p[0].split(separator: "/", omittingEmptySubsequences: false).first,
-                  let id = Int(idText), (1...14).contains(id) else { continue }
-            let uri = String(p[1])
-            // Only extensions castd offered may be used, with the id the answer gives (RFC 8285 §6).
-            if offer.headerExtensions.contains(where: { $0.uri == uri }) { ext[uri] = id }
-        }
         return .init(mid: m.mid ?? "0", codec: videoCodec, payloadType: codec.payloadType, rtxPayloadType: rtx,
-                     profileLevelID: profile, feedback: fb, headerExtensions: ext)
+                     profileLevelID: profile, feedback: fb, headerExtensions: headerExtensions(of: m, offer: offer))
     }
 }

@@ -96,9 +96,13 @@ public enum OfferBuilder {
     public static let vp8 = OfferedCodec(
         payloadType: 96, rtxPayloadType: 97, name: "VP8", clockRate: 90000, channels: nil,
         fmtp: nil, feedback: ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"])
+    /// RFC 7587 §6.1: opus/48000/2 always; `stereo=1` asks the receiver to decode
+    /// (and keep) two channels, `sprop-stereo=1` says castd sends stereo (desktop
+    /// audio is stereo); `useinbandfec=1` because the encoder codes LBRR (§3.2) once
+    /// the receiver reports loss; `minptime=10` leaves 10 ms frames open.
     public static let opus = OfferedCodec(
         payloadType: 111, rtxPayloadType: nil, name: "opus", clockRate: 48000, channels: 2,
-        fmtp: "minptime=10;useinbandfec=1", feedback: ["transport-cc"])
+        fmtp: "minptime=10;useinbandfec=1;stereo=1;sprop-stereo=1", feedback: ["transport-cc"])
     public static let headerExtensions: [(id: Int, uri: String)] = [
         (2, HeaderExtensionURI.absSendTime),
         (3, HeaderExtensionURI.transportWideCC),

@@ -1,0 +1,128 @@
+"""Desktop audio for castd's tests (issue 18): a private session dbus-daemon,
+pipewire and wireplumber in a fresh XDG_RUNTIME_DIR (the rig the capture tests
+use), a virtual stereo sink (the null-audio-sink node) as the default, and
+pw-play playing a known signal into it. castd, started with `env()`, captures
+that sink's monitor. Stopped with SIGKILL, the directory removed.
+
+Also the analysis the receivers' tests share: the dominant frequency and the
+RMS level of what arrived."""
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import tempfile
+import wave
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+BUS_CONF = HERE / "private-session-bus.conf"
+RATE = 48_000
+
+
+def installed() -> bool:
+    return all(shutil.which(b) for b in ("pipewire", "wireplumber", "dbus-daemon", "pw-cli", "pw-play"))
+
+
+def write_tone(path: pathlib.Path, frequency: float, amplitude: float, seconds: float,
+               clicks_every: float | None = None) -> None:
+    """A stereo 16-bit WAV: a sine of `frequency` at `amplitude` (full scale 1) on both
+    channels; with `clicks_every`, silence with a 5 ms burst of the tone every that many seconds."""
+    t = np.arange(int(seconds * RATE)) / RATE
+    x = amplitude * np.sin(2 * np.pi * frequency * t)
+    if clicks_every:
+        x = np.where((t % clicks_every) < 0.005, x, 0.0)
+    pcm = np.round(np.clip(x, -1, 1) * 32767).astype("<i2")
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(RATE)
+        w.writeframes(np.repeat(pcm[:, None], 2, axis=1).tobytes())
+
+
+def dominant_frequency(samples: np.ndarray, rate: int = RATE) -> float:
+    """The frequency of the largest FFT bin (Hann window), refined by parabolic interpolation."""
+    x = samples.astype(np.float64) * np.hanning(len(samples))
+    mag = np.abs(np.fft.rfft(x))
+    k = int(np.argmax(mag[1:])) + 1
+    if 1 <= k < len(mag) - 1:
+        a, b, c = np.log(mag[k - 1] + 1e-12), np.log(mag[k] + 1e-12), np.log(mag[k + 1] + 1e-12)
+        k = k + 0.5 * (a - c) / (a - 2 * b + c)
+    return k * rate / len(samples)
+
+
+def rms_dbfs(samples: np.ndarray) -> float:
+    """RMS level of float samples (full scale ±1) in dBFS (a full-scale sine is −3.01)."""
+    r = float(np.sqrt(np.mean(np.square(samples.astype(np.float64)))))
+    return 20 * np.log10(max(r, 1e-9))
+
+
+async def start_session(directory: pathlib.Path, spawn) -> str:
+    """The private session bus (no activatable services) and pipewire in `directory` (the
+    XDG_RUNTIME_DIR), started with `spawn(args, name, stdout=None)`; returns the bus address
+    once pipewire listens. The caller starts wireplumber (or not) next."""
+    (directory / "bus.conf").write_text(BUS_CONF.read_text().replace("@DIR@", str(directory)))
+    bus = spawn(["dbus-daemon", f"--config-file={directory}/bus.conf", "--nofork", "--nopidfile",
+                 "--print-address=1"], "dbus", stdout=subprocess.PIPE)
+    address = (await asyncio.get_running_loop().run_in_executor(None, bus.stdout.readline)).decode().strip()
+    spawn(["pipewire"], "pipewire")
+    sock = directory / "pipewire-0"
+    for _ in range(250):   # pipewire has no readiness pipe: its socket appears when it listens
+        if sock.exists():
+            break
+        await asyncio.sleep(0.02)
+    return address
+
+
+class PipeWireAudioRig:
+    def __init__(self):
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="castd-audio."))
+        os.chmod(self.dir, 0o700)
+        self.procs: list[subprocess.Popen] = []
+        self.bus = ""
+
+    def env(self) -> dict:
+        """What castd (or a tool) needs to reach this PipeWire: merge into the environment."""
+        return {"XDG_RUNTIME_DIR": str(self.dir), "DBUS_SESSION_BUS_ADDRESS": self.bus,
+                "PIPEWIRE_REMOTE": str(self.dir / "pipewire-0")}
+
+    def _env(self) -> dict:
+        return {**self.env(), "PATH": os.environ["PATH"], "HOME": str(self.dir)}
+
+    def _spawn(self, args, name, stdout=None) -> subprocess.Popen:
+        log = open(self.dir / f"{name}.log", "w")
+        p = subprocess.Popen(args, env=self._env(), stdout=stdout or log, stderr=log)
+        self.procs.append(p)
+        return p
+
+    async def start(self, sink_description: str = "castd test sink") -> "PipeWireAudioRig":
+        self.bus = await start_session(self.dir, self._spawn)
+        self._spawn(["wireplumber"], "wireplumber")
+        # The only sink, hence the default one; it lingers after pw-cli exits.
+        props = ("{ factory.name=support.null-audio-sink node.name=castd-test-sink "
+                 f"node.description=\"{sink_description}\" media.class=Audio/Sink object.linger=true "
+                 "audio.position=[FL FR] audio.rate=48000 }")
+        for _ in range(50):   # pw-cli fails until pipewire takes connections
+            r = subprocess.run(["pw-cli", "create-node", "adapter", props], env=self._env(), capture_output=True, timeout=10)
+            if r.returncode == 0 and b"Error" not in r.stdout + r.stderr:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"pw-cli could not create the sink: {r.stdout!r} {r.stderr!r}")
+        return self
+
+    def play(self, wav: pathlib.Path) -> subprocess.Popen:
+        """Plays a WAV into the default sink (pw-play; not realtime here)."""
+        return self._spawn(["pw-play", str(wav)], f"play-{wav.stem}")
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+        self.procs = []
+        shutil.rmtree(self.dir, ignore_errors=True)
