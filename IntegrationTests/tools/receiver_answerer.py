@@ -29,6 +29,7 @@ import numpy as np
 from aiortc import (MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpReceiver,
                     RTCSessionDescription)
 from aiortc.mediastreams import MediaStreamError
+from aiortc.rtcpeerconnection import filter_preferred_codecs
 from aiortc.rtp import RTCP_PSFB_FIR, RtcpPsfbPacket
 
 import sys
@@ -186,6 +187,9 @@ class ReceiverAnswerer:
             if self.codec and t.kind == "video":
                 caps = RTCRtpReceiver.getCapabilities("video").codecs
                 t.setCodecPreferences([c for c in caps if c.mimeType.lower() in (f"video/{self.codec}", "video/rtx")])
+                # aiortc chose the codecs of an offer's transceiver in setRemoteDescription, before
+                # the transceiver existed for us to set preferences on: apply them to that choice.
+                t._codecs = filter_preferred_codecs(t._codecs, t._preferred_codecs)
         self.remote_set = True
         for c in self.pending.pop(nid, []):
             await add_remote_candidate(pc, c)
