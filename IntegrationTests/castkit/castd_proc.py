@@ -159,14 +159,14 @@ async def start_cast(stack, tmp_path, **env_extra):
 
 
 @contextlib.asynccontextmanager
-async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720), browser=None, codec=None):
-    """An Xvfb screen, Chromium (or the started `browser`, e.g. Firefox) on the dashboard,
-    `castd pair` approved there, the viewer open (with ?codec= when given) and `castd --session`
-    casting to it. Yields (viewer, daemon); stops everything."""
+async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720), browser=None, codec=None, screen=None):
+    """An Xvfb screen (or the started `screen`), Chromium (or the started `browser`, e.g. Firefox)
+    on the dashboard, `castd pair` approved there, the viewer open (with ?codec= when given) and
+    `castd --session` casting to it. Yields (viewer, daemon); stops everything."""
     from castkit.chromium import Chromium
     from castkit.receiver_pages import Dashboard, Viewer
     from castkit.xscreen import XScreen
-    screen = await XScreen(*size).start()
+    screen = screen or await XScreen(*size).start()
     browser = browser or await Chromium(hide_mdns=hide_mdns).start()
     daemon = None
     try:

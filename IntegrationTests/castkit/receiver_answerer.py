@@ -26,8 +26,10 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from aiortc import MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+from aiortc import (MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpReceiver,
+                    RTCSessionDescription)
 from aiortc.mediastreams import MediaStreamError
+from aiortc.rtcpeerconnection import filter_preferred_codecs
 from aiortc.rtp import RTCP_PSFB_FIR, RtcpPsfbPacket
 
 from castkit.signaling import SessionSignals, StackClient
@@ -97,8 +99,9 @@ class FrameInfo:
 
 class ReceiverAnswerer:
     def __init__(self, client: StackClient, session_id: str, *, keep_frames: int = 3,
-                 on_frame=None, ice_servers: list[dict] | None = None):
+                 on_frame=None, ice_servers: list[dict] | None = None, codec: str | None = None):
         self.client = client
+        self.codec = codec        # "vp8" / "h264": answer with that video codec only (setCodecPreferences)
         self.ice_servers = ice_servers or []      # [{"urls": …}], e.g. a STUN server behind a NAT
         self.session_id = session_id
         self.keep_frames = keep_frames
@@ -177,6 +180,12 @@ class ReceiverAnswerer:
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type="offer"))
         for t in pc.getTransceivers():
             t.direction = "recvonly"
+            if self.codec and t.kind == "video":
+                caps = RTCRtpReceiver.getCapabilities("video").codecs
+                t.setCodecPreferences([c for c in caps if c.mimeType.lower() in (f"video/{self.codec}", "video/rtx")])
+                # aiortc chose the codecs of an offer's transceiver in setRemoteDescription, before
+                # the transceiver existed for us to set preferences on: apply them to that choice.
+                t._codecs = filter_preferred_codecs(t._codecs, t._preferred_codecs)
         self.remote_set = True
         for c in self.pending.pop(nid, []):
             await add_remote_candidate(pc, c)

@@ -12,10 +12,20 @@ Each cast is an Xvfb screen of 1920x1080 with the animated test picture (castd-p
 VP8 negotiated (castd logs codec=vp8, the receiver's getStats names VP8), the bars' colours
 through the browser's decoder, frames that keep coming (the rate is printed, not asserted:
 speed goals go in benchmarks), and SIGTERM → the receiver sees disconnect sender_ended and
-castd exits 0."""
+castd exits 0. With Firefox, before the end: a PLI from Firefox answered by a key frame
+(Firefox's pliCount and keyFramesDecoded, castd's plis and keyframes_sent), forced by a loss
+it cannot repair (nftables in the run's namespace drops castd's VP8 packets for 1 s and their
+retransmissions for 6 s), then the bench painter's busy screen for 10 s with Firefox's
+decoded rate and castd's encoded rate printed side by side."""
 import asyncio
 import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,15 +33,17 @@ from castkit.castd_proc import chromium_cast
 from castkit.chromium import Chromium
 from castkit.confine import confined, rerun_confined
 from castkit.firefox import Firefox
-from castkit.xscreen import BARS
+from castkit.paths import REPO
+from castkit.xscreen import BARS, XScreen
+from benchkit import proctree
 
 SIZE = (1920, 1080)
 
 
 @contextlib.asynccontextmanager
-async def cast(stack, tmp_path, browser, *, codec=None, size=SIZE):
+async def cast(stack, tmp_path, browser, *, codec=None, size=SIZE, screen=None):
     """test_cast_chromium's cast with `browser` and ?codec=; prints castd's codec and encoder lines."""
-    async with chromium_cast(stack, tmp_path, size=size, browser=browser, codec=codec) as (viewer, daemon):
+    async with chromium_cast(stack, tmp_path, size=size, browser=browser, codec=codec, screen=screen) as (viewer, daemon):
         try:
             yield viewer, daemon
         finally:
@@ -39,8 +51,9 @@ async def cast(stack, tmp_path, browser, *, codec=None, size=SIZE):
                                           if any(k in l for k in ("encoder", "video_codec", "peer_state", "error", "stats"))))
 
 
-async def check_vp8_cast(viewer, daemon, size=SIZE) -> dict:
-    """The checks both VP8 receivers must pass; returns figures for the report."""
+async def check_vp8_cast(viewer, daemon, size=SIZE, before_end=None) -> dict:
+    """The checks both VP8 receivers must pass; returns figures for the report. `before_end`
+    (an async function returning more figures) runs after the picture checks, before SIGTERM."""
     try:
         first = await viewer.wait_frames(10, timeout=60)
     except TimeoutError:
@@ -55,6 +68,7 @@ async def check_vp8_cast(viewer, daemon, size=SIZE) -> dict:
     for i, want in enumerate(BARS):
         x = int((i + 0.5) * size[0] / 7) - 8
         samples.append((await viewer.sample(x, int(size[1] * 0.3), 16, 16), want))
+    extra = await before_end() if before_end else {}
     daemon.signal()
     await viewer.page.wait_for("window.castdViewer.message.includes('disconnected')", timeout=10)
     events = await viewer.events()
@@ -62,7 +76,7 @@ async def check_vp8_cast(viewer, daemon, size=SIZE) -> dict:
     figures = {"fps": round(fps, 1), "codec": later.get("codec"), "size": (later["frameWidth"], later["frameHeight"]),
                "keyFramesDecoded": later.get("keyFramesDecoded"), "pliCount": later.get("pliCount"),
                "nackCount": later.get("nackCount"), "packetsLost": later.get("packetsLost"),
-               "colours": [(s["r"], s["g"], s["b"]) for s, _ in samples]}
+               "colours": [(s["r"], s["g"], s["b"]) for s, _ in samples]} | extra
     print("VP8 FIGURES", figures)
     assert later.get("codec") == "VP8", later
     assert daemon.log_has("event=video_codec") and daemon.log_has("codec=vp8")
@@ -79,17 +93,144 @@ async def check_vp8_cast(viewer, daemon, size=SIZE) -> dict:
     return figures
 
 
-@pytest.mark.timeout(300)
+def castd_stats(daemon) -> list[tuple[float, dict]]:
+    """castd's `event=stats` lines (every 5 s) as (arrival time, {field: int}) pairs."""
+    out = []
+    for t, line in zip(daemon.stderr_times, daemon.stderr_lines):
+        if "event=stats" in line:
+            out.append((t, {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)(?=\s|$)", line)}))
+    return out
+
+
+async def next_castd_stats(daemon, after: float, timeout: float = 15) -> tuple[float, dict]:
+    """The first stats line that arrived after `after` (time.monotonic()): (arrival, fields)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        later = [(t, s) for t, s in castd_stats(daemon) if t > after]
+        if later:
+            return later[0]
+        await asyncio.sleep(0.2)
+    raise AssertionError("no castd stats line within %.0f s" % timeout)
+
+
+def nft(*args: str) -> None:
+    subprocess.run(["nft", *args], check=True, capture_output=True)
+
+
+@contextlib.asynccontextmanager
+async def unrepairable_loss():
+    """In the run's own namespace (never the machine's): drops, on arrival, castd's VP8 media
+    (payload type 96) for 1 s and its retransmissions (RTX, 97) for 6 s. The RTP header is in
+    the clear under SRTP (RFC 3711 §3.1): version 2 in the first two bits, the payload type in
+    the low 7 bits of the second byte; RTCP (200–206), STUN and DTLS never match. Firefox's
+    NACKs go unanswered, its decoder waits for a frame it cannot complete, and it sends a PLI."""
+    assert confined(), "only inside the test's own network namespace"
+    nft("add", "table", "inet", "castd_vp8_loss")
+    nft("add", "chain", "inet", "castd_vp8_loss", "in", "{ type filter hook input priority 0; }")
+    try:
+        nft("add", "rule", "inet", "castd_vp8_loss", "in", "meta", "l4proto", "udp", "@th,64,2", "2", "@th,73,7", "97", "drop")
+        nft("add", "rule", "inet", "castd_vp8_loss", "in", "meta", "l4proto", "udp", "@th,64,2", "2", "@th,73,7", "96",
+            "counter", "drop", "comment", "media")
+        await asyncio.sleep(1.0)
+        listing = subprocess.run(["nft", "-a", "list", "chain", "inet", "castd_vp8_loss", "in"],
+                                 check=True, capture_output=True, text=True).stdout
+        handle = re.search(r"comment \"media\" # handle (\d+)", listing).group(1)
+        dropped = re.search(r"counter packets (\d+)", listing).group(1)
+        print(f"LOSS dropped {dropped} VP8 packets in 1 s")
+        nft("delete", "rule", "inet", "castd_vp8_loss", "in", "handle", handle)
+        await asyncio.sleep(5.0)
+        yield
+    finally:
+        nft("delete", "table", "inet", "castd_vp8_loss")
+
+
+async def pli_then_busy(viewer, daemon, screen: XScreen, browser) -> dict:
+    """A loss Firefox cannot repair makes it send a PLI; then the screen turns busy for 10 s."""
+    out = {}
+    # 1. The PLI. castd's stats line before the loss and the first one after the key frame
+    # bracket its counters.
+    before = await viewer.stats()
+    castd_before = (castd_stats(daemon) or [(0.0, {})])[-1][1]
+    async with unrepairable_loss():
+        after = before
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            after = await viewer.stats()
+            if after["pliCount"] > before["pliCount"] and after["keyFramesDecoded"] > before["keyFramesDecoded"]:
+                break
+            await asyncio.sleep(0.2)
+    _, castd_after = await next_castd_stats(daemon, time.monotonic())
+    keys = ("pliCount", "keyFramesDecoded", "framesDecoded", "nackCount", "packetsLost")
+    out["pli"] = {"firefox_before": {k: before.get(k) for k in keys}, "firefox_after": {k: after.get(k) for k in keys},
+                  "castd_before": {k: castd_before.get(k) for k in ("plis", "keyframes_sent")},
+                  "castd_after": {k: castd_after.get(k) for k in ("plis", "keyframes_sent", "keyframes_requested")}}
+    print("PLI", out["pli"])
+
+    # 2. The bench painter's busy field (every 8×8 block moves every frame) replaces the test
+    # picture; after 3 s to settle, Firefox's decoded frames and castd's encoded ones over 10 s.
+    screen.painter.terminate()
+    screen.painter.wait(5)
+    screen.painter = subprocess.Popen(
+        [sys.executable, "-m", "benchkit.painter", "--display", screen.display, "--background", "busy", "--fps", "30"],
+        cwd=REPO / "Scripts", stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+    line = await asyncio.get_running_loop().run_in_executor(None, screen.painter.stdout.readline)
+    assert b"drawing on" in line, line
+    await asyncio.sleep(3)
+    s0, c0 = await viewer.stats(), castd_stats(daemon)[-1]
+    t0 = time.monotonic()
+    cpu0 = proctree.cpu_seconds(daemon.proc.pid), proctree.cpu_seconds(browser.proc.pid)
+    await asyncio.sleep(10)
+    s1, t1 = await viewer.stats(), time.monotonic()
+    cpu1 = proctree.cpu_seconds(daemon.proc.pid), proctree.cpu_seconds(browser.proc.pid)
+    c1t, c1 = await next_castd_stats(daemon, c0[0] + 9)       # the stats line 10 s after c0's
+    out["busy"] = {
+        "firefox_fps": round((s1["framesDecoded"] - s0["framesDecoded"]) / (t1 - t0), 1),
+        "firefox_frames": s1["framesDecoded"] - s0["framesDecoded"],
+        "firefox_frames_dropped": s1.get("framesDropped", 0) - s0.get("framesDropped", 0),
+        "firefox_frames_received": s1.get("framesReceived", 0) - s0.get("framesReceived", 0),
+        "castd_captured_fps": round((c1["captured"] - c0[1]["captured"]) / (c1t - c0[0]), 1),
+        "castd_encoded_fps": round((c1["encoded"] - c0[1]["encoded"]) / (c1t - c0[0]), 1),
+        "castd_sent_fps": round((c1["frames_sent"] - c0[1]["frames_sent"]) / (c1t - c0[0]), 1),
+        "castd_fps_target": c1.get("fps_target"), "castd_target_kbps": c1.get("target_kbps"),
+        "castd_encoder_kbps": c1.get("encoder_kbps"),
+        # CPU, not wall time: on a machine shared with other builds the wall-time rates above
+        # say how much CPU each side got, these what a frame cost it.
+        "castd_cpu_percent": round((cpu1[0] - cpu0[0]) / (t1 - t0) * 100, 1),
+        "castd_cpu_ms_per_encoded_frame": round((cpu1[0] - cpu0[0]) * 1000
+                                                / max(1, c1["encoded"] - c0[1]["encoded"]) * (c1t - c0[0]) / (t1 - t0), 1),
+        "firefox_cpu_percent": round((cpu1[1] - cpu0[1]) / (t1 - t0) * 100, 1),
+        "firefox_cpu_ms_per_decoded_frame": round((cpu1[1] - cpu0[1]) * 1000
+                                                  / max(1, s1["framesDecoded"] - s0["framesDecoded"]), 1),
+        "load_1min": round(os.getloadavg()[0], 1),
+    }
+    print("BUSY", out["busy"])
+    return out
+
+
+@pytest.mark.timeout(400)
 async def test_firefox_esr_gets_vp8_with_its_mdns_candidates(request, tmp_path):
     if not confined():
-        counts = rerun_confined(request, tmp_path, timeout=280)
+        counts = rerun_confined(request, tmp_path, timeout=380)
+        for f in (tmp_path / "confined").rglob("vp8-figures.json"):     # the inner run's figures
+            print("VP8 FIGURES (Firefox, confined run)", f.read_text())
         # Firefox hid its host addresses behind .local names, announced by multicast in there.
         assert counts["inside"]["mdns_v4"] + counts["inside"]["mdns_v6"] > 0, counts
         return
     stack = request.getfixturevalue("stack")
     browser = await Firefox(hide_mdns=True).start()
-    async with cast(stack, tmp_path, browser) as (viewer, daemon):
-        await check_vp8_cast(viewer, daemon)
+    screen = await XScreen(*SIZE).start()
+    async with cast(stack, tmp_path, browser, screen=screen) as (viewer, daemon):
+        figures = await check_vp8_cast(viewer, daemon, before_end=lambda: pli_then_busy(viewer, daemon, screen, browser))
+    (tmp_path / "vp8-figures.json").write_text(json.dumps(figures))
+    # A PLI from Firefox became a key frame: Firefox counted its PLI and decoded one more key
+    # frame; castd counted the PLI and sent one more key frame (its 5-s stats lines).
+    pli = figures["pli"]
+    assert pli["firefox_after"]["pliCount"] > pli["firefox_before"]["pliCount"], pli
+    assert pli["firefox_after"]["keyFramesDecoded"] > pli["firefox_before"]["keyFramesDecoded"], pli
+    assert pli["castd_after"]["plis"] > pli["castd_before"].get("plis", 0), pli
+    assert pli["castd_after"]["keyframes_sent"] > pli["castd_before"].get("keyframes_sent", 0), pli
+    # The busy screen: both rates are printed (speed goals go in the bench); frames kept coming.
+    assert figures["busy"]["firefox_frames"] > 0, figures["busy"]
     ice = [l for l in daemon.stderr_lines if "event=mdns_" in l or "event=selected_pair" in l or "event=remote_candidate" in l]
     print("ICE\n" + "\n".join(ice))
     # Firefox's host candidates were .local names castd resolved over mDNS.

@@ -42,8 +42,12 @@ SCENARIOS = {
     # the desktop sits still (the target: castd below 5% of one core). No latency
     # figures (no timecode to read), and gaps between frames are expected, not freezes.
     "1080p-idle": (1920, 1080, "static"),
+    # VP8 (issue 15): the receiver answers VP8 alone (as Firefox does); castd follows the answer,
+    # the GStreamer sender runs vp8enc with castd's libvpx settings (gst.vp8).
+    "1080p-busy-vp8": (1920, 1080, "busy"),
 }
 IDLE = {"1080p-idle"}
+VP8 = {"1080p-busy-vp8"}
 SENDERS = ("castd", "gstreamer")
 PREFS = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
 FREEZE_S = 0.2
@@ -79,8 +83,8 @@ async def _wait_for(lines: list[str], text: str, proc, timeout: float) -> None:
 class SenderProc:
     """castd (pair, then --session while still waiting for approval) or the GStreamer sender."""
 
-    def __init__(self, kind: str, stack, screen: BenchScreen, home: Path):
-        self.kind, self.stack, self.screen, self.home = kind, stack, screen, home
+    def __init__(self, kind: str, stack, screen: BenchScreen, home: Path, codec: str = "h264"):
+        self.kind, self.stack, self.screen, self.home, self.codec = kind, stack, screen, home, codec
         self.procs: list[asyncio.subprocess.Process] = []
         self.out: list[str] = []
         self.err: list[str] = []
@@ -110,7 +114,7 @@ class SenderProc:
             p = await asyncio.create_subprocess_exec(
                 sys.executable, str(Path(__file__).with_name("gst_sender.py")), "--pin", pin,
                 "--display", self.screen.display, "--width", str(self.screen.width), "--height", str(self.screen.height),
-                env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                "--codec", self.codec, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             self.procs.append(p)
             self._spawn_readers(p)
             await _wait_for(self.out, "waiting", p, 30)
@@ -158,17 +162,17 @@ def _max_1s_bitrate(packets: list[tuple[float, int]]) -> float:
     return best * 8
 
 
-async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmup: float) -> dict:
+async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmup: float, codec: str = "h264") -> dict:
     home = Path(tempfile.mkdtemp(prefix="castd-bench-"))
     rx = Receiver(stack)
     s = await rx.create()
     sid = s["sessionId"]
-    sender = SenderProc(kind, stack, screen, home)
+    sender = SenderProc(kind, stack, screen, home, codec)
     answerer = None
     try:
         pid = await sender.start(s["pin"], sid)
         rss_waiting = proctree.rss_mib(pid)
-        answerer = receiver.TimecodeReceiver(rx.client, sid, screen.width)
+        answerer = receiver.TimecodeReceiver(rx.client, sid, screen.width, codec=codec if codec != "h264" else None)
         await answerer.start()
         receiver.PACKETS.clear()
         t_approve = time.monotonic()
@@ -212,7 +216,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
         "rss_by_mapping_mib": rss_map,
         "mean_bitrate_bps": int(sum(n for _, n in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
-        "decoded_sizes": sizes, "castd_stats": stats,
+        "decoded_sizes": sizes, "castd_stats": stats, "codecs": answerer.codecs,
     }
 
 
@@ -263,13 +267,15 @@ async def run(args) -> dict:
                     for kind in order:
                         log(f"{name} round {i + 1}/{args.rounds}: {kind}")
                         try:
-                            r = await run_round(stack, screen, kind, args.seconds, args.warmup)
+                            r = await run_round(stack, screen, kind, args.seconds, args.warmup,
+                                                "vp8" if name in VP8 else "h264")
                         except Exception as e:  # a failed round is reported, the bench goes on
                             log(f"{name} {kind} round failed: {e}")
                             r = {"sender": kind, "error": str(e)[:2000]}
                         r["round"] = i + 1
                         rounds[kind].append(r)
-            entry = {"scenario": name, "screen": f"{w}x{h}", "background": bg, "timecode": name not in IDLE}
+            entry = {"scenario": name, "screen": f"{w}x{h}", "background": bg, "timecode": name not in IDLE,
+                     "codec": "vp8" if name in VP8 else "h264"}
             if name in IDLE:
                 entry["note"] = ("a still screen without a timecode: no latency; frames are the sender's refreshes, "
                                  "and 'freezes' count its gaps between them")
@@ -308,7 +314,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, help="rounds per sender and scenario (default 3; --quick 1)")
     ap.add_argument("--seconds", type=float, help="measured seconds per round (default 20; --quick 8)")
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds after the first frame before measuring")
-    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all five)")
+    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all six)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS), help="repeatable (default: both)")
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
     ap.add_argument("--castd", help="the castd binary to run (default: this tree's release build), "

@@ -1,6 +1,6 @@
 """GStreamer for the bench: Debian's PyGObject bindings (python3-gst-1.0) made
 importable from the project's virtual environment (same Python 3.11), and
-the pipeline text with castd's x264 settings."""
+the pipeline text with castd's x264 and libvpx settings."""
 from __future__ import annotations
 
 import os
@@ -44,10 +44,24 @@ def x264(kbps: int, threads: int | None = None) -> str:
             f"! video/x-h264,profile=constrained-baseline,stream-format=byte-stream,alignment=au")
 
 
-def source(display: str, width: int, height: int, *, use_damage: bool) -> str:
-    """ximagesrc → videoconvert (→ videoscale above 1080p) → I420 BT.709 at 30 fps."""
+def vp8(kbps: int) -> str:
+    """vp8enc as castd sets up libvpx (VP8Encoder.Tuning's defaults): real time
+    (deadline 1 µs = VPX_DL_REALTIME), cpu-used -12, one thread, CBR at the cap,
+    no lag, error resilient, q 2…63, no frame dropping, static threshold 1, key
+    frames only on request. (vp8enc has no screen-content property: castd's
+    mode 1 has no GStreamer counterpart; the bench's VP8SpeedBench shows the
+    mode changes the cost by little.)"""
+    return (f"vp8enc deadline=1 cpu-used=-12 threads=1 end-usage=cbr target-bitrate={kbps * 1000} "
+            "lag-in-frames=0 error-resilient=default min-quantizer=2 max-quantizer=63 dropframe-threshold=0 "
+            "undershoot=100 overshoot=15 buffer-initial-size=500 buffer-optimal-size=600 buffer-size=1000 "
+            "static-threshold=1 noise-sensitivity=0 max-intra-bitrate=300 keyframe-mode=disabled")
+
+
+def source(display: str, width: int, height: int, *, use_damage: bool, colorimetry: str = "bt709") -> str:
+    """ximagesrc → videoconvert (→ videoscale above 1080p) → I420 at 30 fps, BT.709
+    (H.264, as castd) or BT.601 (`colorimetry="bt601"`: VP8, as castd)."""
     w, h, _ = cap(width, height)
     scale = "videoscale ! " if (w, h) != (width, height) else ""
     return (f"ximagesrc display-name={display} use-damage={'true' if use_damage else 'false'} show-pointer=true "
             f"! video/x-raw,framerate={FPS}/1 ! videoconvert name=convert ! {scale}"
-            f"video/x-raw,format=I420,width={w},height={h},colorimetry=bt709")
+            f"video/x-raw,format=I420,width={w},height={h},colorimetry={colorimetry}")

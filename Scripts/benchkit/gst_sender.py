@@ -11,6 +11,9 @@ everything but the media: instead of aiortc, each negotiation builds
       ! x264enc (castd's settings: gst.x264) ! rtph264pay (1200-byte MTU)
       ! webrtcbin (max-bundle, send-only)
 
+or with --codec vp8: I420 BT.601 ! vp8enc (castd's settings: gst.vp8)
+! rtpvp8pay (15-bit PictureID, 1200-byte MTU) ! webrtcbin, offering VP8 alone.
+
 and its offer is sent as the offer row, each candidate it gathers as one
 ice_candidate row, then endOfCandidates. The capture starts on approval,
 as castd's does. Prints "waiting" once subscribed (the bench approves
@@ -91,10 +94,16 @@ class GstPeer:
         self.sender, self.loop = sender, loop
         s = sender
         _, _, kbps = gst.cap(s.width, s.height)
-        desc = (gst.source(s.display, s.width, s.height, use_damage=True) + f" ! {gst.x264(kbps)}"
-                " ! rtph264pay config-interval=-1 mtu=1200 aggregate-mode=zero-latency pt=96"
-                " ! application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000"
-                " ! webrtcbin name=wb bundle-policy=max-bundle")
+        if s.codec == "vp8":
+            desc = (gst.source(s.display, s.width, s.height, use_damage=True, colorimetry="bt601") + f" ! {gst.vp8(kbps)}"
+                    " ! rtpvp8pay mtu=1200 picture-id-mode=15-bit pt=96"
+                    " ! application/x-rtp,media=video,encoding-name=VP8,payload=96,clock-rate=90000"
+                    " ! webrtcbin name=wb bundle-policy=max-bundle")
+        else:
+            desc = (gst.source(s.display, s.width, s.height, use_damage=True) + f" ! {gst.x264(kbps)}"
+                    " ! rtph264pay config-interval=-1 mtu=1200 aggregate-mode=zero-latency pt=96"
+                    " ! application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000"
+                    " ! webrtcbin name=wb bundle-policy=max-bundle")
         self.pipe = Gst.parse_launch(desc)
         # webrtcbin's SDP keeps the fingerprint of the certificate it generated: the offer
         # carries this one's instead (negotiate), which is the one the handshake presents.
@@ -159,9 +168,10 @@ class GstPeer:
 class GstSender(RefSender):
     """RefSender's signaling (pair, approval, offer/answer rows, §11 reconnects) with a GStreamer peer."""
 
-    def __init__(self, client: StackClient, *, display: str, width: int, height: int):
+    def __init__(self, client: StackClient, *, display: str, width: int, height: int, codec: str = "h264"):
         super().__init__(client, width=width, height=height, ice_servers=None, device_name="GStreamer sender")
         self.display = display
+        self.codec = codec
         self.peer: GstPeer | None = None
         self.mid = "video0"
         self.early: list[tuple] | None = None   # candidates gathered before the offer row went out
@@ -182,7 +192,8 @@ class GstSender(RefSender):
         self.pc = peer          # RefSender routes answer/candidate rows while self.pc is set
         peer.start()
         sdp = await asyncio.wait_for(peer.offer_ready, 20)
-        sdp = h264_fmtp(sdp)
+        if self.codec == "h264":
+            sdp = h264_fmtp(sdp)
         sdp = re.sub(r"^a=fingerprint:.*$", "a=fingerprint:" + peer.fingerprint, sdp, flags=re.M)
         sdp = "\r\n".join(l for l in sdp.splitlines() if not l.startswith("a=candidate:")) + "\r\n"
         self.offer_sdp = sdp
@@ -275,6 +286,7 @@ async def _main() -> int:
     ap.add_argument("--display", required=True)
     ap.add_argument("--width", type=int, required=True)
     ap.add_argument("--height", type=int, required=True)
+    ap.add_argument("--codec", choices=("h264", "vp8"), default="h264")
     args = ap.parse_args()
     logging.basicConfig(level=logging.DEBUG if os.environ.get("BENCH_DEBUG") else logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
     stop = asyncio.Event()
@@ -282,7 +294,7 @@ async def _main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with StackClient(StackConfig.from_env()) as client:
-        s = GstSender(client, display=args.display, width=args.width, height=args.height)
+        s = GstSender(client, display=args.display, width=args.width, height=args.height, codec=args.codec)
         sid = await s.pair(pin=args.pin)
         print(f"waiting {sid}", flush=True)
         try:

@@ -83,8 +83,8 @@ class TimecodeReceiver(ReceiverAnswerer):
     """Answers like the tests' receiver; for each decoded frame reads the timecode
     from the luma plane (no RGB conversion: cheap enough for 1080p30 in Python)."""
 
-    def __init__(self, client, session_id: str, screen_width: int):
-        super().__init__(client, session_id, keep_frames=1)
+    def __init__(self, client, session_id: str, screen_width: int, codec: str | None = None):
+        super().__init__(client, session_id, keep_frames=1, codec=codec)
         self.screen_width = screen_width
         self.rec = Recording()
 

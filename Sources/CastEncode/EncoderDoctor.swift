@@ -16,8 +16,7 @@ public enum EncoderDoctor {
                                    detail: "libx264 build \(X264Info.build), preset \(X264Encoder.defaultPreset), "
                                        + "Constrained Baseline, zerolatency, CBR with a one-frame VBV"),
             DoctorReport.Component(name: "libvpx", available: true,
-                                   detail: "libvpx \(VP8Encoder.libraryVersion), VP8 real time, CBR, screen-content mode, "
-                                       + "cpu-used \(VP8Encoder.defaultSpeed), \(VP8Encoder.defaultThreads) threads"),
+                                   detail: "libvpx \(VP8Encoder.libraryVersion), VP8 real time, CBR, \(VP8Encoder.Tuning())"),
         ]
     }
 

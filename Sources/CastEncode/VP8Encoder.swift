@@ -10,19 +10,58 @@ import Glibc
 /// CBR, screen-content mode, error resilient, no lag, no internal resizing,
 /// key frames only on request (PLI/FIR or a new viewer). One owner (the encode
 /// thread); the codec context is freed in `deinit`.
+///
+/// Every setting that costs CPU is in `Tuning`, chosen by measurement (README,
+/// "VP8 speed"; the sweep is `CASTD_BENCH=1 swift test --filter VP8SpeedBench`).
 public final class VP8Encoder: VideoEncoder {
     public let kind = EncoderKind.libvpx
     public let inputFormat = PixelFormat.i420
     public private(set) var config: EncoderConfig
+    public let tuning: Tuning
 
-    /// libvpx's speed for real-time VP8 (`VP8E_SET_CPUUSED`, −16…16; the
-    /// magnitude is what counts in real-time mode, higher is faster). Not yet
-    /// settled by a clean measurement: `ConvertEncodeBench.encodeVP8` sweeps
-    /// −4…−12 at 1080p, but its only run so far was on a host loaded 9–17 on
-    /// 2 cores, where every speed took 300–900 ms a frame (README, "VP8").
-    public static let defaultSpeed: Int32 = -8
-    /// Two encoder threads, as for x264's slice threads on a 2-core machine.
-    public static let defaultThreads: UInt32 = 2
+    /// The libvpx knobs that decide the encoder's CPU cost and its frame rate.
+    public struct Tuning: Sendable, Equatable, CustomStringConvertible {
+        /// `VP8E_SET_CPUUSED` (−16…16). Negative: that speed, fixed; positive: libvpx
+        /// adapts the speed to the wall time a frame took, which on a shared machine
+        /// follows other processes' load. On the busy 1080p screen the cost falls
+        /// from −4 to about −10 and is flat beyond (README table).
+        public var speed: Int32 = -12
+        /// `g_threads`. One: libvpx's VP8 row threads wait for each other by spinning
+        /// (vp8/common/threading.h: `vp8_atomic_spin_wait`, no sleep on Linux), so on a
+        /// busy 2-core machine two threads cost 4–9× the CPU of one and far more wall time.
+        public var threads: UInt32 = 1
+        /// `VP8E_SET_SCREEN_CONTENT_MODE`: 0 off, 1 screen content, 2 screen content
+        /// with the aggressive rate control that drops frames after an overshoot.
+        public var screenContentMode: UInt32 = 1
+        /// `rc_dropframe_thresh` (buffer fullness %, 0 = never drop). 0: a frame is
+        /// never dropped by libvpx; the frame rate is the rate controller's to lower
+        /// (`RateLadder`), as for x264. With 30 a busy 1080p screen lost 50–80 % of
+        /// its frames here (the 1.2–10 fps the receivers decoded).
+        public var dropFrameThreshold: UInt32 = 0
+        /// `rc_max_quantizer` (0…63). 63 lets CBR hold the target on noise-like
+        /// content without dropping frames; calm screens never get near it.
+        public var maxQuantizer: UInt32 = 63
+        /// `VP8E_SET_STATIC_THRESHOLD`: blocks whose change is below it are skipped.
+        public var staticThreshold: UInt32 = 1
+        /// `VP8E_SET_NOISE_SENSITIVITY`: 0, no temporal denoiser (a screen has no noise).
+        public var noiseSensitivity: Int32 = 0
+        /// `VP8E_SET_TOKEN_PARTITIONS` (log2 of the count): 0, one partition.
+        public var tokenPartitions: Int32 = 0
+        /// `g_error_resilient`: a lost frame does not poison later ones' entropy state.
+        public var errorResilient = true
+        /// `VP8E_SET_MAX_INTRA_BITRATE_PCT`: a key frame may take at most 3 frames' worth
+        /// of bits (libwebrtc's rule for CBR), so a PLI's answer does not stall the link.
+        public var maxIntraBitratePct: UInt32 = 300
+        /// The `deadline` of `vpx_codec_encode` in µs; 1 is `VPX_DL_REALTIME`.
+        public var deadlineMicroseconds = UInt(castd_vpx_dl_realtime)
+
+        public init() {}
+
+        public var description: String {
+            "cpu-used \(speed), \(threads) thread\(threads == 1 ? "" : "s"), screen-content mode \(screenContentMode), "
+                + "drop threshold \(dropFrameThreshold), max q \(maxQuantizer), static threshold \(staticThreshold)"
+        }
+    }
 
     /// libvpx's version ("v1.12.0"), for `castd doctor`.
     public static var libraryVersion: String { String(cString: vpx_codec_version_str()) }
@@ -33,8 +72,7 @@ public final class VP8Encoder: VideoEncoder {
     private var firstPTS: Instant?
     private var lastPTS: Int64 = -1
 
-    public init(config: EncoderConfig, speed: Int32 = VP8Encoder.defaultSpeed,
-                threads: UInt32 = VP8Encoder.defaultThreads) throws {
+    public init(config: EncoderConfig, tuning: Tuning = Tuning()) throws {
         guard config.size.width % 2 == 0, config.size.height % 2 == 0, config.size.width > 0, config.size.height > 0,
               config.size.width <= 16383, config.size.height <= 16383 else {
             // RFC 6386 §9.1: 14-bit sizes; 4:2:0 needs even sides.
@@ -43,27 +81,29 @@ public final class VP8Encoder: VideoEncoder {
         guard config.frameRate > 0, config.bitrate >= 1000 else {
             throw CastError(.encoder, "libvpx: frame rate \(config.frameRate) or bitrate \(config.bitrate) out of range")
         }
+        guard (-16...16).contains(tuning.speed), (1...64).contains(tuning.threads), tuning.screenContentMode <= 2,
+              tuning.maxQuantizer <= 63, tuning.dropFrameThreshold <= 100, (0...3).contains(tuning.tokenPartitions),
+              (0...6).contains(tuning.noiseSensitivity), tuning.deadlineMicroseconds >= 1 else {
+            throw CastError(.encoder, "libvpx: tuning out of range (\(tuning))")
+        }
         var c = vpx_codec_enc_cfg_t()
         guard vpx_codec_enc_config_default(castd_vpx_vp8_cx(), &c, 0) == VPX_CODEC_OK else {
             throw CastError(.encoder, "libvpx: no default VP8 configuration")
         }
         c.g_w = UInt32(config.size.width)
         c.g_h = UInt32(config.size.height)
-        c.g_threads = threads
+        c.g_threads = tuning.threads
         // 90 kHz time base, as RTP's (RFC 7741 §4.1): pts are capture times.
         c.g_timebase = vpx_rational(num: 1, den: 90_000)
         c.g_pass = VPX_RC_ONE_PASS
         c.g_lag_in_frames = 0                  // no look-ahead: a frame in, its bits out
-        c.g_error_resilient = castd_vpx_error_resilient_default   // a lost frame does not poison later ones' entropy state
+        c.g_error_resilient = tuning.errorResilient ? castd_vpx_error_resilient_default : 0
         c.rc_end_usage = VPX_CBR
         c.rc_resize_allowed = 0                // spec §7 maintainResolution
-        // Screen-content mode 2 (below) may drop the frame after one that overshot
-        // badly (a scroll or a window switch can cost 20 frames' budget), as
-        // libwebrtc's screen sharing does; without it a busy screen runs 40 % over.
-        c.rc_dropframe_thresh = 30
+        c.rc_dropframe_thresh = tuning.dropFrameThreshold
         // CBR buffer as libwebrtc's real-time VP8: small, so no frame lags far behind.
         c.rc_min_quantizer = 2
-        c.rc_max_quantizer = 56
+        c.rc_max_quantizer = tuning.maxQuantizer
         c.rc_undershoot_pct = 100
         c.rc_overshoot_pct = 15
         c.rc_buf_initial_sz = 500
@@ -73,20 +113,18 @@ public final class VP8Encoder: VideoEncoder {
         Self.applyRate(&c, bitrate: config.bitrate)
         cfg = c
         self.config = config
+        self.tuning = tuning
         let err = castd_vpx_enc_init(&context, &cfg)
         guard err == VPX_CODEC_OK else {
             throw CastError(.encoder, "libvpx: VP8 encoder init failed: \(String(cString: vpx_codec_err_to_string(err)))")
         }
         do {
-            try control(VP8E_SET_CPUUSED, Int32(speed), "cpu-used")
-            // 2: screen content with the aggressive rate control (re-encode or drop on overshoot).
-            try control(VP8E_SET_SCREEN_CONTENT_MODE, UInt32(2), "screen-content mode")
-            try control(VP8E_SET_NOISE_SENSITIVITY, Int32(0), "noise sensitivity")
-            // Skip encoding of blocks that barely change (screen content: most of them).
-            try control(VP8E_SET_STATIC_THRESHOLD, UInt32(1), "static threshold")
-            // A key frame may take at most 3 frames' worth of bits (libwebrtc's rule of thumb
-            // for CBR) so a PLI's answer does not stall the link for long.
-            try control(VP8E_SET_MAX_INTRA_BITRATE_PCT, UInt32(300), "max intra bitrate")
+            try control(VP8E_SET_CPUUSED, tuning.speed, "cpu-used")
+            try control(VP8E_SET_SCREEN_CONTENT_MODE, tuning.screenContentMode, "screen-content mode")
+            try control(VP8E_SET_NOISE_SENSITIVITY, tuning.noiseSensitivity, "noise sensitivity")
+            try control(VP8E_SET_STATIC_THRESHOLD, tuning.staticThreshold, "static threshold")
+            try control(VP8E_SET_TOKEN_PARTITIONS, tuning.tokenPartitions, "token partitions")
+            try control(VP8E_SET_MAX_INTRA_BITRATE_PCT, tuning.maxIntraBitratePct, "max intra bitrate")
         } catch {
             vpx_codec_destroy(&context)
             throw error
@@ -161,7 +199,7 @@ public final class VP8Encoder: VideoEncoder {
         lastPTS = tick
         let duration = UInt(max(1, 90_000 / config.frameRate))
         let flags: vpx_enc_frame_flags_t = keyframePending ? castd_vpx_eflag_force_kf : 0
-        let err = vpx_codec_encode(&context, &img, vpx_codec_pts_t(tick), duration, flags, UInt(castd_vpx_dl_realtime))
+        let err = vpx_codec_encode(&context, &img, vpx_codec_pts_t(tick), duration, flags, tuning.deadlineMicroseconds)
         guard err == VPX_CODEC_OK else {
             throw CastError(.encoder, "libvpx: encode failed: \(String(cString: vpx_codec_err_to_string(err)))")
         }

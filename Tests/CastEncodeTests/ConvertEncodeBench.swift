@@ -72,40 +72,4 @@ struct ConvertEncodeBench {
         ])
         #expect(convert.count == Self.frames)
     }
-
-    /// VP8 (issue 15): libvpx's real-time speed (`VP8E_SET_CPUUSED`) on the same busy 1080p
-    /// screen, to choose `VP8Encoder.defaultSpeed` (its encode time must stay under 33 ms).
-    @Test(arguments: [-4, -6, -8, -10, -12], ["static", "busy"])
-    func encodeVP8(speed: Int, scenario: String) throws {
-        let clock = SystemMonotonicClock()
-        let config = EncoderConfig(size: Self.size, frameRate: 30, bitrate: 4_000_000)
-        let enc = try VP8Encoder(config: config, speed: Int32(speed))
-        // The I420 block field of the unit tests (row copies, so a debug build keeps up); a
-        // different field from the x264 rows above, as busy (every block moves every frame).
-        let image = PlanarImage(format: .i420, size: Self.size)
-        let busy = BusyFrames(size: Self.size)
-        busy.fill(image, frame: 0)
-        var encode: [Int64] = [], bytes = 0, dropped = 0
-        let before = Bench.usage()
-        let start = clock.now()
-        for n in 0..<Self.frames {
-            if scenario == "busy" { busy.fill(image, frame: n) }
-            let t1 = clock.now()
-            let frame = try enc.encode(image, pts: Instant(nanoseconds: Int64(n) * 33_333_333))
-            encode.append((clock.now() - t1).totalNanoseconds)
-            if let frame { bytes += frame.bytes.count } else { dropped += 1 }
-        }
-        let wall = (clock.now() - start).seconds
-        let after = Bench.usage()
-        Bench.emit([
-            "bench": "vp8-encode", "size": "\(Self.size)", "speed": speed, "scenario": scenario,
-            "frames": Self.frames, "threads": Int(VP8Encoder.defaultThreads), "dropped": dropped,
-            "encode_ms": Bench.percentiles(encode), "bitrate_bps": bytes * 8 * 30 / Self.frames,
-            "cpu_percent_of_one_core": ((after.cpu - before.cpu) / wall * 1000).rounded() / 10,
-            // CPU time, not wall time: the figure a loaded host distorts least.
-            "cpu_ms_per_frame": ((after.cpu - before.cpu) / Double(Self.frames) * 1e5).rounded() / 100,
-            "max_rss_mib": (after.maxRSSMiB * 10).rounded() / 10,
-        ])
-        #expect(encode.count == Self.frames)
-    }
 }

@@ -13,7 +13,7 @@ import CastMedia
         for n in frames {
             busy.fill(img, frame: n)
             if keyframeAt.contains(n) { enc.requestKeyframe() }
-            // A frame the rate control drops gives nil (after an overshoot): counted as 0 bytes.
+            // A frame the rate control drops gives nil: counted as 0 bytes (the default tuning drops none).
             if let au = try enc.encode(img, pts: Instant(nanoseconds: Int64(n) * 33_333_333)) { out.append(au) }
         }
         return out
@@ -44,16 +44,19 @@ import CastMedia
         #expect(frames.filter(\.isKeyframe).count == 1)
     }
 
-    /// Looser than x264's bound (`withinCap`): libvpx's CBR overshoots on this scrolling field,
-    /// whose scroll wraps every 37 frames (a whole-screen jump). Measured here: 2.69 Mbit/s for
-    /// 2.5, then 1.18 for 1 (with screen-content mode 1 and no frame dropping: 3.5 for 2.5).
+    /// Looser than x264's bound (`withinCap`): this field is per-pixel noise (±12 on every
+    /// luma sample) scrolled diagonally, wrapping every 37 frames (a whole-screen jump), which
+    /// VP8 cannot fit in 2.5 Mbit/s at 720p even at q 63, and libvpx drops no frame to make up
+    /// for it (the frame rate is `RateLadder`'s to lower, from the encoder's measured output).
+    /// Measured here: 3.41 Mbit/s for 2.5 (1.37×), then 1.02 for 1. (With the old frame
+    /// dropping, 2.69 for 2.5, at a fraction of the frames.)
     @Test func bitrateStaysNearTheTargetOnBusyInputAndFollowsALiveChange() throws {
         let enc = try VP8Encoder(config: p720)
         let img = PlanarImage(format: .i420, size: p720.size)
         let busy = BusyFrames(size: p720.size)
         let first = try encodeBusy(enc, frames: 0..<90, busy: busy, img: img)
         let rate1 = Double(first.dropFirst(30).reduce(0) { $0 + $1.bytes.count } * 8) / 2.0
-        #expect(rate1 >= 0.7 * 2_500_000 && rate1 <= 1.25 * 2_500_000, "measured \(Int(rate1)) bps for 2.5 Mbps")
+        #expect(rate1 >= 0.7 * 2_500_000 && rate1 <= 1.5 * 2_500_000, "measured \(Int(rate1)) bps for 2.5 Mbps")
         print("VP8 busy 720p: \(Int(rate1)) bps for 2.5 Mbps")
         try enc.setBitrate(1_000_000)
         #expect(enc.config.bitrate == 1_000_000)
@@ -103,6 +106,30 @@ import CastMedia
         let h264 = EncoderChain(preference: .x264, config: EncoderConfig(size: size, frameRate: 30, bitrate: 500_000)) { _ in }
         try h264.start()
         #expect(h264.current?.kind == .x264)
+    }
+
+    /// libvpx drops no frame by itself (`dropFrameThreshold` 0): on a busy screen far over
+    /// its budget every picture still comes out, so the frame rate is the rate controller's
+    /// to choose. With the old threshold of 30 most of these frames were dropped.
+    @Test func everyPictureOfABusyScreenComesOutEvenFarOverTheBudget() throws {
+        let size = FrameSize(width: 640, height: 360)
+        let enc = try VP8Encoder(config: EncoderConfig(size: size, frameRate: 30, bitrate: 200_000))
+        let frames = try encodeBusy(enc, frames: 0..<60, busy: BusyFrames(size: size), img: PlanarImage(format: .i420, size: size))
+        #expect(frames.count == 60)
+        var dropping = VP8Encoder.Tuning()
+        dropping.dropFrameThreshold = 30
+        let old = try VP8Encoder(config: EncoderConfig(size: size, frameRate: 30, bitrate: 200_000), tuning: dropping)
+        let fewer = try encodeBusy(old, frames: 0..<60, busy: BusyFrames(size: size), img: PlanarImage(format: .i420, size: size))
+        #expect(fewer.count < 60, "the control: with a drop threshold libvpx does drop here")
+    }
+
+    @Test func aTuningOutOfLibvpxsRangeIsRefusedWithAnEncoderError() {
+        var t = VP8Encoder.Tuning()
+        t.speed = 17
+        #expect(throws: CastError.self) { try VP8Encoder(config: p720, tuning: t) }
+        t = VP8Encoder.Tuning()
+        t.threads = 0
+        #expect(throws: CastError.self) { try VP8Encoder(config: p720, tuning: t) }
     }
 
     @Test func oddSizeIsRefusedWithAnEncoderError() {
