@@ -43,7 +43,7 @@ import Testing
         var events: [PeerSession.Event] = []
 
         init(audioPort: Int = 9) throws {
-            var rng = CastWebRTC.SeededRandom(seed: 11)
+            var rng = SeededRandom(seed: 11)
             var config = PeerSession.Configuration(wallclockOffset: .seconds(1_767_225_600))
             config.audio = true
             session = try PeerSession(configuration: config, certificate: PeerSessionAudioTests.castdCert, random: &rng)
