@@ -6,7 +6,6 @@ import CastMedia
     let t0 = Instant(nanoseconds: 1_000_000_000)
     let p1080 = FrameSize(width: 1920, height: 1080)
 
-    /// No start grace unless a test is about it: the others look at the steady state.
     func ladder(_ size: FrameSize? = nil, maxFrameRate: Int = 30, maxBitrate: Int = 4_000_000,
                 startGrace: Duration = .zero) -> RateLadder {
         RateLadder(size: size ?? p1080, maxFrameRate: maxFrameRate, maxBitrate: maxBitrate, startGrace: startGrace)
@@ -55,6 +54,11 @@ import CastMedia
         #expect(l.current.frameRate == 20)
         for s in 4...12 { _ = l.update(targetBitrate: 2_500_000, now: t0 + .seconds(s)) }
         #expect(l.current.frameRate == 20)
+    }
+
+    @Test func noStartGraceByDefault() {
+        var l = RateLadder(size: p1080, maxFrameRate: 30, maxBitrate: 4_000_000)
+        #expect(l.update(targetBitrate: 1_000_000, now: t0)?.frameRate == 10)
     }
 
     @Test func theStartRateDoesNotLowerTheFrameRateUntilTheGraceHasPassed() {
