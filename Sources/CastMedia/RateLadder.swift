@@ -24,12 +24,12 @@ import CastCore
 /// `upMargin` for `upHold`, so an estimate that wobbles around a threshold
 /// does not make the frame rate flap, and then go straight to the highest
 /// step so cleared (one step per hold took 6 s from 10 to 30 fps after the
-/// start-up probes had found 4 Mbit/s within a second). `startGrace` (off by
-/// default) keeps the frame rate for a while after the first target, the
-/// controller's start rate: tried as 1.5 s, it gave the first key frame a
-/// third of the bits (x264's one-frame VBV at 30 instead of 10 fps: 4 KB at
-/// 1 Mbit/s and 1080p), and the colour bars arrived 21 levels off through a
-/// relay, where nothing raised the rate in the test's few seconds.
+/// start-up probes had found 4 Mbit/s within a second). The controller's start
+/// rate counts like any target: holding 30 fps at it for 1.5 s was tried and
+/// gave the first key frame a third of the bits (x264's one-frame VBV at 30
+/// instead of 10 fps: 4 KB at 1 Mbit/s and 1080p); the colour bars then
+/// arrived 21 levels off through a relay, where nothing raised the rate in
+/// the test's few seconds.
 /// Pure: time is passed in.
 public struct RateLadder: Sendable {
     public struct Step: Equatable, Sendable {
@@ -70,15 +70,12 @@ public struct RateLadder: Sendable {
     public let minBitrate: Int
     public let upMargin: Double
     public let upHold: Duration
-    public let startGrace: Duration
-    private var firstUpdate: Instant?
     private let thresholds: [(frameRate: Int, minimum: Int)]
     public private(set) var current: Decision
     private var upCandidateSince: Instant?
 
     public init(size: FrameSize, maxFrameRate: Int, maxBitrate: Int, minBitrate: Int = 100_000,
-                steps: [Step] = RateLadder.standardSteps, upMargin: Double = 0.15, upHold: Duration = .seconds(2),
-                startGrace: Duration = .zero) {
+                steps: [Step] = RateLadder.standardSteps, upMargin: Double = 0.15, upHold: Duration = .seconds(2)) {
         self.size = size
         let maxFPS = max(1, maxFrameRate)
         self.maxFrameRate = maxFPS
@@ -86,7 +83,6 @@ public struct RateLadder: Sendable {
         self.minBitrate = max(1, minBitrate)
         self.upMargin = max(0, upMargin)
         self.upHold = upHold
-        self.startGrace = max(.zero, startGrace)
         let scale = Self.scale(for: size)
         var t = steps.filter { $0.frameRate <= maxFPS }
             .sorted { $0.frameRate < $1.frameRate }
@@ -135,11 +131,9 @@ public struct RateLadder: Sendable {
         var plain = frameRate(for: bitrate)
         let sparse = demandBitrate.map { Double($0) <= Self.sparseShare * Double(bitrate) } ?? false
         if sparse { plain = thresholds.last!.frameRate }
-        let start = firstUpdate ?? now
-        if firstUpdate == nil { firstUpdate = now }
         var fps = current.frameRate
         if plain < fps {
-            if now - start >= startGrace { fps = plain }
+            fps = plain
             upCandidateSince = nil
         } else if plain > fps {
             // Up once the target clears a higher step's threshold by the margin for upHold: to the

@@ -6,9 +6,8 @@ import CastMedia
     let t0 = Instant(nanoseconds: 1_000_000_000)
     let p1080 = FrameSize(width: 1920, height: 1080)
 
-    func ladder(_ size: FrameSize? = nil, maxFrameRate: Int = 30, maxBitrate: Int = 4_000_000,
-                startGrace: Duration = .zero) -> RateLadder {
-        RateLadder(size: size ?? p1080, maxFrameRate: maxFrameRate, maxBitrate: maxBitrate, startGrace: startGrace)
+    func ladder(_ size: FrameSize? = nil, maxFrameRate: Int = 30, maxBitrate: Int = 4_000_000) -> RateLadder {
+        RateLadder(size: size ?? p1080, maxFrameRate: maxFrameRate, maxBitrate: maxBitrate)
     }
 
     @Test func startsAtTheCapsUntilTheFirstTarget() {
@@ -56,19 +55,9 @@ import CastMedia
         #expect(l.current.frameRate == 20)
     }
 
-    @Test func noStartGraceByDefault() {
-        var l = RateLadder(size: p1080, maxFrameRate: 30, maxBitrate: 4_000_000)
+    @Test func theStartRateStepsTheFrameRateDownLikeAnyTarget() {
+        var l = ladder()
         #expect(l.update(targetBitrate: 1_000_000, now: t0)?.frameRate == 10)
-    }
-
-    @Test func theStartRateDoesNotLowerTheFrameRateUntilTheGraceHasPassed() {
-        var l = ladder(startGrace: .milliseconds(1500))
-        // The controller's first target (its start rate, before any feedback): bitrate follows, fps waits.
-        #expect(l.update(targetBitrate: 1_000_000, now: t0) == .init(bitrate: 1_000_000, frameRate: 30))
-        // The probes find 4 Mbit/s within the grace: the frame rate never left 30.
-        #expect(l.update(targetBitrate: 4_000_000, now: t0 + .milliseconds(800)) == .init(bitrate: 4_000_000, frameRate: 30))
-        // A real 1 Mbit/s estimate after the grace steps down as usual.
-        #expect(l.update(targetBitrate: 1_000_000, now: t0 + .milliseconds(1500))?.frameRate == 10)
     }
 
     @Test func aTargetJustAboveAThresholdDoesNotClimb() {
