@@ -150,9 +150,9 @@ class SenderProc:
         return out
 
 
-def _max_1s_bitrate(packets: list[tuple[float, int]]) -> float:
+def _max_1s_bitrate(packets: list[tuple[float, int, int]]) -> float:
     best, j, acc = 0, 0, 0
-    for i, (t, n) in enumerate(packets):
+    for i, (t, n, _) in enumerate(packets):
         acc += n
         while packets[j][0] <= t - 1.0:
             acc -= packets[j][1]
@@ -203,6 +203,12 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
     times = [x.decoded for x in answerer.rec.samples if t_first <= x.decoded <= w1]
     gaps = [b - a for a, b in zip(times, times[1:])]
     pk = [p for p in receiver.PACKETS if w0 <= p[0] <= w1]
+    frame_bytes: dict[int, list[int]] = {}   # RTP timestamp -> [payload bytes, packets], over the whole round
+    for _, n, ts in receiver.PACKETS:
+        f = frame_bytes.setdefault(ts, [0, 0])
+        f[0] += n
+        f[1] += 1
+    largest = max(frame_bytes.values(), default=[0, 0])
     span = w1 - w0
     sizes = sorted({f"{x.width}x{x.height}" for x in samples})
     return {
@@ -215,8 +221,9 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "cpu_s_per_min": round((cpu1 - cpu0) / span * 60, 2),
         "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
         "rss_by_mapping_mib": rss_map,
-        "mean_bitrate_bps": int(sum(n for _, n in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
+        "mean_bitrate_bps": int(sum(n for _, n, _ in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
         "decoded_sizes": sizes, "castd_stats": stats, "codecs": answerer.codecs,
+        "largest_frame_kb": round(largest[0] / 1000, 1), "largest_frame_packets": largest[1],
     }
 
 
@@ -244,6 +251,8 @@ def summarize(rounds: list[dict]) -> dict:
         "freezes": sum(r["freezes"] for r in rounds),
         "longest_gap_ms": max(r["longest_gap_ms"] for r in rounds),
         "decoded_sizes": sorted({s for r in rounds for s in r["decoded_sizes"]}),
+        "largest_frame_kb": max(r.get("largest_frame_kb", 0) for r in rounds),
+        "largest_frame_packets": max(r.get("largest_frame_packets", 0) for r in rounds),
     }
 
 
