@@ -186,9 +186,10 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
             await asyncio.sleep(0.005)
         t_first = answerer.rec.samples[0].decoded
         await asyncio.sleep(warmup)
-        cpu0, w0 = proctree.cpu_seconds(pid), time.monotonic()
+        # time.process_time(): this process's CPU, all threads: the aiortc receiver and its decoder
+        cpu0, w0, rx0 = proctree.cpu_seconds(pid), time.monotonic(), time.process_time()
         await asyncio.sleep(seconds)
-        cpu1, w1 = proctree.cpu_seconds(pid), time.monotonic()
+        cpu1, w1, rx1 = proctree.cpu_seconds(pid), time.monotonic(), time.process_time()
         peak = proctree.peak_rss_mib(pid)
         rss_kinds = proctree.rss_breakdown_mib(pid)
         rss_map = proctree.smaps_breakdown_mib(pid)
@@ -219,6 +220,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "frames_with_readable_timecode": len(lat),
         "freezes": sum(1 for g in gaps if g > FREEZE_S), "longest_gap_ms": round(max(gaps, default=0) * 1000, 1),
         "cpu_s_per_min": round((cpu1 - cpu0) / span * 60, 2),
+        "receiver_cpu_s_per_min": round((rx1 - rx0) / span * 60, 2),
         "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
         "rss_by_mapping_mib": rss_map,
         "mean_bitrate_bps": int(sum(n for _, n, _ in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
@@ -237,6 +239,8 @@ def summarize(rounds: list[dict]) -> dict:
         "approval_to_first_frame_ms": round(quantile([r["approval_to_first_frame_ms"] for r in rounds], 0.5), 1),
         "cpu_s_per_min": mean("cpu_s_per_min"),
         "cpu_percent_of_one_core": round(mean("cpu_s_per_min") / 60 * 100, 1),
+        "receiver_cpu_percent_of_one_core": round(sum(r.get("receiver_cpu_s_per_min", 0) for r in rounds)
+                                                  / len(rounds) / 60 * 100, 1),
         "peak_rss_mib": max(r["peak_rss_mib"] for r in rounds),
         "rss_waiting_for_approval_mib": max(r["rss_waiting_for_approval_mib"] for r in rounds),
         "rss_at_end_mib": rounds[-1].get("rss_at_end_mib"),
