@@ -327,8 +327,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         let target = targetBitrate.load(ordering: .relaxed)
         guard target > 0 else { return }
         let now = clock.now()
-        let demand = output.bitsPerSecond(now: now).map { $0 * ladder.maxFrameRate / max(1, ladder.current.frameRate) }
-        guard let d = ladder.update(targetBitrate: target, demandBitrate: demand, now: now) else { return }
+        let measured = output.bitsPerSecond(now: now)
+        let demand = measured.map { $0 * ladder.maxFrameRate / max(1, ladder.current.frameRate) }
+        guard let d = ladder.update(targetBitrate: target, demandBitrate: demand, outputBitrate: measured, now: now) else { return }
         let fpsChanged = d.frameRate != chain.config.frameRate
         do {
             try chain.setBitrate(d.bitrate)
