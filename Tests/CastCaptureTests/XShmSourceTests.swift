@@ -154,9 +154,7 @@ struct XShmSourceTests {
         // (skipped); the encoder then takes the frame captured in that very tick.
         #expect(latencies.count == 18)
         #expect(s.skipped == 17 * 4 + 3)
+        // Three slots used to give three intervals of age here; a queue would grow by four frames per stall.
         #expect(latencies.allSatisfy { $0 == .zero }, "\(latencies)")
-        // A queue would have grown by four frames per stall.
-        #expect(latencies.first == .zero)
-        #expect(latencies.dropFirst().allSatisfy { $0 == period * 3 })
     }
 }
