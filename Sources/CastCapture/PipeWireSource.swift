@@ -259,9 +259,8 @@ final class PipeWireInputStream: @unchecked Sendable {
             shared.withLock { s in s.interrupted || s.failure != nil || s.reinit != nil || s.latest != nil }
         }
         while !pending() {
-            let left = (deadline - clock.now()).totalNanoseconds
-            guard left > 0 else { return false }
-            if signal.wait(timeout: .now() + .nanoseconds(Int(left))) == .timedOut { return pending() }
+            guard clock.now() < deadline else { return false }
+            if signal.wait(until: deadline, clock: clock) == .timedOut { return pending() }
         }
         return true
     }
