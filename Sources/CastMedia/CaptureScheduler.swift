@@ -28,6 +28,11 @@ public struct CaptureScheduler: Sendable {
         case frameRate(Int)
         /// The owner published a frame (for any reason, a probe's included).
         case captured
+        /// A capture found the screen unchanged (a damage event whose region was already
+        /// read, or damage outside the captured area): the minimum interval counts from the
+        /// last frame again, so that the next real change is not held back by a look that
+        /// produced nothing.
+        case nothingChanged
         /// Only time passed.
         case timeout
     }
@@ -79,9 +84,15 @@ public struct CaptureScheduler: Sendable {
             lastCapture = self.now
             lastFrame = self.now
             lastProbe = self.now
+        case .nothingChanged: lastCapture = lastFrame
         case .timeout: break
         }
     }
+
+    /// Whether a change or a keyframe is waiting for the minimum interval to pass. The
+    /// owner then has nothing to wait for but the deadline: a source that keeps saying
+    /// "changed" until it is read (a PipeWire buffer) would otherwise wake it at once, again and again.
+    public var pending: Bool { changed || keyframe }
 
     /// The next thing to do: a capture due now, or the instant to come back at.
     public mutating func poll() -> Output {

@@ -79,6 +79,32 @@ import CastMedia
         #expect(r.poll() == .wait(until: t0 + .milliseconds(100)))
     }
 
+    @Test func aLookThatFoundNothingDoesNotHoldTheNextChangeBack() {
+        var s = started()
+        let t1 = t0 + .milliseconds(100)
+        // A damage event whose region the last frame had already read: the capture finds nothing.
+        #expect(step(&s, .changed, at: t1).captures == [.changed])
+        s.handle(.nothingChanged, now: t1)
+        // A real change 5 ms later is read at once: the interval counts from the frame at t0.
+        #expect(step(&s, .changed, at: t1 + .milliseconds(5)).captures == [.changed])
+        s.handle(.captured, now: t1 + .milliseconds(5))
+        // After a frame the interval holds again, and nothingChanged does not shorten it.
+        let t2 = t1 + .milliseconds(10)
+        #expect(step(&s, .changed, at: t2) == ([], t1 + .milliseconds(5) + interval30))
+        #expect(step(&s, .nothingChanged, at: t2) == ([], t1 + .milliseconds(5) + interval30))
+    }
+
+    @Test func pendingSaysAChangeIsWaitingForTheInterval() {
+        var s = started()
+        #expect(!s.pending)
+        #expect(step(&s, .changed, at: t0 + .milliseconds(10)).captures.isEmpty)
+        #expect(s.pending)
+        #expect(step(&s, .timeout, at: t0 + interval30).captures == [.changed])
+        #expect(!s.pending)
+        #expect(step(&s, .keyframeWanted, at: t0 + interval30 + .milliseconds(1)).captures.isEmpty)
+        #expect(s.pending)
+    }
+
     @Test func keyframeRequestReadsTheScreenAtTheNextAllowedInstant() {
         var s = started()
         let r = step(&s, .keyframeWanted, at: t0 + .milliseconds(5))

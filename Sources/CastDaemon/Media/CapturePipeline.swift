@@ -294,8 +294,16 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                         lock.withLock { stats.captured += 1; stats.capture.record(took); stats.currentRing = ringNow }
                         published.signal()
                     case .timeout:
-                        // Every slot was busy: the change is still to be read, an interval later.
-                        if source.ring.stats.dropped > droppedBefore { scheduler.handle(.changed, now: now) }
+                        if reason == .keyframe {
+                            // No slot to read into (or, PipeWire, the last frame's slot is being
+                            // encoded): the key frame is still wanted, an interval later.
+                            scheduler.handle(.keyframeWanted, now: now)
+                        } else if source.ring.stats.dropped > droppedBefore {
+                            // Every slot was busy: the change is still to be read, an interval later.
+                            scheduler.handle(.changed, now: now)
+                        } else if reason.onlyIfChanged {
+                            scheduler.handle(.nothingChanged, now: now)
+                        }
                     case .reinit(let size):
                         log.write(LogLine(.notice, "capture_reinit", [("size", "\(size)")]))
                         end = .reinit
@@ -311,8 +319,14 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 }
             }
             // Until the source reports a change or the scheduler's deadline; at most 50 ms, so
-            // that a stop, a keyframe request or a new frame rate is seen within that.
-            if source.waitForChange(until: min(deadline, clock.now() + .milliseconds(50))) {
+            // that a stop, a keyframe request or a new frame rate is seen within that. A change
+            // already known only waits for the deadline: PipeWire's "a frame is there" stays
+            // true until the frame is taken, and asking again would spin.
+            let until = min(deadline, clock.now() + .milliseconds(50))
+            if scheduler.pending {
+                let left = until - clock.now()
+                if left > .zero { Thread.sleep(forTimeInterval: left.seconds) }
+            } else if source.waitForChange(until: until) {
                 scheduler.handle(.changed, now: clock.now())
             }
         }
