@@ -73,8 +73,8 @@ public struct SessionMachine: Sendable {
         case sessionUpdate(SessionUpdateAction)
         /// A connection reached `connected` (for sd_notify and logs).
         case connected(negotiationId: String)
-        /// A line for the log (one event, key=value fields).
-        case log(String)
+        /// One event for the log, with its own level and fields; the shell writes it as it is.
+        case log(LogLine)
         /// A receiver row that castd does not act on (another negotiation, a second answer, a
         /// type a sender never handles): logged with the running count (issue 8: every hostile
         /// row gets a counted, logged rejection).
@@ -269,9 +269,9 @@ public struct SessionMachine: Sendable {
         case .insertFinished(let outcome):
             outbox.completed(outcome, now: now)
             if outcome == .tooLarge {
-                actions.append(.log("event=signaling_row_too_large note=\"payload over 64 KB (SQLSTATE 54000): a castd bug, row dropped\""))
+                actions.append(.log(LogLine(.error, "signaling_row_too_large", [("sqlstate", "54000"), ("note", "payload over 64 KB: a castd bug, row dropped")])))
             } else if outcome == .rateLimited {
-                actions.append(.log("event=signaling_rate_limited note=\"SQLSTATE P0429: backing off\""))
+                actions.append(.log(LogLine(.warning, "signaling_rate_limited", [("sqlstate", "P0429"), ("note", "backing off")])))
             }
 
         case .sessionUpdateFinished(let action, let result):
@@ -307,15 +307,15 @@ public struct SessionMachine: Sendable {
         if let t = mediaRestartAt, now >= t, let approval {
             mediaRestartAt = nil
             mediaStarted = true
-            actions.append(.log("event=media_restart"))
+            actions.append(.log(LogLine(.notice, "media_restart")))
             actions.append(.startMedia(approval.prefs))
         }
         switch phase {
         case .negotiating(let since) where now >= since + configuration.reconnect.attemptTimeout:
-            actions.append(.log("event=negotiation_timeout negotiation=\(negotiationId ?? "-")"))
+            actions.append(.log(LogLine(.warning, "negotiation_timeout", [("negotiation", negotiationId ?? "-")])))
             connectionLost(now: now)
         case .disconnected(let since) where now >= since + configuration.reconnect.disconnectedGrace:
-            actions.append(.log("event=disconnected_too_long negotiation=\(negotiationId ?? "-")"))
+            actions.append(.log(LogLine(.warning, "disconnected_too_long", [("negotiation", negotiationId ?? "-")])))
             connectionLost(now: now)
         case .waitingToRetry(let until) where now >= until:
             negotiate(now: now)
@@ -426,7 +426,7 @@ public struct SessionMachine: Sendable {
         case .invalidState:
             if action != .end { finishQuietly(exitCode: 0, "The broadcasting session has ended.") }
         case .transient:
-            actions.append(.log("event=session_update_failed action=\(action.rawValue) note=\"will retry with the next heartbeat\""))
+            actions.append(.log(LogLine(.info, "session_update_retry", [("action", action.rawValue), ("when", "next heartbeat")])))
         }
     }
 
@@ -451,7 +451,7 @@ public struct SessionMachine: Sendable {
         pendingLocal.removeAll()
         bufferedRemote.removeAll()
         phase = .negotiating(since: now)
-        actions.append(.log("event=negotiate negotiation=\(nid) attempt=\(reconnect.attemptsUsed)"))
+        actions.append(.log(LogLine(.info, "negotiate", [("negotiation", nid), ("attempt", reconnect.attemptsUsed)])))
         actions.append(.createPeer(negotiationId: nid))
     }
 
@@ -460,7 +460,7 @@ public struct SessionMachine: Sendable {
         if let old = negotiationId { outbox.removeQueued { $0.negotiationID == old } }
         switch reconnect.connectionLost() {
         case .retry(let delay, let attempt):
-            actions.append(.log("event=reconnect attempt=\(attempt) delay_s=\(delay.seconds)"))
+            actions.append(.log(LogLine(.notice, "reconnect", [("attempt", attempt), ("delay_s", delay.seconds)])))
             phase = .waitingToRetry(until: now + delay)
         case .giveUp(let attempts):
             endAsSender(reason: .failed, exitCode: 1,
@@ -475,7 +475,7 @@ public struct SessionMachine: Sendable {
     private mutating func mediaFailed(_ reason: String, now: Instant) {
         guard mediaStarted else {
             // Already stopped (a restart is pending, or the session is not casting): nothing to reopen.
-            actions.append(.log("event=media_failure_ignored reason=\"\(reason)\" note=\"media not running\""))
+            actions.append(.log(LogLine(.info, "media_failure_ignored", [("reason", reason), ("note", "media not running")])))
             return
         }
         let window = configuration.mediaFailureWindow
@@ -487,7 +487,8 @@ public struct SessionMachine: Sendable {
             return
         }
         let delay = backoff[mediaFailures.count - 1]
-        actions.append(.log("event=media_failed reason=\"\(reason)\" restart=\(mediaFailures.count) delay_s=\(delay.seconds)"))
+        actions.append(.log(LogLine(.warning, "media_failed", [("reason", reason), ("restart", mediaFailures.count),
+                                                               ("delay_s", delay.seconds)])))
         actions.append(.stopMedia)
         mediaStarted = false
         mediaRestartAt = now + delay

@@ -21,8 +21,8 @@ public struct RealtimeClient: Sendable {
         case closed(reason: String)
         /// The socket will be reopened after this delay.
         case reconnect(after: Duration)
-        /// Something worth one log line (never carries a token).
-        case warning(String)
+        /// Something worth one log line, as its own event (never carries a token).
+        case log(LogLine)
     }
 
     public struct Config: Sendable {
@@ -178,7 +178,8 @@ public struct RealtimeClient: Sendable {
         if socket == .open, let h = heartbeatAt, now >= h {
             if pendingHeartbeat != nil {
                 // §C: a heartbeat still unanswered when the next is due → close and reconnect.
-                out.append(.warning("realtime heartbeat unanswered for \(config.heartbeatInterval); reconnecting"))
+                out.append(.log(LogLine(.warning, "realtime_heartbeat_unanswered", [("after_s", config.heartbeatInterval.seconds),
+                                                                                     ("effect", "reconnecting")])))
                 out.append(.closeSocket)
                 out += socketClosed(now: now, reason: "heartbeat timeout").filter { if case .scheduleTimer = $0 { return false }; return true }
                 return withTimer(out)
@@ -190,7 +191,7 @@ public struct RealtimeClient: Sendable {
                                              payload: .object([:])).encode(config.vsn)))
         }
         if case .joining(_, let t) = channel, now >= t {
-            out.append(.warning("realtime join timed out after \(config.pushTimeout)"))
+            out.append(.log(LogLine(.warning, "realtime_join_timeout", [("after_s", config.pushTimeout.seconds)])))
             out.append(.closed(reason: "join timeout"))
             out += scheduleRejoin(now: now)
         }
@@ -205,7 +206,7 @@ public struct RealtimeClient: Sendable {
     public mutating func receive(text: String, now: Instant) -> [Action] {
         let m: PhoenixEnvelope
         do { m = try PhoenixEnvelope.decode(text) } catch {
-            return [.warning("realtime: ignored a message that is not a Phoenix envelope")]
+            return [.log(LogLine(.warning, "realtime_message_ignored", [("why", "not a Phoenix envelope")]))]
         }
         var out: [Action] = []
         if m.topic == "phoenix" {
@@ -226,14 +227,14 @@ public struct RealtimeClient: Sendable {
                     }
                 } else {
                     let reason = response?["reason"]?.stringValue ?? "join refused"
-                    out.append(.warning("realtime join refused: \(reason)"))
+                    out.append(.log(LogLine(.warning, "realtime_join_refused", [("reason", reason)])))
                     out.append(.closed(reason: reason))
                     out += scheduleRejoin(now: now)
                 }
             } else if case .leaving(let jr) = channel, m.ref != nil, m.joinRef == jr || m.joinRef == nil {
                 channel = .closed
             } else if status == "error" {
-                out.append(.warning("realtime push refused: \(response?["reason"]?.stringValue ?? "unknown reason")"))
+                out.append(.log(LogLine(.warning, "realtime_push_refused", [("reason", response?["reason"]?.stringValue ?? "unknown")])))
             }
         case "system":
             if status == "ok" {
@@ -243,7 +244,7 @@ public struct RealtimeClient: Sendable {
                 }
             } else if status == "error" {
                 let msg = m.payload["message"]?.stringValue ?? "unknown"
-                out.append(.warning("realtime system error: \(msg)"))
+                out.append(.log(LogLine(.warning, "realtime_system_error", [("message", msg)])))
                 // Before SUBSCRIBED a system error means the subscription failed: retry.
                 if case .joined = channel {
                     out.append(.closed(reason: msg))
@@ -253,10 +254,10 @@ public struct RealtimeClient: Sendable {
         case "postgres_changes":
             guard isCurrent(m) else { break }
             if let c = PostgresChange(payload: m.payload) {
-                if let errs = c.errors, !errs.isEmpty { out.append(.warning("realtime change with errors: \(errs.joined(separator: "; "))")) }
+                if let errs = c.errors, !errs.isEmpty { out.append(.log(LogLine(.warning, "realtime_change_errors", [("errors", errs.joined(separator: "; "))]))) }
                 out.append(.change(c))
             } else {
-                out.append(.warning("realtime: ignored a postgres_changes push without data"))
+                out.append(.log(LogLine(.warning, "realtime_message_ignored", [("why", "postgres_changes without data")])))
             }
         case "phx_error", "phx_close":
             // §C: these carry ref = join_ref; ones from an older join are stale.

@@ -16,7 +16,8 @@ public final class SignalingSubscription: Sendable {
         case status(SessionStatus)
         /// Realtime dropped; it reconnects by itself, and the next backfill covers the gap.
         case interrupted(reason: String)
-        case warning(String)
+        /// Something worth one log line, as its own event (never carries a token).
+        case log(LogLine)
         /// The identity is dead or gone: nothing more will arrive.
         case failed(CastError)
     }
@@ -138,7 +139,7 @@ public final class SignalingSubscription: Sendable {
             case .backfilled(let epoch, let rows, let status):
                 emit(merger.backfillCompleted(epoch: epoch, rows: rows, status: status))
             case .backfillFailed(let epoch, let why):
-                owner.output.yield(.warning("backfill failed: \(why); retrying in 2 s"))
+                owner.output.yield(.log(LogLine(.warning, "backfill_failed", [("error", why), ("retry_s", 2)])))
                 let input = owner.input
                 Task { try? await Task.sleep(for: .seconds(2)); input.yield(.retryBackfill(epoch: epoch)) }
             case .retryBackfill(let epoch):
@@ -194,9 +195,9 @@ public final class SignalingSubscription: Sendable {
                     merger.channelClosed()
                     owner.output.yield(.interrupted(reason: reason))
                 case .reconnect(let d):
-                    owner.output.yield(.warning("realtime reconnecting in \(d)"))
-                case .warning(let w):
-                    owner.output.yield(.warning(w))
+                    owner.output.yield(.log(LogLine(.notice, "realtime_reconnecting", [("delay_s", d.seconds)])))
+                case .log(let w):
+                    owner.output.yield(.log(w))
                 }
             }
         }
