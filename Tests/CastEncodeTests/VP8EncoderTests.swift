@@ -118,13 +118,14 @@ import CastMedia
 
     @Test func anEncoderChainForVP8OpensLibvpxWhateverTheH264Preference() throws {
         let size = FrameSize(width: 320, height: 240)
-        var lines: [String] = []
+        var lines: [LogLine] = []
         let chain = EncoderChain(codec: .vp8, preference: .x264,
                                  config: EncoderConfig(size: size, frameRate: 30, bitrate: 500_000)) { lines.append($0) }
         try chain.start()
         #expect(chain.current?.kind == .libvpx)
         #expect(chain.current?.codec == .vp8)
-        #expect(lines.first?.contains("kind=libvpx codec=vp8") == true, "\(lines)")
+        #expect(lines.first?.event == "encoder_started", "\(lines)")
+        #expect(lines.first?["kind"] == "libvpx" && lines.first?["codec"] == "vp8", "\(lines)")
         // The H.264 chain is unchanged by it.
         let h264 = EncoderChain(preference: .x264, config: EncoderConfig(size: size, frameRate: 30, bitrate: 500_000)) { _ in }
         try h264.start()

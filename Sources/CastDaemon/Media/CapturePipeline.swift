@@ -394,9 +394,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         // One chain per codec: a re-offer may land on another codec (spec §7), and the
         // chain is rebuilt for it at the next frame, without restarting anything else.
         func makeChain(_ codec: VideoCodec) -> EncoderChain? {
-            let chain = EncoderChain(codec: codec, preference: preference, config: config) { line in
-                log.write(LogLine(.info, "encoder", [("detail", line)]))
-            }
+            let chain = EncoderChain(codec: codec, preference: preference, config: config, log: log.write)
             do {
                 if fault == .encoderFailAlways { throw CastError(.init("test_fault"), "test fault encoder-fail-always") }
                 try chain.start()
