@@ -111,7 +111,10 @@ final class AudioPipeline: @unchecked Sendable {
         log.write(LogLine(.info, "audio_started", [("sink", source.currentSink ?? "default"), ("codec", "opus"),
                                                    ("kbps", encoder.settings.bitsPerSecond / 1000),
                                                    ("frame_ms", encoder.settings.frameDuration.totalNanoseconds / 1_000_000)]))
-        defer { state.withLock { $0.source = nil } }
+        defer {
+            state.withLock { $0.source = nil }
+            source.close()   // here, on this thread: never by a release on PipeWire's (PipeWireAudioSource.borrow)
+        }
         // stop() may have come before the source was published: it could not interrupt it.
         guard running.load(ordering: .relaxed) else { return }
         var planned = encoder.settings.expectedPacketLossPercent
