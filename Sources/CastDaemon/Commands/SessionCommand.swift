@@ -55,8 +55,8 @@ enum SessionCommand {
         peerOptions.turnServers = turn
         peerOptions.turnTrust = backend.trust
         peerOptions.includeLoopback = TestHooks.iceLoopback(environment)
-        // Issue 18: desktop audio when PipeWire has a sink to capture (its thread opens the
-        // stream now and runs for the whole cast); otherwise video only, said once.
+        // Issue 18: desktop audio when PipeWire has a sink to capture (probed now; captured only
+        // while a peer's answer takes audio); otherwise video only, said once.
         let peerBox = LateBinding<LivePeerPort>()
         let audio = await startAudio(o.audio, log: log, clock: clock, peer: peerBox)
         peerOptions.audio = audio != nil
@@ -64,7 +64,8 @@ enum SessionCommand {
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
                                 onKeyframeRequest: { media.requestKeyframe() },
                                 onTargetBitrate: { bps in media.setTargetBitrate(bps) },
-                                onVideoCodec: { media.setCodec($0) })
+                                onVideoCodec: { media.setCodec($0) },
+                                onAudioWanted: { audio?.setWanted($0) })
         peerBox.value = peer
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
         media.attach(backlog: { peer.mediaBacklog() })
@@ -240,7 +241,7 @@ final class ReadinessNotifier: @unchecked Sendable {
     }
 }
 
-/// The audio thread for `--audio auto`, capturing already, or nil (off, or nothing to capture:
+/// The audio thread for `--audio auto`, probed (a sink to capture) and idle until a peer takes audio, or nil (off, or nothing to capture:
 /// the pipeline said why in one `audio_unavailable` line).
 private func startAudio(_ mode: SessionOptions.Audio, log: LogSink, clock: SystemMonotonicClock,
                         peer: LateBinding<LivePeerPort>) async -> AudioPipeline? {
