@@ -46,6 +46,7 @@ final class AudioPipeline: @unchecked Sendable {
     private let sink: @Sendable (EncodedAudioFrame) -> Void
     private let expectedLoss: @Sendable () -> Int
     private let sourceOptions: PipeWireAudioSource.Options
+    private let encoderSettings: OpusAudioEncoder.Settings
     private let running = Atomic<Bool>(false)
     private let state = Mutex<(stats: Statistics, source: PipeWireAudioSource?, done: DispatchSemaphore?)>((Statistics(), nil, nil))
     /// Signalled once the thread has probed the capture stream (opened and closed it), or failed to.
@@ -56,10 +57,12 @@ final class AudioPipeline: @unchecked Sendable {
     private let wake = DispatchSemaphore(value: 0)
 
     init(log: LogSink, clock: any MonotonicClock, sourceOptions: PipeWireAudioSource.Options = .init(),
+         encoderSettings: OpusAudioEncoder.Settings = .init(),
          sink: @escaping @Sendable (EncodedAudioFrame) -> Void, expectedLoss: @escaping @Sendable () -> Int) {
         self.log = log
         self.clock = clock
         self.sourceOptions = sourceOptions
+        self.encoderSettings = encoderSettings
         self.sink = sink
         self.expectedLoss = expectedLoss
     }
@@ -113,7 +116,7 @@ final class AudioPipeline: @unchecked Sendable {
         // The probe: is there a sink to capture, and does libopus start?
         do {
             try openSource().close()
-            _ = try OpusAudioEncoder()
+            _ = try OpusAudioEncoder(settings: encoderSettings)
         } catch {
             let message = (error as? CastError)?.message ?? "\(error)"
             state.withLock { $0.stats.unavailable = message }
@@ -149,7 +152,7 @@ final class AudioPipeline: @unchecked Sendable {
         let encoder: OpusAudioEncoder
         do {
             source = try openSource()
-            encoder = try OpusAudioEncoder()
+            encoder = try OpusAudioEncoder(settings: encoderSettings)
         } catch {
             let message = (error as? CastError)?.message ?? "\(error)"
             log.write(LogLine(.warning, "audio_capture_failed", [("reason", message), ("effect", "video only")]))
@@ -164,7 +167,8 @@ final class AudioPipeline: @unchecked Sendable {
         }
         log.write(LogLine(.info, "audio_started", [("sink", source.currentSink ?? "default"), ("codec", "opus"),
                                                    ("kbps", encoder.settings.bitsPerSecond / 1000),
-                                                   ("frame_ms", encoder.settings.frameDuration.totalNanoseconds / 1_000_000)]))
+                                                   ("frame_ms", encoder.settings.frameDuration.totalNanoseconds / 1_000_000),
+                                                   ("fec", encoder.settings.inbandFEC)]))
         var framesThisCapture = 0
         // The ring's counters start at 0 with each source; the statistics add up over the run.
         let (droppedBefore, silenceBefore) = state.withLock { ($0.stats.ringDropped, $0.stats.silenceInserted) }
