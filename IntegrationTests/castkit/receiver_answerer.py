@@ -172,6 +172,8 @@ class ReceiverAnswerer:
         def on_track(track: MediaStreamTrack):
             if track.kind == "video":
                 self._tasks.append(asyncio.create_task(self._consume(track, nid)))
+            elif track.kind == "audio":
+                self._on_audio_track(track)
 
         @pc.on("connectionstatechange")
         def on_state():
@@ -215,6 +217,9 @@ class ReceiverAnswerer:
                 self.frame_event.set()
         except MediaStreamError:
             return
+
+    def _on_audio_track(self, track: MediaStreamTrack) -> None:
+        """An audio track was negotiated: left unread here (a subclass may consume it)."""
 
     def _watch_keyframes(self, pc: RTCPeerConnection, answer_sdp: str) -> None:
         """Taps the video receiver: every RTP packet of the negotiated H.264 payload

@@ -9,7 +9,15 @@ the receiver approves, and an aiortc answerer (receiver.py) decodes every
 frame and reads the timecode: glass-to-glass latency = decode time − drawn
 time, same machine, same clock. CPU (user + sys of the sender's process
 tree) and its peak RSS come from /proc; bitrate from the RTP payload bytes
-that arrived. Writes artifacts/bench/bench.json and PNG plots; prints the
+that arrived.
+
+The audio row (1080p-busy-audio, issue 18; asked for by name, not in the
+default set): a private PipeWire (castkit.audio_rig) whose virtual sink plays
+a 1 kHz tone; each sender runs with desktop audio (castd --audio auto; the
+GStreamer sender with gst.opus: pipewiresrc → opusenc → rtpopuspay in the
+same webrtcbin) and without (castd --audio off; the GStreamer sender video
+only), the receiver accepting audio and counting the audio packets and
+decoded audio it got. "audio_cost" is with − without per sender. Writes artifacts/bench/bench.json and PNG plots; prints the
 JSON summary.
 """
 from __future__ import annotations
@@ -28,6 +36,7 @@ from benchkit import proctree, receiver
 from benchkit.host import machine
 from benchkit.screen import BenchScreen
 from benchkit.stats import quantile, ratio
+from castkit.audio_rig import PipeWireAudioRig, write_tone
 from castkit.castd_proc import Receiver, castd_env
 from castkit.devstack import devstack_down, devstack_up
 from castkit.castd_build import binary
@@ -45,9 +54,14 @@ SCENARIOS = {
     # VP8 (issue 15): the receiver answers VP8 alone (as Firefox does); castd follows the answer,
     # the GStreamer sender runs vp8enc with castd's libvpx settings (gst.vp8).
     "1080p-busy-vp8": (1920, 1080, "busy"),
+    # Desktop audio (issue 18): each sender with and without audio, a 1 kHz tone playing.
+    "1080p-busy-audio": (1920, 1080, "busy"),
 }
 IDLE = {"1080p-idle"}
 VP8 = {"1080p-busy-vp8"}
+AUDIO = {"1080p-busy-audio"}
+DEFAULT_SCENARIOS = [n for n in SCENARIOS if n not in AUDIO]
+AUDIO_SINK = "castd-test-sink"   # the rig's virtual sink (castkit.audio_rig)
 SENDERS = ("castd", "gstreamer")
 PREFS = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
 FREEZE_S = 0.2
@@ -83,8 +97,10 @@ async def _wait_for(lines: list[str], text: str, proc, timeout: float) -> None:
 class SenderProc:
     """castd (pair, then --session while still waiting for approval) or the GStreamer sender."""
 
-    def __init__(self, kind: str, stack, screen: BenchScreen, home: Path, codec: str = "h264"):
+    def __init__(self, kind: str, stack, screen: BenchScreen, home: Path, codec: str = "h264",
+                 rig: PipeWireAudioRig | None = None, audio: bool = False):
         self.kind, self.stack, self.screen, self.home, self.codec = kind, stack, screen, home, codec
+        self.rig, self.audio = rig, audio   # with a rig: its PipeWire in reach; audio: send it or not
         self.procs: list[asyncio.subprocess.Process] = []
         self.out: list[str] = []
         self.err: list[str] = []
@@ -95,7 +111,8 @@ class SenderProc:
                        asyncio.create_task(_read_lines(p.stderr, self.err))]
 
     async def start(self, pin: str, session_id: str) -> int:
-        env = castd_env(self.stack, self.home, DISPLAY=self.screen.display)
+        env = castd_env(self.stack, self.home, DISPLAY=self.screen.display, **(self.rig.env() if self.rig else {}))
+        audio_flag = [] if self.rig is None else ["--audio", "auto" if self.audio else "off"]
         if self.kind == "castd":
             pair = await asyncio.create_subprocess_exec(castd_binary(), "pair", "--pin", pin, "--json", env=env,
                                                         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -104,7 +121,7 @@ class SenderProc:
             await _wait_for(self.out, '"paired"', pair, 30)
             daemon = await asyncio.create_subprocess_exec(castd_binary(), "--session", session_id, "--log-level",
                                                           os.environ.get("CASTD_LOG_LEVEL", "info"),
-                                                          env=env, stdout=asyncio.subprocess.PIPE,
+                                                          *audio_flag, env=env, stdout=asyncio.subprocess.PIPE,
                                                           stderr=asyncio.subprocess.PIPE)
             self.procs.append(daemon)
             self._spawn_readers(daemon)
@@ -114,7 +131,7 @@ class SenderProc:
             p = await asyncio.create_subprocess_exec(
                 sys.executable, str(Path(__file__).with_name("gst_sender.py")), "--pin", pin,
                 "--display", self.screen.display, "--width", str(self.screen.width), "--height", str(self.screen.height),
-                "--codec", self.codec, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                "--codec", self.codec, *(["--audio", AUDIO_SINK] if self.audio else []), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             self.procs.append(p)
             self._spawn_readers(p)
             await _wait_for(self.out, "waiting", p, 30)
@@ -162,12 +179,13 @@ def _max_1s_bitrate(packets: list[tuple[float, int, int]]) -> float:
     return best * 8
 
 
-async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmup: float, codec: str = "h264") -> dict:
+async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmup: float, codec: str = "h264",
+                    rig: PipeWireAudioRig | None = None, audio: bool = False) -> dict:
     home = Path(tempfile.mkdtemp(prefix="castd-bench-"))
     rx = Receiver(stack)
     s = await rx.create()
     sid = s["sessionId"]
-    sender = SenderProc(kind, stack, screen, home, codec)
+    sender = SenderProc(kind, stack, screen, home, codec, rig, audio)
     answerer = None
     try:
         pid = await sender.start(s["pin"], sid)
@@ -175,6 +193,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         answerer = receiver.TimecodeReceiver(rx.client, sid, screen.width, codec=codec if codec != "h264" else None)
         await answerer.start()
         receiver.PACKETS.clear()
+        receiver.AUDIO_PACKETS.clear()
         t_approve = time.monotonic()
         await rx.client.api("session-approve", {"sessionId": sid, "approve": True, "streamPrefs": PREFS})
         end = time.monotonic() + 30
@@ -194,6 +213,9 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         rss_kinds = proctree.rss_breakdown_mib(pid)
         rss_map = proctree.smaps_breakdown_mib(pid)
         stats = sender.castd_stats() if kind == "castd" else {}
+        if sender.main.returncode is not None:   # died mid-round: its figures would be zeros
+            raise RuntimeError(f"{kind} exited ({sender.main.returncode}) during the round:\n"
+                               + "\n".join((sender.err + sender.out)[-40:]))
     finally:
         await sender.stop()
         if answerer:
@@ -212,7 +234,15 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
     largest = max(frame_bytes.values(), default=[0, 0])
     span = w1 - w0
     sizes = sorted({f"{x.width}x{x.height}" for x in samples})
-    return {
+    extra = {}
+    if rig is not None:
+        apk = [p for p in receiver.AUDIO_PACKETS if w0 <= p[0] <= w1]
+        adec = [a for a in answerer.rec.audio if w0 <= a[0] <= w1]
+        extra = {"audio": audio, "audio_packets": len(apk), "audio_packets_per_s": round(len(apk) / span, 1),
+                 "audio_bitrate_bps": int(sum(n for _, n in apk) * 8 / span),
+                 "audio_decoded_s": round(sum(n for _, n, _ in adec) / 48_000, 2),
+                 "audio_level_dbfs": round(quantile([l for _, _, l in adec], 0.5), 1) if adec else None}
+    return extra | {
         "sender": kind, "window_s": round(span, 2),
         "approval_to_first_frame_ms": round((t_first - t_approve) * 1000, 1),
         "latencies_ms": [round(v, 2) for v in lat],
@@ -257,7 +287,42 @@ def summarize(rounds: list[dict]) -> dict:
         "decoded_sizes": sorted({s for r in rounds for s in r["decoded_sizes"]}),
         "largest_frame_kb": max(r.get("largest_frame_kb", 0) for r in rounds),
         "largest_frame_packets": max(r.get("largest_frame_packets", 0) for r in rounds),
-    }
+    } | (_summarize_audio(rounds) if "audio_packets" in rounds[0] else {})
+
+
+def _summarize_audio(rounds: list[dict]) -> dict:
+    """What reached the receiver as audio (the audio row): packets and decoded seconds in the
+    measured windows, the median level of what was decoded (the tone: about −9 dBFS)."""
+    levels = [r["audio_level_dbfs"] for r in rounds if r["audio_level_dbfs"] is not None]
+    return {"audio_packets": sum(r["audio_packets"] for r in rounds),
+            "audio_packets_per_s": round(sum(r["audio_packets_per_s"] for r in rounds) / len(rounds), 1),
+            "audio_bitrate_bps": int(sum(r["audio_bitrate_bps"] for r in rounds) / len(rounds)),
+            "audio_decoded_s": round(sum(r["audio_decoded_s"] for r in rounds), 2),
+            "audio_level_dbfs": round(quantile(levels, 0.5), 1) if levels else None}
+
+
+AUDIO_COST_KEYS = ("cpu_s_per_min", "peak_rss_mib", "rss_added_by_streaming_mib", "fps", "glass_to_glass_median_ms")
+
+
+def audio_cost(entry: dict) -> dict:
+    """Per sender, what sending audio changed (with − without), and castd's cost over GStreamer's."""
+    out: dict = {}
+    for kind in SENDERS:
+        on, off = entry.get(kind + "+audio"), entry.get(kind)
+        if on and off:
+            out[kind] = {k: round(on[k] - off[k], 2) for k in AUDIO_COST_KEYS if on[k] is not None and off[k] is not None}
+    if "castd" in out and "gstreamer" in out:
+        out["castd_over_gstreamer"] = {k: ratio(out["castd"][k], out["gstreamer"][k])
+                                       for k in ("cpu_s_per_min", "peak_rss_mib") if k in out["castd"] and k in out["gstreamer"]}
+    return out
+
+
+async def _keep_playing(rig: PipeWireAudioRig, wav: Path) -> None:
+    """pw-play plays the tone into the rig's sink, again each time it ends, until cancelled."""
+    while True:
+        p = rig.play(wav)
+        while p.poll() is None:
+            await asyncio.sleep(0.5)
 
 
 RATIO_KEYS = ("glass_to_glass_median_ms", "glass_to_glass_p95_ms", "approval_to_first_frame_ms", "cpu_s_per_min",
@@ -273,26 +338,41 @@ async def run(args) -> dict:
     try:
         for name in args.scenario:
             w, h, bg = SCENARIOS[name]
-            rounds: dict[str, list[dict]] = {k: [] for k in args.sender}
-            with BenchScreen(w, h, bg, timecode=name not in IDLE, fps=args.painter_fps) as screen:
-                for i in range(args.rounds):
-                    order = args.sender if i % 2 == 0 else tuple(reversed(args.sender))
-                    for kind in order:
-                        log(f"{name} round {i + 1}/{args.rounds}: {kind}")
-                        try:
-                            r = await run_round(stack, screen, kind, args.seconds, args.warmup,
-                                                "vp8" if name in VP8 else "h264")
-                        except Exception as e:  # a failed round is reported, the bench goes on
-                            log(f"{name} {kind} round failed: {e}")
-                            r = {"sender": kind, "error": str(e)[:2000]}
-                        r["round"] = i + 1
-                        rounds[kind].append(r)
+            # (sender, with audio) in round order; the audio row runs each sender with and without
+            variants = [(k, a) for k in args.sender for a in ((True, False) if name in AUDIO else (False,))]
+            rounds: dict[str, list[dict]] = {k + ("+audio" if a else ""): [] for k, a in variants}
+            rig = player = None
+            if name in AUDIO:
+                rig = await PipeWireAudioRig().start()
+                wav = rig.dir / "tone.wav"
+                write_tone(wav, 1000, 0.5, seconds=60)
+                player = asyncio.create_task(_keep_playing(rig, wav))
+            try:
+                with BenchScreen(w, h, bg, timecode=name not in IDLE, fps=args.painter_fps) as screen:
+                    for i in range(args.rounds):
+                        order = variants if i % 2 == 0 else list(reversed(variants))
+                        for kind, with_audio in order:
+                            key = kind + ("+audio" if with_audio else "")
+                            log(f"{name} round {i + 1}/{args.rounds}: {key}")
+                            try:
+                                r = await run_round(stack, screen, kind, args.seconds, args.warmup,
+                                                    "vp8" if name in VP8 else "h264", rig, with_audio)
+                            except Exception as e:  # a failed round is reported, the bench goes on
+                                log(f"{name} {key} round failed: {e}")
+                                r = {"sender": kind, "error": str(e)[:2000]}
+                            r["round"] = i + 1
+                            rounds[key].append(r)
+            finally:
+                if player:
+                    player.cancel()
+                if rig:
+                    rig.stop()
             entry = {"scenario": name, "screen": f"{w}x{h}", "background": bg, "timecode": name not in IDLE,
                      "codec": "vp8" if name in VP8 else "h264"}
             if name in IDLE:
                 entry["note"] = ("a still screen without a timecode: no latency; frames are the sender's refreshes, "
                                  "and 'freezes' count its gaps between them")
-            for kind in SENDERS:
+            for kind in rounds if name in AUDIO else SENDERS:
                 ok = [r for r in rounds.get(kind, []) if "error" not in r]
                 entry[kind] = summarize(ok) if ok else None
             last = next((r["castd_stats"] for r in reversed(rounds.get("castd", [])) if r.get("castd_stats")), None)
@@ -302,6 +382,11 @@ async def run(args) -> dict:
                 entry["castd"]["counters"] = last
             if entry.get("castd") and entry.get("gstreamer"):
                 entry["castd_over_gstreamer"] = {k: ratio(entry["castd"][k], entry["gstreamer"][k]) for k in RATIO_KEYS}
+            if name in AUDIO:
+                if entry.get("castd+audio") and entry.get("gstreamer+audio"):
+                    entry["castd_over_gstreamer_with_audio"] = {
+                        k: ratio(entry["castd+audio"][k], entry["gstreamer+audio"][k]) for k in RATIO_KEYS}
+                entry["audio_cost"] = audio_cost(entry)
             entry["rounds"] = rounds
             out["scenarios"].append(entry)
     finally:
@@ -327,7 +412,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, help="rounds per sender and scenario (default 3; --quick 1)")
     ap.add_argument("--seconds", type=float, help="measured seconds per round (default 20; --quick 8)")
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds after the first frame before measuring")
-    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all six)")
+    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS),
+                    help="repeatable (default: all but 1080p-busy-audio, the audio row, which needs PipeWire)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS), help="repeatable (default: both)")
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
     ap.add_argument("--castd", help="the castd binary to run (default: this tree's release build), "
@@ -338,7 +424,7 @@ def main() -> int:
     CASTD = args.castd
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.seconds = args.seconds or (8.0 if args.quick else 20.0)
-    args.scenario = args.scenario or list(SCENARIOS)
+    args.scenario = args.scenario or DEFAULT_SCENARIOS
     args.sender = tuple(k for k in SENDERS if k in (args.sender or SENDERS))
     result = asyncio.run(run(args))
     outdir = Path(args.out)

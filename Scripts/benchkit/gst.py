@@ -65,3 +65,25 @@ def source(display: str, width: int, height: int, *, use_damage: bool, colorimet
     return (f"ximagesrc display-name={display} use-damage={'true' if use_damage else 'false'} show-pointer=true "
             f"! video/x-raw,framerate={FPS}/1 ! videoconvert name=convert ! {scale}"
             f"video/x-raw,format=I420,width={w},height={h},colorimetry={colorimetry}")
+
+
+def opus(sink_name: str) -> str:
+    """Desktop audio as castd captures and encodes it (issue 18; OpusAudioEncoder): the
+    sink `sink_name`'s monitor from PipeWire (pipewiresrc with stream.capture.sink, as
+    PipeWireAudioSource), 48 kHz stereo, opusenc with castd's libopus settings: 128 kbit/s,
+    20 ms frames, OPUS_APPLICATION_AUDIO (audio-type=generic), constrained VBR (libopus's
+    default, which castd keeps), complexity 10, in-band FEC on, DTX off. (castd also sets
+    the signal type to music; opusenc has no such property and lets libopus detect it.)
+    RFC 7587 §4.1: the RTP clock is 48 kHz whatever the content.
+
+    always-copy: without it pipewiresrc (PipeWire 0.3.65's GStreamer plugin) hands out
+    buffers wrapping PipeWire's own memory, which it takes back while opusenc's adapter
+    still holds them (collecting 960-sample frames): the sender crashed (SIGSEGV in a
+    memcpy under gst_adapter_map, on pipewiresrc's thread) in 2 of 4 bench rounds."""
+    return (f"pipewiresrc target-object={sink_name} always-copy=true "
+            "stream-properties=\"props,stream.capture.sink=true\" "
+            "! audio/x-raw,rate=48000,channels=2 ! audioconvert ! audioresample "
+            "! audio/x-raw,rate=48000,channels=2 "
+            "! opusenc bitrate=128000 frame-size=20 audio-type=generic bitrate-type=constrained-vbr complexity=10 "
+            "inband-fec=true dtx=false "
+            "! rtpopuspay pt=111 ! application/x-rtp,media=audio,encoding-name=OPUS,payload=111,clock-rate=48000")

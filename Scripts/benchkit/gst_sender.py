@@ -13,6 +13,9 @@ everything but the media: instead of aiortc, each negotiation builds
 
 or with --codec vp8: I420 BT.601 ! vp8enc (castd's settings: gst.vp8)
 ! rtpvp8pay (15-bit PictureID, 1200-byte MTU) ! webrtcbin, offering VP8 alone.
+With --audio SINK, a second, send-only m-line carries desktop audio as castd
+sends it (gst.opus: the PipeWire sink's monitor ! opusenc ! rtpopuspay), in
+the same bundle.
 
 and its offer is sent as the offer row, each candidate it gathers as one
 ice_candidate row, then endOfCandidates. The capture starts on approval,
@@ -104,6 +107,8 @@ class GstPeer:
                     " ! rtph264pay config-interval=-1 mtu=1200 aggregate-mode=zero-latency pt=96"
                     " ! application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000"
                     " ! webrtcbin name=wb bundle-policy=max-bundle")
+        if s.audio_sink:
+            desc += f" {gst.opus(s.audio_sink)} ! wb."
         self.pipe = Gst.parse_launch(desc)
         # webrtcbin's SDP keeps the fingerprint of the certificate it generated: the offer
         # carries this one's instead (negotiate), which is the one the handshake presents.
@@ -119,9 +124,10 @@ class GstPeer:
         self.wb.connect("notify::connection-state", self._on_state)
 
     def start(self) -> None:
-        t = self.wb.emit("get-transceiver", 0)
-        if t is not None:
-            t.set_property("direction", GstWebRTC.WebRTCRTPTransceiverDirection.SENDONLY)
+        for i in range(2 if self.sender.audio_sink else 1):   # video, then audio
+            t = self.wb.emit("get-transceiver", i)
+            if t is not None:
+                t.set_property("direction", GstWebRTC.WebRTCRTPTransceiverDirection.SENDONLY)
         self.pipe.set_state(Gst.State.PLAYING)
 
     def stop(self) -> None:
@@ -168,10 +174,12 @@ class GstPeer:
 class GstSender(RefSender):
     """RefSender's signaling (pair, approval, offer/answer rows, §11 reconnects) with a GStreamer peer."""
 
-    def __init__(self, client: StackClient, *, display: str, width: int, height: int, codec: str = "h264"):
+    def __init__(self, client: StackClient, *, display: str, width: int, height: int, codec: str = "h264",
+                 audio_sink: str | None = None):
         super().__init__(client, width=width, height=height, ice_servers=None, device_name="GStreamer sender")
         self.display = display
         self.codec = codec
+        self.audio_sink = audio_sink   # a PipeWire sink whose monitor is sent as Opus (None: video only)
         self.peer: GstPeer | None = None
         self.mid = "video0"
         self.early: list[tuple] | None = None   # candidates gathered before the offer row went out
@@ -287,6 +295,7 @@ async def _main() -> int:
     ap.add_argument("--width", type=int, required=True)
     ap.add_argument("--height", type=int, required=True)
     ap.add_argument("--codec", choices=("h264", "vp8"), default="h264")
+    ap.add_argument("--audio", metavar="SINK", help="also send this PipeWire sink's monitor as Opus (castd's settings)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.DEBUG if os.environ.get("BENCH_DEBUG") else logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
     stop = asyncio.Event()
@@ -294,7 +303,8 @@ async def _main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with StackClient(StackConfig.from_env()) as client:
-        s = GstSender(client, display=args.display, width=args.width, height=args.height, codec=args.codec)
+        s = GstSender(client, display=args.display, width=args.width, height=args.height, codec=args.codec,
+                      audio_sink=args.audio)
         sid = await s.pair(pin=args.pin)
         print(f"waiting {sid}", flush=True)
         try:

@@ -18,7 +18,8 @@ same for every sender:
   and from GStreamer's vp8enc alike), so the VP8 row decoded no frame at all;
 - every media RTP packet's arrival time, payload size and RTP timestamp are
   recorded (the bitrate figures and the largest frame; retransmissions are
-  not counted).
+  not counted); audio packets apart (AUDIO_PACKETS), and decoded audio is
+  counted and its level measured (the audio rows: proof that audio flowed).
 """
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ twcc_feedback.install()
 
 # (time.monotonic(), RTP payload bytes, RTP timestamp) of every video packet
 PACKETS: list[tuple[float, int, int]] = []
+# (time.monotonic(), RTP payload bytes) of every audio packet
+AUDIO_PACKETS: list[tuple[float, int]] = []
 VIDEO_CAPACITY = 2048   # packets (a power of two, as aiortc requires)
 
 
@@ -50,6 +53,8 @@ class MarkerJitterBuffer(JitterBuffer):
     def add(self, packet):
         if self._is_video:
             PACKETS.append((time.monotonic(), len(packet.payload), packet.timestamp))
+        else:
+            AUDIO_PACKETS.append((time.monotonic(), len(packet.payload)))
         return super().add(packet)
 
     def _remove_frame(self, sequence_number: int):
@@ -89,6 +94,8 @@ class Sample:
 @dataclass
 class Recording:
     samples: list[Sample] = field(default_factory=list)
+    # (time.monotonic(), samples per channel, RMS dBFS of channel 0) of every decoded audio frame
+    audio: list[tuple[float, int, float]] = field(default_factory=list)
 
 
 class TimecodeReceiver(ReceiverAnswerer):
@@ -116,5 +123,19 @@ class TimecodeReceiver(ReceiverAnswerer):
                 self.rec.samples.append(Sample(now, drawn, n, frame.width, frame.height))
                 self.recent_frames[:] = [frame]
                 self.frame_event.set()
+        except MediaStreamError:
+            return
+
+    def _on_audio_track(self, track) -> None:
+        self._tasks.append(asyncio.create_task(self._consume_audio(track)))
+
+    async def _consume_audio(self, track) -> None:
+        try:
+            while True:
+                frame = await track.recv()
+                # aiortc decodes Opus to packed s16 at 48 kHz: (1, samples × channels)
+                pcm = frame.to_ndarray().reshape(-1, len(frame.layout.channels))[:, 0].astype(np.float64) / 32768
+                rms = float(np.sqrt(np.mean(np.square(pcm)))) if len(pcm) else 0.0
+                self.rec.audio.append((time.monotonic(), len(pcm), 20 * np.log10(max(rms, 1e-9))))
         except MediaStreamError:
             return
