@@ -11,8 +11,8 @@ time, same machine, same clock. CPU (user + sys of the sender's process
 tree) and its peak RSS come from /proc; bitrate from the RTP payload bytes
 that arrived.
 
-The audio row (1080p-busy-audio, issue 18; asked for by name, not in the
-default set): a private PipeWire (castkit.audio_rig) whose virtual sink plays
+The audio rows (1080p-busy-audio, 1080p-idle-audio, issue 18; asked for by
+name, not in the default set): a private PipeWire (castkit.audio_rig) whose virtual sink plays
 a 1 kHz tone; each sender runs with desktop audio (castd --audio auto; the
 GStreamer sender with gst.opus: pipewiresrc → opusenc → rtpopuspay in the
 same webrtcbin) and without (castd --audio off; the GStreamer sender video
@@ -54,12 +54,14 @@ SCENARIOS = {
     # VP8 (issue 15): the receiver answers VP8 alone (as Firefox does); castd follows the answer,
     # the GStreamer sender runs vp8enc with castd's libvpx settings (gst.vp8).
     "1080p-busy-vp8": (1920, 1080, "busy"),
-    # Desktop audio (issue 18): each sender with and without audio, a 1 kHz tone playing.
+    # Desktop audio (issue 18): each sender with and without audio, a 1 kHz tone playing;
+    # at rest too, where the video costs castd little and audio's own cost stands out.
     "1080p-busy-audio": (1920, 1080, "busy"),
+    "1080p-idle-audio": (1920, 1080, "static"),
 }
-IDLE = {"1080p-idle"}
+IDLE = {"1080p-idle", "1080p-idle-audio"}
 VP8 = {"1080p-busy-vp8"}
-AUDIO = {"1080p-busy-audio"}
+AUDIO = {"1080p-busy-audio", "1080p-idle-audio"}
 DEFAULT_SCENARIOS = [n for n in SCENARIOS if n not in AUDIO]
 AUDIO_SINK = "castd-test-sink"   # the rig's virtual sink (castkit.audio_rig)
 SENDERS = ("castd", "gstreamer")
@@ -268,6 +270,7 @@ def summarize(rounds: list[dict]) -> dict:
         "glass_to_glass_p95_ms": round(quantile(lat, 0.95), 1) if lat else None,
         "approval_to_first_frame_ms": round(quantile([r["approval_to_first_frame_ms"] for r in rounds], 0.5), 1),
         "cpu_s_per_min": mean("cpu_s_per_min"),
+        "cpu_s_per_min_range": [min(r["cpu_s_per_min"] for r in rounds), max(r["cpu_s_per_min"] for r in rounds)],
         "cpu_percent_of_one_core": round(mean("cpu_s_per_min") / 60 * 100, 1),
         "receiver_cpu_percent_of_one_core": round(sum(r.get("receiver_cpu_s_per_min", 0) for r in rounds)
                                                   / len(rounds) / 60 * 100, 1),
@@ -413,7 +416,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, help="measured seconds per round (default 20; --quick 8)")
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds after the first frame before measuring")
     ap.add_argument("--scenario", action="append", choices=list(SCENARIOS),
-                    help="repeatable (default: all but 1080p-busy-audio, the audio row, which needs PipeWire)")
+                    help="repeatable (default: all but the *-audio rows, which need PipeWire)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS), help="repeatable (default: both)")
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
     ap.add_argument("--castd", help="the castd binary to run (default: this tree's release build), "

@@ -79,7 +79,8 @@ def opus(sink_name: str) -> str:
     always-copy: without it pipewiresrc (PipeWire 0.3.65's GStreamer plugin) hands out
     buffers wrapping PipeWire's own memory, which it takes back while opusenc's adapter
     still holds them (collecting 960-sample frames): the sender crashed (SIGSEGV in a
-    memcpy under gst_adapter_map, on pipewiresrc's thread) in 2 of 4 bench rounds."""
+    memcpy under gst_adapter_map, on pipewiresrc's thread) in 4 of 5 bench rounds
+    (none in 7 since)."""
     return (f"pipewiresrc target-object={sink_name} always-copy=true "
             "stream-properties=\"props,stream.capture.sink=true\" "
             "! audio/x-raw,rate=48000,channels=2 ! audioconvert ! audioresample "
