@@ -14,7 +14,7 @@ Two figures per event:
   flash's paint time − its due time, printed by the driver) taken out;
 - castd's own (`castd_own_median_ms`): that offset minus how late the driver's own recorder
   (pw-cat --record on the sink's monitor) read the click back, i.e. the audio latency that
-  arises before castd's capture (the player's, which under load grew from 20 ms to 430 ms
+  arises before castd's capture (the player's, which under load grew from 20 ms to 1 s
   within a run). A recorder's latency is in that subtraction too, so the figure leans
   towards "sound early" by it (≤ 10 ms node latency plus read scheduling).
 The 2 s period is 60 frame intervals at 30 fps, so every flash lands at the same phase of
