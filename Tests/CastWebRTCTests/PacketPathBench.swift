@@ -30,7 +30,7 @@ final class PacketPathRig {
 
     /// Bytes without a zero, so no start code appears inside a NAL unit.
     static func body(_ count: Int, seed: UInt64) -> [UInt8] {
-        var rng = CastWebRTC.SeededRandom(seed: seed)
+        var rng = SeededRandom(seed: seed)
         return (0..<count).map { _ in UInt8.random(in: 1...255, using: &rng) }
     }
 
