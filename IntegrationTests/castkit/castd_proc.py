@@ -9,6 +9,7 @@ import pathlib
 import signal
 import time
 
+from castkit import castd_log
 from castkit.castd_build import binary
 from castkit.signaling import StackClient, StackConfig
 
@@ -106,6 +107,26 @@ class Daemon:
                     raise AssertionError(f"castd exited ({self.proc.returncode}) before '{text}':\n" + "\n".join(self.stderr_lines[-30:]))
                 await asyncio.sleep(0.05)
         await asyncio.wait_for(until(), timeout)
+
+    def events(self, event: str | None = None, **match) -> list[dict]:
+        """castd's log events so far, parsed (castkit.castd_log), of `event` with fields equal to `match`."""
+        return castd_log.events(self.stderr_lines, event, **match)
+
+    async def wait_event(self, event: str, timeout: float = 20, **match) -> dict:
+        """Waits for the first log event `event` whose fields equal `match`; returns its fields."""
+        return (await self.wait_for(lambda: self.events(event, **match), f"event={event} {match}", timeout))[0]
+
+    async def wait_for(self, find, what: str, timeout: float, every: float = 0.05):
+        """Polls `find()` until it returns something truthy, which it returns; fails at once if
+        castd exits first (with its last lines), and after `timeout` seconds."""
+        async def until():
+            while not (found := find()):
+                if self.proc.returncode is not None:
+                    raise AssertionError(f"castd exited ({self.proc.returncode}) before {what}:\n"
+                                         + "\n".join(self.stderr_lines[-30:]))
+                await asyncio.sleep(every)
+            return found
+        return await asyncio.wait_for(until(), timeout)
 
     def signal(self, sig=signal.SIGTERM):
         self.proc.send_signal(sig)

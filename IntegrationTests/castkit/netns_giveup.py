@@ -7,7 +7,6 @@ what it observed."""
 import asyncio
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -38,7 +37,7 @@ async def main(state_home: Path) -> dict:
         await answerer.start()
         # Short ICE timers are not needed: castd's own §11 timings are what is measured.
         daemon = await Daemon.start(castd_env(stack, state_home), sid)
-        await daemon.wait_log("event=connected", timeout=30)
+        await daemon.wait_event("connected", timeout=30)
         cut_at = time.monotonic()
         sh("nft", "add", "table", "inet", "castdcut")
         sh("nft", "add", "chain", "inet", "castdcut", "out", "{ type filter hook output priority 0; }")
@@ -53,9 +52,9 @@ async def main(state_home: Path) -> dict:
             "exit": rc, "said": [l for l in log if l.startswith("castd: ")], "seconds_after_cut": round(ended_at - cut_at, 1),
             "offers": [r["payload"]["negotiationId"] for r in rows if r["message_type"] == "offer"],
             "disconnect": [r["payload"] for r in rows if r["message_type"] == "disconnect"],
-            "reconnects": [l for l in log if "event=reconnect" in l],
-            "negotiations": [l for l in log if "event=negotiate" in l],
-            "status_update_end": any("session_update_failed action=end" in l for l in log),
+            "reconnects": daemon.events("reconnect"),
+            "negotiations": daemon.events("negotiate"),
+            "status_update_end": bool(daemon.events("session_update_failed", action="end")),
         }
     finally:
         devstack_down(stack.state_dir)

@@ -18,6 +18,10 @@ stdin, and answers each with one JSON line on stdout:
   {"cmd":"api", "name", "body"}             an /api/public call (e.g. session-end)
   {"cmd":"status"}                          → {"status"} of the session row, read through REST
   {"cmd":"quit"}
+
+With `"twcc": true` in its configuration (argv[1]) aiortc sends transport-cc feedback and no
+REMB, like Chromium (castkit/twcc_feedback.py): aiortc's Python REMB reads this process's
+event-loop delays as queueing and would cap the sender far below what the link carries.
 """
 from __future__ import annotations
 
@@ -64,6 +68,9 @@ class TamperingAnswerer(ReceiverAnswerer):
 
 async def main() -> None:
     cfg = json.loads(sys.argv[1])
+    if cfg.get("twcc"):
+        from castkit import twcc_feedback
+        twcc_feedback.install()
     client = StackClient(StackConfig(cfg["api_url"], cfg["supabase_url"], cfg["key"]))
     await client.sign_in()
     session: dict = {}

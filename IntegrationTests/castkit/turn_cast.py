@@ -25,11 +25,13 @@ from castkit.turn_world import TURN_IP, TURN_PORT, TURN_URL, TurnWorld
 class Stack:
     """A devstack inside the public namespace (`ip netns exec`); its services live there."""
 
-    def __init__(self, world: TurnWorld, out: pathlib.Path, turn_urls: list[str] | None = None):
+    def __init__(self, world: TurnWorld, out: pathlib.Path, turn_urls: list[str] | None = None,
+                 credential_ttl: int | None = None):
         self.world, self.out = world, out
         # What ice-config lists (comma-separated to devstack): UDP by default; `?transport=tcp`
         # and `turns:` for the stream rows (turns: needs TurnWorld(tls=True)).
         self.turn_urls = turn_urls or [TURN_URL]
+        self.credential_ttl = credential_ttl     # of ice-config's TURN credentials (devstack's default: a day)
         self.env: dict = {}
         self.state_dir = ""
 
@@ -41,6 +43,8 @@ class Stack:
         args = [str(DEVSTACK), "up", "--state-dir", self.state_dir, "--port", "54321",
                 "--pg-port", "54322", "--stun-port", "3479", "--listen", "0.0.0.0",
                 "--turn", ",".join(self.turn_urls), "--turn-secret", self.world.secret]
+        if self.credential_ttl is not None:
+            args += ["--turn-credential-ttl", str(self.credential_ttl)]
         r = subprocess.run(self.world.exec("pub", *args), capture_output=True, text=True, timeout=180)
         if r.returncode != 0:
             raise RuntimeError(f"devstack up in the public namespace failed:\n{r.stderr[-2000:]}")
@@ -71,9 +75,10 @@ class Stack:
 
 
 async def start_receiver(world: TurnWorld, stack: Stack, log: pathlib.Path, chromium: bool = False,
-                         relay_only: bool = False, ns: str = "r"):
-    """receiver_proc.py (aiortc, coturn as its STUN server) or chromium_proc.py (the pages, with
-    the stack's ice-config: TURN too) in the receiver's namespace."""
+                         relay_only: bool = False, ns: str = "r", twcc: bool = False):
+    """receiver_proc.py (aiortc, coturn as its STUN server; with `twcc` it sends transport-cc
+    feedback and no REMB, like Chromium) or chromium_proc.py (the pages, with the stack's
+    ice-config: TURN too) in the receiver's namespace."""
     env = None
     if chromium:
         from castkit.confine import CONFINED_ENV, confined_env_value
@@ -84,7 +89,7 @@ async def start_receiver(world: TurnWorld, stack: Stack, log: pathlib.Path, chro
         env = dict(os.environ, **{CONFINED_ENV: confined_env_value(world.ns[ns])})
     else:
         cfg = {"api_url": stack.url, "supabase_url": stack.url, "key": stack.key,
-               "ice_servers": [{"urls": f"stun:{TURN_IP}:{TURN_PORT}"}]}
+               "ice_servers": [{"urls": f"stun:{TURN_IP}:{TURN_PORT}"}], "twcc": twcc}
     return await ReceiverProc.spawn(world.exec(ns), cfg, log, chromium=chromium, env=env)
 
 
@@ -92,9 +97,10 @@ class TurnCast:
     """One session through the relay: receiver, `castd pair`, `castd --session` (in castd's namespace)."""
 
     def __init__(self, world: TurnWorld, stack: Stack, display: str, out: pathlib.Path, *,
-                 chromium: bool = False, relay_only: bool = False, castd_ns: str = "c", receiver_ns: str = "r"):
+                 chromium: bool = False, relay_only: bool = False, castd_ns: str = "c", receiver_ns: str = "r",
+                 twcc: bool = False):
         self.world, self.stack, self.display, self.out = world, stack, display, out
-        self.chromium, self.relay_only = chromium, relay_only
+        self.chromium, self.relay_only, self.twcc = chromium, relay_only, twcc
         self.castd_ns, self.receiver_ns = castd_ns, receiver_ns
         out.mkdir(parents=True, exist_ok=True)
         self.rx = None
@@ -117,8 +123,17 @@ class TurnCast:
 
     async def start(self, prefs: dict | None = None) -> "TurnCast":
         from castkit.castd_proc import Daemon
+        await self.pair(prefs)
+        p = await asyncio.create_subprocess_exec(*self._castd("--session", self.session_id, "--log-level", "debug"),
+                                                 env=self._env(), stdout=asyncio.subprocess.PIPE,
+                                                 stderr=asyncio.subprocess.PIPE)
+        self.daemon = Daemon(p)
+        return self
+
+    async def pair(self, prefs: dict | None = None) -> None:
+        """The receiver, a session, and `castd pair` approved: castd's identity is stored."""
         self.rx = await start_receiver(self.world, self.stack, self.out / "receiver.log", self.chromium,
-                                       self.relay_only, self.receiver_ns)
+                                       self.relay_only, self.receiver_ns, self.twcc)
         s = await self.rx.cmd(cmd="create")
         if "error" in s:
             raise RuntimeError(f"receiver: {s}")
@@ -131,11 +146,14 @@ class TurnCast:
         (self.out / "pair.log").write_bytes(out + err)
         if pair.returncode != 0 or "error" in ok:
             raise RuntimeError(f"pairing failed ({pair.returncode}): {ok} {err.decode()[-500:]}")
-        p = await asyncio.create_subprocess_exec(*self._castd("--session", self.session_id, "--log-level", "debug"),
-                                                 env=self._env(), stdout=asyncio.subprocess.PIPE,
-                                                 stderr=asyncio.subprocess.PIPE)
-        self.daemon = Daemon(p)
-        return self
+
+    async def doctor_turn(self) -> tuple[int, dict, str]:
+        """`castd doctor --turn --json` as the paired sender: the TURN servers of the stack's ice-config."""
+        import json
+        p = await asyncio.create_subprocess_exec(*self._castd("doctor", "--turn", "--json"), env=self._env(),
+                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(p.communicate(), 60)
+        return p.returncode, (json.loads(out) if out.strip() else {}), err.decode()
 
     async def report(self) -> dict:
         return await self.rx.cmd(cmd="report")

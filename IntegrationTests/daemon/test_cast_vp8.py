@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from castkit.castd_proc import chromium_cast
+from castkit.castd_stats import next_stats as next_castd_stats, stats_lines as castd_stats
 from castkit.chromium import Chromium
 from castkit.confine import confined, rerun_confined
 from castkit.firefox import Firefox
@@ -91,26 +92,6 @@ async def check_vp8_cast(viewer, daemon, size=SIZE, before_end=None) -> dict:
     assert any(e.get("event") == "disconnect" and e.get("reason") == "sender_ended" for e in events), events[-10:]
     assert rc == 0
     return figures
-
-
-def castd_stats(daemon) -> list[tuple[float, dict]]:
-    """castd's `event=stats` lines (every 5 s) as (arrival time, {field: int}) pairs."""
-    out = []
-    for t, line in zip(daemon.stderr_times, daemon.stderr_lines):
-        if "event=stats" in line:
-            out.append((t, {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)(?=\s|$)", line)}))
-    return out
-
-
-async def next_castd_stats(daemon, after: float, timeout: float = 15) -> tuple[float, dict]:
-    """The first stats line that arrived after `after` (time.monotonic()): (arrival, fields)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        later = [(t, s) for t, s in castd_stats(daemon) if t > after]
-        if later:
-            return later[0]
-        await asyncio.sleep(0.2)
-    raise AssertionError("no castd stats line within %.0f s" % timeout)
 
 
 def nft(*args: str) -> None:

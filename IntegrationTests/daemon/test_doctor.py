@@ -2,6 +2,8 @@
 import json
 import os
 
+import pytest
+
 from castkit.castd_proc import run_castd
 from castkit.xscreen import XScreen
 
@@ -46,3 +48,27 @@ async def test_encoder_vaapi_without_a_render_node_refuses_to_start_with_a_sente
     assert rc == 69, (out, err)
     assert err.strip() == ("castd: --encoder vaapi: VA-API: no DRM render node (/dev/dri/renderD*) on this machine, "
                            "so no hardware encoder. Use --encoder auto to fall back to x264.")
+
+
+async def test_doctor_with_an_audio_sink_reports_it_and_exits_cleanly():
+    # Issue 18: with a sink present the audio probe opens a capture stream and closes it at
+    # once. Its teardown used to race a PipeWire callback (the callback's release of the
+    # source could be the last one, so deinit ran on PipeWire's thread and freed the event
+    # tables under a live stream): about one run in four aborted with "malloc(): invalid
+    # size". Several runs, each must exit 0 with the audio line and no abort.
+    from castkit.audio_rig import PipeWireAudioRig, installed
+    if not installed():
+        pytest.skip("pipewire, wireplumber or pw-play missing (Scripts/bootstrap)")
+    screen = await XScreen(640, 480).start(animate=False)
+    rig = await PipeWireAudioRig().start(sink_description="doctor test sink")
+    try:
+        env = dict(os.environ, DISPLAY=screen.display, **rig.env())
+        env.pop("WAYLAND_DISPLAY", None)
+        runs = [await run_castd(env, "doctor", *(["--json"] if i % 2 else [])) for i in range(8)]
+    finally:
+        rig.stop()
+        screen.stop()
+    for rc, out, err in runs:
+        assert rc == 0 and "malloc" not in err and "crashed" not in err, (rc, err[-2000:])
+    assert json.loads(runs[1][1])["audio"]["available"] is True
+    assert 'audio: PipeWire, the monitor of "doctor test sink", 48 kHz stereo F32' in runs[0][1]

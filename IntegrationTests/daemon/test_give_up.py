@@ -2,7 +2,6 @@
 namespace this test creates), castd re-offers three times with fresh negotiationIds after
 1 s, 3 s and 7 s, then gives up: `disconnect {"reason":"failed"}`, `end`, exit 1 with a sentence."""
 import json
-import re
 import os
 import secrets
 import subprocess
@@ -34,5 +33,8 @@ def test_three_reoffers_then_give_up_when_the_media_path_is_cut(tmp_path):
     assert res["said"] == ["castd: Lost the connection to the receiver and gave up after 3 reconnect attempts."], res
     assert res["disconnect"] == [{"reason": "failed"}], res
     assert len(res["offers"]) == 4 and len(set(res["offers"])) == 4, res       # first offer + three re-offers
-    delays = [float(re.search(r"delay_s=([0-9.]+)", l).group(1)) for l in res["reconnects"]]
-    assert delays == [1.0, 3.0, 7.0], res
+    assert [(r["level"], r["attempt"], float(r["delay_s"])) for r in res["reconnects"]] == \
+        [("notice", "1", 1.0), ("notice", "2", 3.0), ("notice", "3", 7.0)], res
+    # One negotiation per offer, numbered by the attempts used before it.
+    assert [(n["negotiation"], n["attempt"]) for n in res["negotiations"]] == \
+        [(nid, str(i)) for i, nid in enumerate(res["offers"])], res

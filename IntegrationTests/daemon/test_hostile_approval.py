@@ -9,18 +9,19 @@ from castkit.castd_proc import start_cast
 async def test_a_second_approval_from_the_year_9999_is_ignored_and_the_cast_goes_on(stack, tmp_path):
     rx, sid, answerer, daemon = await start_cast(stack, tmp_path)
     try:
-        await daemon.wait_log("event=connected", timeout=30)
+        await daemon.wait_event("connected", timeout=30)
         await answerer.signals.send("join_approved", {
             "senderAuthExpiresAt": "9999-12-31T23:59:59.999Z",
             "streamPrefs": {"autoQuality": True, "resolution": "720p", "frameRate": 2**62}})
-        await daemon.wait_log("event=row_ignored type=join_approved", timeout=10)
-        ignored = [l for l in daemon.stderr_lines if "event=row_ignored type=join_approved" in l]
-        assert len(ignored) == 1 and "already approved" in ignored[0], "\n".join(daemon.stderr_lines[-20:])
+        await daemon.wait_event("row_ignored", timeout=10, type="join_approved")
+        ignored = daemon.events("row_ignored", type="join_approved")
+        assert [(e["level"], e["why"]) for e in ignored] == [("warning", "already approved")], \
+            "\n".join(daemon.stderr_lines[-20:])
         # Still alive and still casting: a stats line with more frames sent comes after the row.
-        stats_before = sum("event=stats" in l for l in daemon.stderr_lines)
+        stats_before = len(daemon.events("stats"))
 
         async def next_stats():
-            while sum("event=stats" in l for l in daemon.stderr_lines) <= stats_before:
+            while len(daemon.events("stats")) <= stats_before:
                 assert daemon.proc.returncode is None, "\n".join(daemon.stderr_lines[-20:])
                 await asyncio.sleep(0.1)
         await asyncio.wait_for(next_stats(), 15)

@@ -67,13 +67,6 @@ def doctor(world: TurnWorld, url: str, user: str, credential: str, *extra: str) 
 def test_doctor_turn_allocates_on_each_transport_and_names_what_fails():
     with TurnWorld(tls=True) as world:
         user, credential = world.credentials()
-        # TLS without the test CA: the certificate is refused, and the sentence says so. (First:
-        # run after the trusted TLS allocation below, coturn 4.6.1 sometimes left this handshake
-        # unanswered for the doctor's 10 s; not understood yet.)
-        rc, out, _ = doctor(world, TURNS_URL, user, credential)
-        assert rc == 1
-        [line] = out["turn"]
-        assert line["code"] == "turn-connection" and "TLS handshake" in line["error"] and "certificate" in line["error"], line
         # Good: UDP, TCP and TLS (the test CA through the development flag) each give a relayed address.
         for url in (UDP_URL, TCP_URL, TURNS_URL):
             rc, out, err = doctor(world, url, user, credential, "--dev-trust-certificate", str(world.ca_path))
@@ -83,6 +76,13 @@ def test_doctor_turn_allocates_on_each_transport_and_names_what_fails():
             assert line["relayed"].startswith(f"{TURN_IP}:"), line
             # coturn saw castd's NAT mapping, not its private address.
             assert line["mapped"].startswith("203.0.113.2:"), line
+        # TLS without the test CA: the certificate is refused, and the sentence says so at once.
+        # (A handshake that failed before the probe had added its connection used to be lost,
+        # and the doctor waited out its 10 s for an Allocate answer: TURNRelays.earlyCloses.)
+        rc, out, _ = doctor(world, TURNS_URL, user, credential)
+        assert rc == 1
+        [line] = out["turn"]
+        assert line["code"] == "turn-connection" and "TLS handshake" in line["error"] and "certificate" in line["error"], line
         # The wrong secret: 401 after the authenticated retry, a sentence naming the server.
         bad_user, bad_credential = world.credentials(secret="not-the-secret")
         rc, out, _ = doctor(world, TCP_URL, bad_user, bad_credential)
@@ -90,11 +90,11 @@ def test_doctor_turn_allocates_on_each_transport_and_names_what_fails():
         [line] = out["turn"]
         assert line["code"] == "turn-unauthorized" and TCP_URL in line["error"] and "credentials" in line["error"], line
         assert bad_user not in line["error"]
-        # A server that is down: a sentence naming it, within the doctor's 10 s bound over TCP
-        # (seen here as no answer to Allocate, not as a refused connection).
+        # A server that is down: its connection is refused, and the sentence names the server and
+        # says so (this too was sometimes lost to the same race and reported as an unanswered
+        # Allocate after 10 s).
         world.stop_coturn()
         rc, out, _ = doctor(world, TCP_URL, user, credential)
         assert rc == 1
         [line] = out["turn"]
-        assert line["code"] in ("turn-connection", "turn-timeout") and TCP_URL in line["error"], line
-        assert line["milliseconds"] <= 10_500, line
+        assert line["code"] == "turn-connection" and TCP_URL in line["error"] and "refused" in line["error"], line

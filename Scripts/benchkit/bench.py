@@ -150,9 +150,9 @@ class SenderProc:
         return out
 
 
-def _max_1s_bitrate(packets: list[tuple[float, int]]) -> float:
+def _max_1s_bitrate(packets: list[tuple[float, int, int]]) -> float:
     best, j, acc = 0, 0, 0
-    for i, (t, n) in enumerate(packets):
+    for i, (t, n, _) in enumerate(packets):
         acc += n
         while packets[j][0] <= t - 1.0:
             acc -= packets[j][1]
@@ -186,9 +186,10 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
             await asyncio.sleep(0.005)
         t_first = answerer.rec.samples[0].decoded
         await asyncio.sleep(warmup)
-        cpu0, w0 = proctree.cpu_seconds(pid), time.monotonic()
+        # time.process_time(): this process's CPU, all threads: the aiortc receiver and its decoder
+        cpu0, w0, rx0 = proctree.cpu_seconds(pid), time.monotonic(), time.process_time()
         await asyncio.sleep(seconds)
-        cpu1, w1 = proctree.cpu_seconds(pid), time.monotonic()
+        cpu1, w1, rx1 = proctree.cpu_seconds(pid), time.monotonic(), time.process_time()
         peak = proctree.peak_rss_mib(pid)
         rss_kinds = proctree.rss_breakdown_mib(pid)
         rss_map = proctree.smaps_breakdown_mib(pid)
@@ -203,6 +204,12 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
     times = [x.decoded for x in answerer.rec.samples if t_first <= x.decoded <= w1]
     gaps = [b - a for a, b in zip(times, times[1:])]
     pk = [p for p in receiver.PACKETS if w0 <= p[0] <= w1]
+    frame_bytes: dict[int, list[int]] = {}   # RTP timestamp -> [payload bytes, packets], over the whole round
+    for _, n, ts in receiver.PACKETS:
+        f = frame_bytes.setdefault(ts, [0, 0])
+        f[0] += n
+        f[1] += 1
+    largest = max(frame_bytes.values(), default=[0, 0])
     span = w1 - w0
     sizes = sorted({f"{x.width}x{x.height}" for x in samples})
     return {
@@ -213,10 +220,12 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "frames_with_readable_timecode": len(lat),
         "freezes": sum(1 for g in gaps if g > FREEZE_S), "longest_gap_ms": round(max(gaps, default=0) * 1000, 1),
         "cpu_s_per_min": round((cpu1 - cpu0) / span * 60, 2),
+        "receiver_cpu_s_per_min": round((rx1 - rx0) / span * 60, 2),
         "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
         "rss_by_mapping_mib": rss_map,
-        "mean_bitrate_bps": int(sum(n for _, n in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
+        "mean_bitrate_bps": int(sum(n for _, n, _ in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
         "decoded_sizes": sizes, "castd_stats": stats, "codecs": answerer.codecs,
+        "largest_frame_kb": round(largest[0] / 1000, 1), "largest_frame_packets": largest[1],
     }
 
 
@@ -230,6 +239,8 @@ def summarize(rounds: list[dict]) -> dict:
         "approval_to_first_frame_ms": round(quantile([r["approval_to_first_frame_ms"] for r in rounds], 0.5), 1),
         "cpu_s_per_min": mean("cpu_s_per_min"),
         "cpu_percent_of_one_core": round(mean("cpu_s_per_min") / 60 * 100, 1),
+        "receiver_cpu_percent_of_one_core": round(sum(r.get("receiver_cpu_s_per_min", 0) for r in rounds)
+                                                  / len(rounds) / 60 * 100, 1),
         "peak_rss_mib": max(r["peak_rss_mib"] for r in rounds),
         "rss_waiting_for_approval_mib": max(r["rss_waiting_for_approval_mib"] for r in rounds),
         "rss_at_end_mib": rounds[-1].get("rss_at_end_mib"),
@@ -244,6 +255,8 @@ def summarize(rounds: list[dict]) -> dict:
         "freezes": sum(r["freezes"] for r in rounds),
         "longest_gap_ms": max(r["longest_gap_ms"] for r in rounds),
         "decoded_sizes": sorted({s for r in rounds for s in r["decoded_sizes"]}),
+        "largest_frame_kb": max(r.get("largest_frame_kb", 0) for r in rounds),
+        "largest_frame_packets": max(r.get("largest_frame_packets", 0) for r in rounds),
     }
 
 

@@ -1,7 +1,7 @@
 """The bench's receiver: the integration tests' aiortc answerer, reading the
 on-glass timecode of every decoded frame.
 
-Three changes to aiortc for measuring, all on the receiving side only and the
+Four changes to aiortc for measuring, all on the receiving side only and the
 same for every sender:
 - it sends transport-cc feedback every 100 ms and no REMB, as Chromium does
   (castkit/twcc_feedback.py: aiortc's own REMB, computed in Python on this
@@ -10,8 +10,15 @@ same for every sender:
 - a video frame leaves the jitter buffer when its last packet (RTP marker
   bit) is in, not when the first packet of the next frame arrives (aiortc's
   rule, which would add one frame interval to every latency);
-- every media RTP packet's arrival time and payload size are recorded
-  (the bitrate figures; retransmissions are not counted).
+- the video packet buffer holds 2048 packets, as Chrome's grows to, not
+  aiortc's 128: a frame of more than 128 packets (150 KB at castd's 1200-byte
+  MTU) could never be assembled there, and aiortc answered every packet past
+  the 128th with a PLI. Key frames of the bench's busy 1080p field are that
+  large in VP8 (about 200 KB from libvpx at its coarsest quantizer, from castd
+  and from GStreamer's vp8enc alike), so the VP8 row decoded no frame at all;
+- every media RTP packet's arrival time, payload size and RTP timestamp are
+  recorded (the bitrate figures and the largest frame; retransmissions are
+  not counted).
 """
 from __future__ import annotations
 
@@ -31,13 +38,18 @@ from castkit.receiver_answerer import ReceiverAnswerer
 
 twcc_feedback.install()
 
-PACKETS: list[tuple[float, int]] = []   # (time.monotonic(), RTP payload bytes) of every video packet
+# (time.monotonic(), RTP payload bytes, RTP timestamp) of every video packet
+PACKETS: list[tuple[float, int, int]] = []
+VIDEO_CAPACITY = 2048   # packets (a power of two, as aiortc requires)
 
 
 class MarkerJitterBuffer(JitterBuffer):
+    def __init__(self, capacity: int, prefetch: int = 0, is_video: bool = False) -> None:
+        super().__init__(max(capacity, VIDEO_CAPACITY) if is_video else capacity, prefetch, is_video)
+
     def add(self, packet):
         if self._is_video:
-            PACKETS.append((time.monotonic(), len(packet.payload)))
+            PACKETS.append((time.monotonic(), len(packet.payload), packet.timestamp))
         return super().add(packet)
 
     def _remove_frame(self, sequence_number: int):

@@ -23,7 +23,7 @@ def rows() -> list[tuple]:
     @contextlib.asynccontextmanager
     async def turn_cast(w, name: str, *, busy: bool = False, chromium: bool = False, relay_only: bool = False,
                         open_path: bool = False, world_kw: dict | None = None, turn_urls: list[str] | None = None,
-                        size: tuple[int, int] = (1920, 1080)):
+                        size: tuple[int, int] = (1920, 1080), twcc: bool = False):
         from benchkit.screen import BenchScreen
         from castkit.turn_cast import Stack, TurnCast
         from castkit.turn_world import TurnWorld
@@ -44,7 +44,7 @@ def rows() -> list[tuple]:
             # An open path: the receiver in castd's NAT namespace, which reaches castd's host address
             # directly (and the stack and coturn through its own masquerade).
             cast = TurnCast(world, stack, display, out, chromium=chromium, relay_only=relay_only,
-                            receiver_ns="natc" if open_path else "r")
+                            receiver_ns="natc" if open_path else "r", twcc=twcc)
             ex.push_async_callback(cast.stop)
             await cast.start()
             w.secrets.update(cast.secrets)
@@ -56,21 +56,60 @@ def rows() -> list[tuple]:
         return len(got) == 7 and all(g is not None and max(abs(a - b) for a, b in zip(g, want)) <= BARS_TOLERANCE
                                      for g, want in zip(got, BARS))
 
-    def coturn_cpu_s(world) -> float:
-        """coturn's user + system CPU time so far, in seconds (/proc/PID/stat fields 14 and 15)."""
-        import os
-        try:
-            fields = Path(f"/proc/{world.coturn.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, AttributeError, IndexError, ValueError):
-            return float("nan")
+    class CpuWindow:
+        """Percent of a core each process tree used between start() and stop(): castd, the
+        receiver (aiortc, or Chromium with its children), coturn; /proc (benchkit/proctree.py)."""
+
+        def __init__(self, world, cast):
+            self.pids = {"castd": cast.daemon.proc.pid, "receiver": cast.rx.proc.pid, "coturn": world.coturn.pid}
+            self.pct: dict[str, float] = {}
+
+        def _now(self) -> dict[str, float]:
+            from benchkit.proctree import cpu_seconds
+            return {k: cpu_seconds(pid) for k, pid in self.pids.items()}
+
+        def start(self) -> None:
+            self.t0, self.c0 = time.monotonic(), self._now()
+
+        def stop(self) -> dict[str, float]:
+            dt, c1 = time.monotonic() - self.t0, self._now()
+            self.pct = {k: round(100 * (c1[k] - self.c0[k]) / dt, 1) for k in c1}
+            return self.pct
+
+        def line(self) -> str:
+            return "CPU " + ", ".join(f"{k} {v} %" for k, v in self.pct.items())
+
+    def controller(c) -> dict:
+        """The rate controller's last word in the steady window: the last `stats` line's
+        target and frame-rate cap, and the last debug `rate_target` line's estimate."""
+        st = c.lines("event=stats")
+        last = {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)\b", st[-1])} if st else {}
+        out = {k: last.get(k) for k in ("target_kbps", "fps_target", "acked_kbps")}
+        rt = c.lines("rate_target")
+        if rt:
+            f = dict(re.findall(r"(\w+)=(\S+)", rt[-1]))
+            out.update(rate_target_media_kbps=f.get("media_kbps"), rate_target_usage=f.get("usage"),
+                       rate_target_loss=f.get("loss"), rate_target_rtt_ms=f.get("rtt_ms"))
+        return out
+
+    def controller_line(ctl: dict) -> str:
+        return (f"target {ctl.get('target_kbps')} kbit/s, fps_target {ctl.get('fps_target')}, acked "
+                f"{ctl.get('acked_kbps')} kbit/s, last rate_target {ctl.get('rate_target_media_kbps')} kbit/s "
+                f"usage={ctl.get('rate_target_usage')} loss={ctl.get('rate_target_loss')}‰ rtt={ctl.get('rate_target_rtt_ms')} ms")
 
     def relay_pairs(cast) -> list[dict]:
         return [p for p in cast.selected_pairs() if p.get("local_type") == "relay"]
 
-    async def steady(cast, seconds: float) -> tuple[dict, float, float]:
-        t0 = await cast.wait_frames(5, timeout=60)
+    async def steady(cast, seconds: float, cpu: "CpuWindow | None" = None, settle: float = 0) -> tuple[dict, float, float]:
+        """Frame figures over `seconds` of cast, from `settle` s after the 5th frame (the rate
+        controller's climb left out where the row is about the steady rate)."""
+        t0 = await cast.wait_frames(5, timeout=60) + settle
+        await asyncio.sleep(max(0.0, t0 - time.monotonic()))
+        if cpu:
+            cpu.start()
         await asyncio.sleep(seconds)
+        if cpu:
+            cpu.stop()
         t1 = time.monotonic()
         return frame_figures((await cast.report())["frames"], t0, t1), t0, t1
 
@@ -78,10 +117,10 @@ def rows() -> list[tuple]:
         r = Result(name, ("castd's selected pair relay, the viewer's getStats pair relay, "
                             + ("≥ 29 fps at 1080p busy" if busy else "the bars' pixels arrive") + " (issue 16)"))
         async with turn_cast(w, name, busy=busy, chromium=True, relay_only=relay_only, open_path=open_path) as (world, c):
-            cpu0, m0 = coturn_cpu_s(world), time.monotonic()
-            fig, t0, t1 = await steady(c, 20)
-            coturn_pct = round(100 * (coturn_cpu_s(world) - cpu0) / (time.monotonic() - m0), 1)
+            cpu = CpuWindow(world, c)
+            fig, t0, t1 = await steady(c, 20, cpu, settle=5 if busy else 0)
             rep = await c.report()
+            ctl = controller(c)
             bars = {} if busy else await c.rx.cmd(cmd="bars")
             stats = rep.get("stats") or {}
             fps_sent = sent_fps(c, t0, t1)
@@ -94,22 +133,27 @@ def rows() -> list[tuple]:
         rtt = stats.get("roundTripTimeMs")
         return check(r, ok, f"castd pair {c.selected_pairs()[-1:] and c.selected_pairs()[-1].get('local_type')}; "
                               f"viewer pair {local}/{remote}; {fig['fps']} fps shown, {fps_sent} sent, longest gap "
-                              f"{fig['max_gap_s']} s; RTT through the relay {rtt} ms; coturn {coturn_pct} % of a core"
+                              f"{fig['max_gap_s']} s; RTT through the relay {rtt} ms; {cpu.line()}; {controller_line(ctl)}"
                               + ("" if busy else f"; bars {'match' if bars_ok(bars) else 'WRONG'} {bars.get('size')}"),
                        **fig, fps_sent=fps_sent, viewer_local=local, viewer_remote=remote, castd_relay=castd_relay,
-                       size=bars.get("size"), rtt_ms=rtt, coturn_cpu_pct=coturn_pct)
+                       size=bars.get("size"), rtt_ms=rtt, cpu_pct=cpu.pct, **ctl)
 
     sent_fps = Cast.sent_fps        # uses only the cast's daemon log
 
     async def aiortc_busy(w):
         name = "TURN: aiortc via coturn, 1080p busy"
-        r = Result(name, "castd --session through coturn across two symmetric NATs: relay pair, ≥ 29 fps at 1080p busy")
-        async with turn_cast(w, name, busy=True) as (_, c):
-            fig, t0, t1 = await steady(c, 20)
+        r = Result(name, "castd --session through coturn across two symmetric NATs, aiortc sending transport-cc "
+                           "feedback (no REMB, like Chromium): relay pair, ≥ 29 fps at 1080p busy (issue 16)")
+        async with turn_cast(w, name, busy=True, twcc=True) as (world, c):
+            cpu = CpuWindow(world, c)
+            fig, t0, t1 = await steady(c, 20, cpu, settle=5)
             fps_sent = sent_fps(c, t0, t1)
-        ok = bool(relay_pairs(c)) and fig["fps"] >= 29
-        return check(r, ok, f"castd pair {'relay' if relay_pairs(c) else 'NOT relay'}; {fig['fps']} fps received, "
-                              f"{fps_sent} sent, longest gap {fig['max_gap_s']} s", **fig, fps_sent=fps_sent)
+            ctl = controller(c)
+        pairs = relay_pairs(c)
+        ok = bool(pairs) and fig["fps"] >= 29
+        return check(r, ok, f"castd pair {'relay over ' + str(pairs[-1].get('relay_transport')) if pairs else 'NOT relay'}; "
+                              f"{fig['fps']} fps received, {fps_sent} sent, longest gap {fig['max_gap_s']} s; "
+                              f"{cpu.line()}; {controller_line(ctl)}", **fig, fps_sent=fps_sent, cpu_pct=cpu.pct, **ctl)
 
     async def coturn_restart(w):
         name = "TURN: coturn restarted mid-cast"

@@ -6,6 +6,7 @@ public enum AudioDoctor {
     public static func probe(remote: PipeWireRemote = .daemon, timeout: Duration = .seconds(2)) -> (available: Bool, detail: String) {
         do {
             let source = try PipeWireAudioSource(options: .init(remote: remote, negotiationTimeout: timeout))
+            defer { source.close() }
             let sink = source.currentSink.map { "\"\($0)\"" } ?? "the default sink"
             return (true, "PipeWire, the monitor of \(sink), 48 kHz stereo F32")
         } catch let e as CastError {

@@ -28,4 +28,11 @@ public protocol FrameSource: AnyObject {
     /// Captures one frame into a free slot. With `onlyIfChanged`, returns
     /// `.timeout` without reading the screen when nothing changed.
     func capture(onlyIfChanged: Bool) -> CaptureOutcome
+    /// Blocks until the source reports a change (XDamage, a PipeWire buffer; or something
+    /// `capture` must report: a size change, a failure) or until `deadline`. True when there
+    /// is something for `capture` (issue 19: capture when the screen changes, not on a tick).
+    func waitForChange(until deadline: Instant) -> Bool
+    /// Whether some changes raise no notification, so that the owner must look at the
+    /// frame rate as well (the X11 cursor: a sprite XDamage does not see).
+    var changesNeedProbing: Bool { get }
 }

@@ -113,7 +113,9 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         coreHook = .cell(spa_hook())
         coreEvents = .cell(pw_core_events())
         do {
-            connection = try PipeWireConnection(remote: options.remote) { [weak self] message in self?.fail(message) }
+            // unowned(unsafe), like `borrow`: a weak load is a retain whose release could be the
+            // last one, on PipeWire's thread. The connection never outlives `self` (`close`).
+            connection = try PipeWireConnection(remote: options.remote) { [unowned(unsafe) self] message in self.fail(message) }
         } catch let e as CastError {
             close()
             throw CastError(.audioUnavailable, "no audio: \(e.message)")
@@ -127,7 +129,20 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         }
     }
 
+    /// Closes on the owner's thread (see `close`), never on PipeWire's.
     deinit { close() }
+
+    /// Calls `body` with the source a PipeWire callback's user data points to, without
+    /// retaining it. A retain there (`takeUnretainedValue`) could make that callback's
+    /// release the last one: `deinit` would then run on PipeWire's own thread, where the
+    /// loop cannot be stopped, and free the hooks and event tables under a live stream
+    /// (`castd doctor` aborted with "malloc(): invalid size"; issue 18). Borrowed, the
+    /// object's lifetime stays with its owner: `close()`, from the owner's thread, stops
+    /// the loop (joining any callback in flight) before anything is freed.
+    private static func borrow(_ data: UnsafeMutableRawPointer?, _ body: (PipeWireAudioSource) -> Void) {
+        guard let data else { return }
+        Unmanaged<PipeWireAudioSource>.fromOpaque(data)._withUnsafeGuaranteedRef(body)
+    }
 
     /// The description of the sink being captured, when linked.
     public var currentSink: String? {
@@ -180,14 +195,13 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         events.pointee.version = UInt32(PW_VERSION_STREAM_EVENTS)
         events.pointee.state_changed = { data, _, new, error in
-            Unmanaged<PipeWireAudioSource>.fromOpaque(data!).takeUnretainedValue()
-                .stateChanged(new, error: error.map { String(cString: $0) })
+            PipeWireAudioSource.borrow(data) { $0.stateChanged(new, error: error.map { String(cString: $0) }) }
         }
         events.pointee.param_changed = { data, id, param in
-            Unmanaged<PipeWireAudioSource>.fromOpaque(data!).takeUnretainedValue().paramChanged(id, param)
+            PipeWireAudioSource.borrow(data) { $0.paramChanged(id, param) }
         }
         events.pointee.process = { data in
-            Unmanaged<PipeWireAudioSource>.fromOpaque(data!).takeUnretainedValue().process()
+            PipeWireAudioSource.borrow(data) { $0.process() }
         }
         pw_stream_add_listener(s, hook, events, me)
 
@@ -195,20 +209,18 @@ public final class PipeWireAudioSource: @unchecked Sendable {
             registry = r
             registryEvents.pointee.version = castd_pw_version_registry_events()
             registryEvents.pointee.global = { data, id, _, type, _, props in
-                guard let data, let type else { return }
-                Unmanaged<PipeWireAudioSource>.fromOpaque(data).takeUnretainedValue()
-                    .global(id: id, type: String(cString: type), props: props)
+                guard let type else { return }
+                PipeWireAudioSource.borrow(data) { $0.global(id: id, type: String(cString: type), props: props) }
             }
             registryEvents.pointee.global_remove = { data, id in
-                guard let data else { return }
-                Unmanaged<PipeWireAudioSource>.fromOpaque(data).takeUnretainedValue().globalRemoved(id: id)
+                PipeWireAudioSource.borrow(data) { $0.globalRemoved(id: id) }
             }
             _ = castd_pw_registry_add_listener(r, registryHook, registryEvents, me)
         }
         coreEvents.pointee.version = UInt32(PW_VERSION_CORE_EVENTS)
         coreEvents.pointee.done = { data, id, seq in
-            guard let data, id == 0 else { return }   // PW_ID_CORE
-            Unmanaged<PipeWireAudioSource>.fromOpaque(data).takeUnretainedValue().coreDone(seq: seq)
+            guard id == 0 else { return }   // PW_ID_CORE
+            PipeWireAudioSource.borrow(data) { $0.coreDone(seq: seq) }
         }
         _ = castd_pw_core_add_listener(connection.core, coreHook, coreEvents, me)
         syncSeq = castd_pw_core_sync(connection.core, 0)
@@ -248,11 +260,18 @@ public final class PipeWireAudioSource: @unchecked Sendable {
 
     static let noSink = CastError(.audioUnavailable, "no audio: PipeWire has no audio sink in this session (nothing could play sound), so castd sends video only")
 
-    private func close() {
+    /// Leaves the graph and frees everything: the loop thread is stopped first (so no
+    /// callback runs after it), then the stream, the registry and the connection go.
+    /// Idempotent; owners call it from their own thread when they are done (`deinit`
+    /// does it too). Not from a PipeWire callback.
+    public func close() {
         guard let connection else {
             freeCells()
             return
         }
+        // On the loop's own thread nothing can be stopped: freeing now would pull the
+        // tables from under the stream. Leave it to the owner's call.
+        guard !pw_thread_loop_in_thread(connection.loop) else { return }
         connection.shutDown {
             if let stream { destroyStream(stream, hook: hook) }
             stream = nil

@@ -97,6 +97,12 @@ public final class PipeWireSource: FrameSource {
         if !onlyIfChanged, let frame = stream.republishLast() { return .frame(frame) }
         return .timeout
     }
+
+    /// Waits for the stream to deliver a frame (PipeWire sends one per change) or to end.
+    public func waitForChange(until deadline: Instant) -> Bool { stream.waitForOutcome(until: deadline) }
+
+    /// Every change arrives as a buffer (the cursor as metadata with it): nothing to look for.
+    public var changesNeedProbing: Bool { false }
 }
 
 extension Duration {
@@ -245,6 +251,18 @@ final class PipeWireInputStream: @unchecked Sendable {
     func interrupt() {
         shared.withLock { $0.interrupted = true }
         signal.signal()
+    }
+
+    /// Waits until `takeOutcome` has something, without taking it, at most until `deadline`.
+    func waitForOutcome(until deadline: Instant) -> Bool {
+        func pending() -> Bool {
+            shared.withLock { s in s.interrupted || s.failure != nil || s.reinit != nil || s.latest != nil }
+        }
+        while !pending() {
+            guard clock.now() < deadline else { return false }
+            if signal.wait(until: deadline, clock: clock) == .timedOut { return pending() }
+        }
+        return true
     }
 
     /// What `capture` should return now, if anything.

@@ -67,6 +67,7 @@ public final class XShmSource: FrameSource {
     private let damage: Damage
     private let region: XserverRegion
     private let rrEventBase: Int32
+    private let damageEventBase: Int32
     private let clock: any MonotonicClock
     private var lastCursor: (x: Int, y: Int, serial: UInt) = (-1, -1, 0)
     private var lastCursorRect: FrameRect?
@@ -91,10 +92,11 @@ public final class XShmSource: FrameSource {
         guard XShmQueryExtension(dpy) != 0 else {
             throw CastError(.capture, "X11: the server has no MIT-SHM extension; XShm capture is impossible (is it a remote display?)")
         }
-        var eb: Int32 = 0, erb: Int32 = 0
-        guard XDamageQueryExtension(dpy, &eb, &erb) != 0, XFixesQueryExtension(dpy, &eb, &erb) != 0 else {
+        var damageBase: Int32 = 0, eb: Int32 = 0, erb: Int32 = 0
+        guard XDamageQueryExtension(dpy, &damageBase, &erb) != 0, XFixesQueryExtension(dpy, &eb, &erb) != 0 else {
             throw CastError(.capture, "X11: the server lacks the DAMAGE or XFIXES extension")
         }
+        damageEventBase = damageBase
         var rrBase: Int32 = 0
         _ = XRRQueryExtension(dpy, &rrBase, &erb)
         rrEventBase = rrBase
@@ -228,15 +230,38 @@ public final class XShmSource: FrameSource {
     }
 
     /// Reads pending events: a root size change (ConfigureNotify, RandR) means reinit.
-    private func drainEvents() {
+    /// True when XDamage reported a change (`XDamageReportNonEmpty`: one event each time
+    /// the damage region stops being empty, that is once after each `takeDamage`).
+    @discardableResult
+    private func drainEvents() -> Bool {
         var ev = XEvent()
+        var damaged = false
         while XPending(display) > 0 {
             XNextEvent(display, &ev)
+            if ev.type == damageEventBase + XDamageNotify { damaged = true }
             if ev.type == rrEventBase + RRScreenChangeNotify { XRRUpdateConfiguration(&ev) }
             if ev.type == ConfigureNotify || ev.type == rrEventBase + RRScreenChangeNotify {
                 let newSize = currentSize()
                 if newSize != size { pendingReinit = newSize }
             }
+        }
+        return damaged
+    }
+
+    /// The cursor is drawn from XFixes and moves without damage: it needs looking at.
+    public var changesNeedProbing: Bool { options.cursor }
+
+    /// Waits on the X connection for a damage event (or a size change), at most until `deadline`.
+    public func waitForChange(until deadline: Instant) -> Bool {
+        var fds = pollfd(fd: castd_x11_connection_number(display), events: Int16(POLLIN), revents: 0)
+        while true {
+            if drainEvents() || pendingReinit != nil { return true }
+            let left = (deadline - clock.now()).totalNanoseconds
+            guard left > 0 else { return false }
+            // Rounded up to whole milliseconds: a wait that ends just short of the deadline would spin.
+            let ms = Int32(min(left / 1_000_000 + 1, 1_000))
+            // EINTR or an error: look again (drainEvents reads whatever is there; the deadline bounds the loop).
+            if poll(&fds, 1, ms) < 0 { continue }
         }
     }
 

@@ -1,3 +1,4 @@
+import CastEncode
 import Foundation
 
 /// Every test and debugging hook castd reads from its environment, in one place.
@@ -22,6 +23,17 @@ public enum TestHooks {
     /// `CASTD_DEBUG_H264_DUMP=<file>`: append every access unit sent (Annex B) to the
     /// file, to inspect with ffprobe.
     public static let h264DumpVariable = "CASTD_DEBUG_H264_DUMP"
+
+    /// `CASTD_TEST_OPUS_FEC=off`: encode Opus without in-band FEC (issue 18), so the fault
+    /// rows can measure concealment under loss with FEC on and off. Default (unset): on.
+    public static let opusFECVariable = "CASTD_TEST_OPUS_FEC"
+
+    /// The Opus encoder settings for desktop audio: castd's defaults, FEC off when asked.
+    static func opusSettings(_ environment: [String: String]) -> OpusAudioEncoder.Settings {
+        var s = OpusAudioEncoder.Settings()
+        if environment[opusFECVariable] == "off" { s.inbandFEC = false }
+        return s
+    }
 
     public static func iceLoopback(_ environment: [String: String]) -> Bool {
         environment[iceLoopbackVariable] == "1"

@@ -32,7 +32,7 @@ public final class EncoderChain {
     public private(set) var config: EncoderConfig
     /// Rows not yet tried, in order.
     private var remaining: [EncoderCandidate]
-    private let log: (String) -> Void
+    private let log: (LogLine) -> Void
     private let preference: EncoderPreference
     /// Conversion targets, one per input format, reused frame after frame.
     private var images: [PixelFormat: PlanarImage] = [:]
@@ -63,7 +63,7 @@ public final class EncoderChain {
 
     /// `preference` picks among the H.264 rows; a VP8 chain has libvpx alone and ignores it.
     public init(codec: VideoCodec = .h264, preference: EncoderPreference, config: EncoderConfig,
-                table: [EncoderCandidate]? = nil, log: @escaping (String) -> Void) {
+                table: [EncoderCandidate]? = nil, log: @escaping (LogLine) -> Void) {
         let table = (table ?? Self.standardTable(for: codec)).filter { $0.kind.codec == codec }
         switch (codec, preference) {
         case (.vp8, _), (_, .auto): remaining = table
@@ -90,17 +90,21 @@ public final class EncoderChain {
                 let enc = try row.open(config)
                 if let failed {
                     fallbacks += 1
-                    log("event=encoder_fallback from=\(failed.rawValue) to=\(row.kind.rawValue) reason=\"\(reasons.last ?? "")\"")
+                    log(LogLine(.warning, "encoder_fallback", [("from", failed.rawValue), ("to", row.kind.rawValue),
+                                                               ("reason", reasons.last ?? "")]))
                 } else {
                     // At start, a row that could not open is a fallback too: say from what.
-                    let from = unavailable.isEmpty ? "" : " fell_back_from=" + unavailable.map(\.rawValue).joined(separator: ",")
-                    log("event=encoder_started kind=\(row.kind.rawValue) codec=\(codec) size=\(config.size) fps=\(config.frameRate) bitrate=\(config.bitrate)\(from)")
+                    var fields: [(String, CustomStringConvertible)] = [
+                        ("kind", row.kind.rawValue), ("codec", codec), ("size", config.size),
+                        ("fps", config.frameRate), ("bitrate", config.bitrate)]
+                    if !unavailable.isEmpty { fields.append(("fell_back_from", unavailable.map(\.rawValue).joined(separator: ","))) }
+                    log(LogLine(.info, "encoder_started", fields))
                 }
                 enc.requestKeyframe()  // a new encoder's first picture must be an IDR for the receiver
                 current = enc
                 return
             } catch {
-                log("event=encoder_unavailable kind=\(row.kind.rawValue) reason=\"\(error)\"")
+                log(LogLine(.info, "encoder_unavailable", [("kind", row.kind.rawValue), ("reason", "\(error)")]))
                 reasons.append("\(error)")
                 unavailable.append(row.kind)
             }

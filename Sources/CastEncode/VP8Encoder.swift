@@ -69,8 +69,19 @@ public final class VP8Encoder: VideoEncoder {
     private var context = vpx_codec_ctx_t()
     private var cfg: vpx_codec_enc_cfg_t
     private var keyframePending = false
-    private var firstPTS: Instant?
-    private var lastPTS: Int64 = -1
+    /// The pts libvpx sees, in 90 kHz ticks: a frame clock that advances by one
+    /// frame interval (at the rate controller's frame rate) per encoded frame,
+    /// not the capture time. libvpx's VP8 rate control takes the frame rate from
+    /// the pts steps (vp8/encoder/onyx_if.c, `vp8_get_compressed_data`: the
+    /// duration since the last frame's end sets `vp8_new_framerate`), so a frame
+    /// after a gap in capture times was given the whole gap's bits: on a loaded
+    /// machine a slow frame left a gap, the next frame got 0.3–1 MB at 1080p
+    /// (measured: 360 KB a frame, key frames to 983 KB), took longer still to
+    /// encode, and the cast sank to 1 fps. libwebrtc's VP8 encoder steps its pts
+    /// by 90 000 / frame rate the same way, and castd's x264 path gives frame
+    /// indices with `b_vfr_input` 0. The gap is the capture side's to
+    /// handle (the frame rate `RateLadder` sets), not a reason for a bigger frame.
+    private var nextTick: Int64 = 0
 
     public init(config: EncoderConfig, tuning: Tuning = Tuning()) throws {
         guard config.size.width % 2 == 0, config.size.height % 2 == 0, config.size.width > 0, config.size.height > 0,
@@ -162,8 +173,8 @@ public final class VP8Encoder: VideoEncoder {
         config.bitrate = bitsPerSecond
     }
 
-    /// Frames carry their capture time as pts and the interval as duration, so
-    /// the rate control sees the real frame rate at once; nothing to reopen.
+    /// The next frame's step on libvpx's clock is one interval at this rate, so
+    /// its rate control budgets bitrate / frame rate a frame; nothing to reopen.
     public func setFrameRate(_ framesPerSecond: Int) throws {
         guard framesPerSecond > 0 else { throw CastError(.encoder, "libvpx: frame rate must be positive") }
         config.frameRate = framesPerSecond
@@ -190,16 +201,12 @@ public final class VP8Encoder: VideoEncoder {
         img.planes = (image.plane(0), image.plane(1), image.plane(2), nil)
         img.stride = (Int32(image.strides[0]), Int32(image.strides[1]), Int32(image.strides[2]), 0)
 
-        // pts in 90 kHz ticks since the first frame, strictly increasing (libvpx requires it).
-        let origin = firstPTS ?? pts
-        firstPTS = origin
-        var tick = (pts.nanoseconds &- origin.nanoseconds) / 1_000_000_000 * 90_000
-            + (pts.nanoseconds &- origin.nanoseconds) % 1_000_000_000 * 90_000 / 1_000_000_000
-        if tick <= lastPTS { tick = lastPTS + 1 }
-        lastPTS = tick
-        let duration = UInt(max(1, 90_000 / config.frameRate))
+        // One frame interval per frame on libvpx's clock (see `nextTick`), strictly increasing.
+        let duration = Int64(max(1, 90_000 / config.frameRate))
+        let tick = nextTick
+        nextTick = tick &+ duration
         let flags: vpx_enc_frame_flags_t = keyframePending ? castd_vpx_eflag_force_kf : 0
-        let err = vpx_codec_encode(&context, &img, vpx_codec_pts_t(tick), duration, flags, tuning.deadlineMicroseconds)
+        let err = vpx_codec_encode(&context, &img, vpx_codec_pts_t(tick), UInt(duration), flags, tuning.deadlineMicroseconds)
         guard err == VPX_CODEC_OK else {
             throw CastError(.encoder, "libvpx: encode failed: \(String(cString: vpx_codec_err_to_string(err)))")
         }

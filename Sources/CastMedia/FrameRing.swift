@@ -4,9 +4,10 @@ import Synchronization
 public struct FrameRingStats: Equatable, Sendable {
     /// Frames the producer published.
     public var published: UInt64 = 0
-    /// Frames never captured because every slot was busy (spec §12: drop rather than queue).
+    /// Frames never captured because every slot was being read or written (spec §12: drop rather than queue).
     public var dropped: UInt64 = 0
-    /// Published frames released unencoded because a newer one was ready.
+    /// Published frames never encoded: released because a newer one was ready, or
+    /// overwritten by a newer capture while the encoder was busy.
     public var skipped: UInt64 = 0
     /// Frames the consumer took.
     public var consumed: UInt64 = 0
@@ -15,11 +16,14 @@ public struct FrameRingStats: Equatable, Sendable {
 }
 
 /// A fixed set of frame slots between one producer (capture) and one consumer
-/// (encoder). Capture writes only into a free slot; when none is free the new
-/// frame is dropped and counted. The encoder always takes the newest ready
-/// frame and older ready frames go back to the free list. It is never a queue,
-/// so capture-to-encode latency cannot grow (spec §12, "drop frames rather than
-/// queue them").
+/// (encoder). Capture writes into a free slot or, when none is free, over the
+/// oldest ready frame (which the encoder would skip anyway: it always takes
+/// the newest); only when every slot is being read or written is the new frame
+/// dropped and counted. The encoder takes the newest ready frame and older
+/// ready frames go back to the free list. It is never a queue, so
+/// capture-to-encode latency cannot grow (spec §12, "drop frames rather than
+/// queue them"), and two slots are enough for the newest frame always to be
+/// captured while the encoder reads the previous one (issue 19).
 ///
 /// Ownership: a slot is in exactly one state. `.writing` slots belong to the
 /// producer, `.reading` slots to the consumer, and nobody touches the memory
@@ -55,14 +59,18 @@ public final class FrameRing<Slot: FrameSlot>: @unchecked Sendable {
         var frames: [Frame?]
         var nextSequence: UInt64 = 1
         var stats = FrameRingStats()
+        /// Damage of ready frames that were overwritten, for the next frame published.
+        var overwritten: Frame? = nil
     }
 
     public let slots: [Slot]
     private let state: Mutex<State>
 
-    /// Sunshine and the spec's memory rule both point at a small pool; three
-    /// slots let capture fill one while the encoder reads another and a third is ready.
-    public static var defaultSlotCount: Int { 3 }
+    /// Sunshine and the spec's memory rule both point at a small pool: capture
+    /// writes one slot (over the ready frame if need be) while the encoder reads
+    /// the other. A third slot would only hold a frame the encoder skips, and
+    /// costs 7.9 MiB at 1080p (issue 19).
+    public static var defaultSlotCount: Int { 2 }
 
     public init(slots: [Slot]) {
         precondition(!slots.isEmpty, "a frame ring needs at least one slot")
@@ -73,15 +81,33 @@ public final class FrameRing<Slot: FrameSlot>: @unchecked Sendable {
 
     public var stats: FrameRingStats { state.withLock { $0.stats } }
 
-    /// Producer: a free slot to capture into, or nil (the frame is dropped and counted).
+    /// Producer: a slot to capture into (a free one, else the oldest ready frame's,
+    /// whose changes then carry over to the next frame published), or nil when
+    /// every slot is being read (the frame is dropped and counted).
     public func beginWrite() -> WriteLease? {
         let index: Int? = state.withLock { s in
             // Lowest free index: deterministic, which keeps tests exact.
-            guard let i = s.slots.firstIndex(of: .free) else {
+            if let i = s.slots.firstIndex(of: .free) {
+                s.slots[i] = .writing
+                return i
+            }
+            var oldest: (index: Int, sequence: UInt64)? = nil
+            for (i, st) in s.slots.enumerated() {
+                if case .ready(let seq) = st, seq < (oldest?.sequence ?? .max) { oldest = (i, seq) }
+            }
+            guard let i = oldest?.index, let frame = s.frames[i] else {
                 s.stats.dropped += 1
                 return nil
             }
+            if var carried = s.overwritten {
+                carried.absorbDamage(of: frame)   // order does not matter: damage is a union
+                s.overwritten = carried
+            } else {
+                s.overwritten = frame
+            }
             s.slots[i] = .writing
+            s.frames[i] = nil
+            s.stats.skipped += 1
             return i
         }
         return index.map { WriteLease(index: $0, slot: slots[$0]) }
@@ -105,6 +131,12 @@ public final class FrameRing<Slot: FrameSlot>: @unchecked Sendable {
         precondition(frame.byteCount <= lease.slot.capacity, "frame larger than its slot")
         state.withLock { s in
             precondition(s.slots[lease.index] == .writing, "publish of a slot not being written")
+            var frame = frame
+            if let earlier = s.overwritten {
+                // What changed in an overwritten frame was never encoded: it is new in this one too.
+                frame.absorbDamage(of: earlier)
+                s.overwritten = nil
+            }
             s.slots[lease.index] = .ready(sequence: s.nextSequence)
             s.frames[lease.index] = frame
             s.nextSequence += 1

@@ -30,6 +30,15 @@ import CastCore
 /// instead of 10 fps: 4 KB at 1 Mbit/s and 1080p); the colour bars then
 /// arrived 21 levels off through a relay, where nothing raised the rate in
 /// the test's few seconds.
+///
+/// An encoder that cannot meet its target at all (libvpx at its coarsest
+/// quantizer on a busy 1080p screen sends 8 Mbit/s against 4) would break the
+/// caps on a link with room to spare, where nothing lowers the target: so an
+/// output above `overshootRatio` × the bitrate asked for, for `overshootHold`,
+/// steps the frame rate down one step, and that step is a ceiling for a while
+/// (`overshootBackoff`, doubling while the encoder keeps overshooting after
+/// each retry, up to 64 s), as libwebrtc's encoder-overshoot handling gives up
+/// frames rather than bits.
 /// Pure: time is passed in.
 public struct RateLadder: Sendable {
     public struct Step: Equatable, Sendable {
@@ -73,6 +82,17 @@ public struct RateLadder: Sendable {
     private let thresholds: [(frameRate: Int, minimum: Int)]
     public private(set) var current: Decision
     private var upCandidateSince: Instant?
+    /// The encoder's output above this share of the bitrate asked for counts as overshoot.
+    public static let overshootRatio = 1.3
+    /// How long the overshoot must last (longer than one key frame's share of the 1 s window).
+    public static let overshootHold = Duration.seconds(2)
+    static let overshootBackoffStart = Duration.seconds(8)
+    static let overshootBackoffMax = Duration.seconds(64)
+    private var overshootSince: Instant?
+    /// While set: the frame rate may not rise above `fps` before `until`.
+    private var overshootCeiling: (fps: Int, until: Instant)?
+    private var overshootBackoff = RateLadder.overshootBackoffStart
+    private var lastOvershootStep: Instant?
 
     public init(size: FrameSize, maxFrameRate: Int, maxBitrate: Int, minBitrate: Int = 100_000,
                 steps: [Step] = RateLadder.standardSteps, upMargin: Double = 0.15, upHold: Duration = .seconds(2)) {
@@ -126,12 +146,42 @@ public struct RateLadder: Sendable {
     /// the target (a still or sparse screen: 30–300 kbit/s) keeps the top frame rate whatever
     /// the thresholds say: fewer frames would save nothing; only content that fills the
     /// target trades frame rate for quality.
-    public mutating func update(targetBitrate: Int, demandBitrate: Int? = nil, now: Instant) -> Decision? {
+    /// `outputBitrate`: the encoder's measured output over the last second, at the current
+    /// frame rate; well above the bitrate asked for, for `overshootHold`, it steps the frame
+    /// rate down (see the type's comment).
+    public mutating func update(targetBitrate: Int, demandBitrate: Int? = nil, outputBitrate: Int? = nil,
+                                now: Instant) -> Decision? {
         let bitrate = min(maxBitrate, max(minBitrate, targetBitrate))
         var plain = frameRate(for: bitrate)
         let sparse = demandBitrate.map { Double($0) <= Self.sparseShare * Double(bitrate) } ?? false
         if sparse { plain = thresholds.last!.frameRate }
         var fps = current.frameRate
+        if let ceiling = overshootCeiling {
+            if now >= ceiling.until {
+                overshootCeiling = nil
+            } else {
+                plain = min(plain, ceiling.fps)
+            }
+        }
+        if let out = outputBitrate, Double(out) > Self.overshootRatio * Double(current.bitrate),
+           let lower = thresholds.last(where: { $0.frameRate < fps })?.frameRate {
+            let since = overshootSince ?? now
+            overshootSince = since
+            if now - since >= Self.overshootHold {
+                // A retry that overshoots again soon after its ceiling ended waits twice as long.
+                if let last = lastOvershootStep, now - last <= overshootBackoff * 3 {
+                    overshootBackoff = min(Self.overshootBackoffMax, overshootBackoff * 2)
+                } else {
+                    overshootBackoff = Self.overshootBackoffStart
+                }
+                lastOvershootStep = now
+                overshootSince = nil
+                overshootCeiling = (fps: lower, until: now + overshootBackoff)
+                plain = min(plain, lower)
+            }
+        } else {
+            overshootSince = nil
+        }
         if plain < fps {
             fps = plain
             upCandidateSince = nil

@@ -53,7 +53,7 @@ struct XShmToH264Tests {
         #expect(config.bitrate == 4_000_000)
         let scaler = config.size == source.size ? nil : Scaler(from: source.size, to: config.size)
         let scaled = MemorySlot(capacity: config.size.pixelCount * 4)
-        var logs: [String] = []
+        var logs: [LogLine] = []
         let chain = EncoderChain(preference: .x264, config: config, log: { logs.append($0) })
         try chain.start()
         #expect(chain.current?.kind == .x264)

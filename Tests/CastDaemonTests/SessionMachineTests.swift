@@ -80,6 +80,8 @@ extension Array where Element == SessionMachine.Action {
     var creates: [String] { compactMap { if case .createPeer(let n) = $0 { return n }; return nil } }
     var inserts: [OutgoingSignal] { compactMap { if case .insert(let r) = $0 { return r }; return nil } }
     var updates: [SessionUpdateAction] { compactMap { if case .sessionUpdate(let u) = $0 { return u }; return nil } }
+    /// The log events among the actions (typed: level, event name, fields).
+    var events: [LogLine] { compactMap { if case .log(let l) = $0 { return l }; return nil } }
     var finish: (Int32, String)? {
         for a in self { if case .finish(let c, let m) = a { return (c, m) } }
         return nil
@@ -591,5 +593,61 @@ extension Array where Element == SessionMachine.Action {
         let a = h.send(.mediaFailed("late report"))
         #expect(!a.contains(.stopMedia) && a.finish == nil)
         #expect(h.machine.activity == .waitingForApproval)
+    }
+}
+
+/// Issue 19: the machine's log events are typed, each with its own name, level and fields
+/// (no pre-formatted text for the shell to wrap).
+@Suite struct SessionLogEventTests {
+    @Test func negotiatingLogsItsOwnEventWithTheNegotiationAndAttempt() {
+        var h = Harness()
+        let a = h.startApproved()
+        #expect(a.events == [LogLine(.info, "negotiate", [("negotiation", "nid-1"), ("attempt", 0)])])
+    }
+
+    @Test func aLostConnectionLogsReconnectAtNoticeThenANewNegotiation() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let lost = h.send(.peerState(negotiationId: "nid-1", .failed))
+        #expect(lost.events == [LogLine(.notice, "reconnect", [("attempt", 1), ("delay_s", 1.0)])])
+        let again = h.advance(.seconds(1))
+        #expect(again.events == [LogLine(.info, "negotiate", [("negotiation", "nid-2"), ("attempt", 1)])])
+    }
+
+    @Test func timeoutsAreWarningsNamingTheNegotiation() {
+        var h = Harness()
+        _ = h.startApproved()
+        let a = h.advance(.seconds(20))
+        #expect(a.events.first == LogLine(.warning, "negotiation_timeout", [("negotiation", "nid-1")]))
+        #expect(a.events.dropFirst().first?.event == "reconnect")
+    }
+
+    @Test func aMediaFailureIsAWarningAndItsRestartANotice() throws {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let a = h.send(.mediaFailed("encoding failed: \"x\"\nlevel=error event=forged"))
+        let failed = try #require(a.events.first)
+        #expect(failed.level == .warning && failed.event == "media_failed")
+        // The remote-ish sentence is one printable field: no quote, no newline, no second event.
+        #expect(failed["reason"] == "encoding failed: xlevel=error event=forged")
+        #expect(failed["restart"] == "1" && failed["delay_s"] == "1.0")
+        #expect(try LogLine.parse(failed.description) == failed)
+        #expect(h.advance(.seconds(1)).events == [LogLine(.notice, "media_restart")])
+    }
+
+    @Test func rowOutcomesAreLoggedWithTheirLevels() {
+        var h = Harness()
+        _ = h.startApproved()
+        let nid = h.machine.negotiationId!
+        _ = h.send(.offerReady(negotiationId: nid, sdp: "v=0"))
+        let big = h.send(.insertFinished(.tooLarge))
+        #expect(big.events.map(\.level) == [.error])
+        #expect(big.events.first?.event == "signaling_row_too_large")
+        #expect(big.events.first?["sqlstate"] == "54000")
+        h.send(.gatheringComplete(negotiationId: nid))
+        let limited = h.send(.insertFinished(.rateLimited))
+        #expect(limited.events == [LogLine(.warning, "signaling_rate_limited", [("sqlstate", "P0429"), ("note", "backing off")])])
     }
 }

@@ -35,9 +35,9 @@ final class FakeEncoder: VideoEncoder {
 }
 
 final class LogLines: Sendable {
-    let lines = Mutex<[String]>([])
-    func append(_ s: String) { lines.withLock { $0.append(s) } }
-    var all: [String] { lines.withLock { $0 } }
+    let lines = Mutex<[LogLine]>([])
+    func append(_ l: LogLine) { lines.withLock { $0.append(l) } }
+    var all: [LogLine] { lines.withLock { $0 } }
 }
 
 @Suite struct EncoderChainTests {
@@ -58,8 +58,9 @@ final class LogLines: Sendable {
         let chain = EncoderChain(preference: .auto, config: config, table: table, log: log.append)
         try chain.start()
         #expect(chain.current?.kind == .x264)
-        #expect(log.all.first == "event=encoder_unavailable kind=vaapi reason=\"VA-API: no DRM render node\"")
-        #expect(log.all.dropFirst().first == "event=encoder_started kind=x264 codec=h264 size=64x32 fps=30 bitrate=1000000 fell_back_from=vaapi")
+        #expect(log.all.first == LogLine(.info, "encoder_unavailable", [("kind", "vaapi"), ("reason", "VA-API: no DRM render node")]))
+        #expect(log.all.dropFirst().first == LogLine(.info, "encoder_started", [
+            ("kind", "x264"), ("codec", "h264"), ("size", "64x32"), ("fps", 30), ("bitrate", 1_000_000), ("fell_back_from", "vaapi")]))
         let (slot, frame) = whiteFrame(7)
         let au = try #require(try chain.encode(pixels: slot.bytes, frame: frame))
         #expect(au.isKeyframe)
@@ -85,8 +86,8 @@ final class LogLines: Sendable {
         #expect(chain.current?.kind == .x264)
         #expect(chain.current?.inputFormat == .i420)
         #expect(chain.fallbacks == 1)
-        #expect(log.all.filter { $0.hasPrefix("event=encoder_fallback") } ==
-                ["event=encoder_fallback from=vaapi to=x264 reason=\"fake vaapi: GPU hung\""])
+        #expect(log.all.filter { $0.event == "encoder_fallback" } ==
+                [LogLine(.warning, "encoder_fallback", [("from", "vaapi"), ("to", "x264"), ("reason", "fake vaapi: GPU hung")])])
         // The replacement got the converted picture (white → Y 235), in its own format.
         #expect((chain.current as? FakeEncoder)?.lastLuma == 235)
     }
@@ -122,7 +123,9 @@ final class LogLines: Sendable {
         #expect(EncoderChain.standardTable.map(\.kind) == [.vaapi, .x264])
         if !VAAPIProbe.run().available {
             #expect(chain.current?.kind == .x264)
-            #expect(log.all.first?.hasPrefix("event=encoder_unavailable kind=vaapi reason=\"VA-API:") == true)
+            let first = try #require(log.all.first)
+            #expect(first.event == "encoder_unavailable" && first["kind"] == "vaapi")
+            #expect(first["reason"]?.hasPrefix("VA-API:") == true)
         }
     }
 }

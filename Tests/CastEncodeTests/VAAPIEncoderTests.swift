@@ -197,7 +197,10 @@ final class FakeVASession: VAEncodeSession, @unchecked Sendable {  // one test t
         }
         #expect(keyframes == [true, false, true, false])
         #expect(chain.current?.kind == .x264)
-        #expect(log.all.contains { $0.hasPrefix("event=encoder_fallback from=vaapi to=x264 reason=\"VA-API: vaEndPicture failed") })
+        #expect(log.all.contains {
+            $0.event == "encoder_fallback" && $0["from"] == "vaapi" && $0["to"] == "x264"
+                && $0["reason"]?.hasPrefix("VA-API: vaEndPicture failed") == true
+        })
     }
 }
 

@@ -66,6 +66,29 @@ import CastMedia
         print("VP8 busy 720p: \(Int(rate2)) bps for 1 Mbps")
     }
 
+    /// libvpx's rate control takes the frame rate from the pts steps, so castd steps libvpx's
+    /// clock by one frame interval a frame: a frame after a long gap in capture times (a slow
+    /// frame on a loaded machine) gets one frame's budget, not the whole gap's. With capture
+    /// times as pts, the frame after this 1 s gap came out many times larger than the frames
+    /// before it, and in the daemon each such frame was slower to encode than the last
+    /// (1080p frames of 360 KB at 1 fps).
+    @Test func aGapInCaptureTimesDoesNotBuyTheNextFrameMoreBits() throws {
+        let size = FrameSize(width: 640, height: 360)
+        let enc = try VP8Encoder(config: EncoderConfig(size: size, frameRate: 30, bitrate: 2_000_000))
+        let img = PlanarImage(format: .i420, size: size)
+        let busy = BusyFrames(size: size)
+        var sizes: [Int] = []
+        for n in 0...30 {   // the field wraps at frame 37: every frame here is a small scroll
+            busy.fill(img, frame: n)
+            let ms = Int64(n) * 33 + (n == 30 ? 1000 : 0)
+            let au = try #require(try enc.encode(img, pts: Instant(nanoseconds: ms * 1_000_000)))
+            sizes.append(au.bytes.count)
+        }
+        let before = sizes[20..<30].sorted()[5]
+        print("VP8 640x360 at 2 Mbit/s: frames before the gap \(before) bytes (median), after a 1 s gap \(sizes[30])")
+        #expect(sizes[30] <= 2 * before, "after the gap \(sizes[30]) bytes, before \(before)")
+    }
+
     /// The frames decode with ffmpeg's own VP8 decoder to the picture that went in.
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg")))
     func ffmpegDecodesTheFramesToThePictureWithinAHighPSNR() throws {
@@ -95,13 +118,14 @@ import CastMedia
 
     @Test func anEncoderChainForVP8OpensLibvpxWhateverTheH264Preference() throws {
         let size = FrameSize(width: 320, height: 240)
-        var lines: [String] = []
+        var lines: [LogLine] = []
         let chain = EncoderChain(codec: .vp8, preference: .x264,
                                  config: EncoderConfig(size: size, frameRate: 30, bitrate: 500_000)) { lines.append($0) }
         try chain.start()
         #expect(chain.current?.kind == .libvpx)
         #expect(chain.current?.codec == .vp8)
-        #expect(lines.first?.contains("kind=libvpx codec=vp8") == true, "\(lines)")
+        #expect(lines.first?.event == "encoder_started", "\(lines)")
+        #expect(lines.first?["kind"] == "libvpx" && lines.first?["codec"] == "vp8", "\(lines)")
         // The H.264 chain is unchanged by it.
         let h264 = EncoderChain(preference: .x264, config: EncoderConfig(size: size, frameRate: 30, bitrate: 500_000)) { _ in }
         try h264.start()

@@ -121,4 +121,62 @@ import CastMedia
         _ = l.update(targetBitrate: 300_000, demandBitrate: 100_000, now: t0 + .seconds(4))
         #expect(l.current.frameRate == 30)
     }
+
+    // An encoder that cannot meet its target (libvpx at its coarsest quantizer on a busy
+    // 1080p screen: 8 Mbit/s against 4) on a free link, where the target stays at the cap.
+    @Test func anEncoderOvershootingForTwoSecondsGivesUpOneFrameRateStep() {
+        var l = ladder()
+        var now = t0
+        var decisions: [RateLadder.Decision] = []
+        for _ in 0..<20 {   // 0 … 1.9 s at twice the rate asked for: still 30 fps
+            if let d = l.update(targetBitrate: 4_000_000, outputBitrate: 8_000_000, now: now) { decisions.append(d) }
+            now = now + .milliseconds(100)
+        }
+        #expect(decisions.isEmpty)
+        #expect(l.current.frameRate == 30)
+        #expect(l.update(targetBitrate: 4_000_000, outputBitrate: 8_000_000, now: now) == .init(bitrate: 4_000_000, frameRate: 20))
+        // Still over at 20 fps for another 2 s: 15.
+        for _ in 0..<21 {
+            now = now + .milliseconds(100)
+            _ = l.update(targetBitrate: 4_000_000, outputBitrate: 5_500_000, now: now)
+        }
+        #expect(l.current.frameRate == 15)
+    }
+
+    @Test func aKeyFrameBurstOrAnEncoderOnItsTargetIsNoOvershoot() {
+        var l = ladder()
+        var now = t0
+        // One second of a key frame's burst (6 Mbit/s measured), then back on the target.
+        for i in 0..<60 {
+            let out = i < 10 ? 6_000_000 : 4_100_000
+            _ = l.update(targetBitrate: 4_000_000, outputBitrate: out, now: now)
+            now = now + .milliseconds(100)
+        }
+        #expect(l.current.frameRate == 30)
+    }
+
+    @Test func theOvershootCeilingEndsAfterItsBackoffAndARepeatDoublesIt() {
+        var l = ladder()
+        var now = t0
+        func run(_ seconds: Int, output: Int) {
+            for _ in 0..<(seconds * 10) {
+                _ = l.update(targetBitrate: 4_000_000, outputBitrate: output, now: now)
+                now = now + .milliseconds(100)
+            }
+        }
+        run(3, output: 8_000_000)
+        #expect(l.current.frameRate == 20)
+        // The encoder now fits (3 Mbit/s at 20 fps): the ceiling holds 8 s, then the usual 2 s up-hold.
+        run(7, output: 3_000_000)
+        #expect(l.current.frameRate == 20)
+        run(4, output: 3_000_000)
+        #expect(l.current.frameRate == 30)
+        // Back at 30 it overshoots again at once: down after 2 s, and this ceiling lasts 16 s.
+        run(3, output: 8_000_000)
+        #expect(l.current.frameRate == 20)
+        run(14, output: 3_000_000)
+        #expect(l.current.frameRate == 20)
+        run(5, output: 3_000_000)
+        #expect(l.current.frameRate == 30)
+    }
 }

@@ -41,7 +41,8 @@ struct RealtimeHarness {
     var now = Instant.zero
     var sent: [PhoenixEnvelope] = []
     var events: [RealtimeClient.Action] = []
-    var timer: Instant?
+    /// The timer the shell would have armed: the client's next deadline.
+    var timer: Instant? { client.nextDeadline() }
     var opens = 0
     var closes = 0
 
@@ -49,11 +50,16 @@ struct RealtimeHarness {
         client = RealtimeClient(config: .session("s1", vsn: vsn), accessToken: Redacted("jwt-1"))
     }
 
-    mutating func take(_ actions: [RealtimeClient.Action]) {
-        for a in actions {
+    /// One input at `now`, then every output drained (the `SansIO` contract).
+    mutating func send(_ input: RealtimeClient.Input) {
+        client.handle(input, now: now)
+        drain()
+    }
+
+    mutating func drain() {
+        while let a = client.poll() {
             switch a {
             case .send(let t): sent.append(try! PhoenixEnvelope.decode(t))
-            case .scheduleTimer(let d): timer = d
             case .openSocket: opens += 1
             case .closeSocket: closes += 1
             default: events.append(a)
@@ -61,14 +67,14 @@ struct RealtimeHarness {
         }
     }
 
-    mutating func serverSays(_ e: PhoenixEnvelope, vsn: PhoenixEnvelope.Version = .v2) { take(client.receive(text: e.encode(vsn), now: now)) }
-    mutating func advance(to t: Instant) { now = t; take(client.handleTimeout(now: now)) }
+    mutating func serverSays(_ e: PhoenixEnvelope, vsn: PhoenixEnvelope.Version = .v2) { send(.text(e.encode(vsn))) }
+    mutating func advance(to t: Instant) { now = t; client.handleTimeout(now: now); drain() }
     mutating func advance(by d: Duration) { advance(to: now + d) }
     var lastJoin: PhoenixEnvelope? { sent.last { $0.event == "phx_join" } }
 
     mutating func subscribe() {
-        take(client.start(now: now))
-        take(client.socketOpened(now: now))
+        send(.start)
+        send(.socketOpened)
         let j = lastJoin!
         serverSays(PhoenixEnvelope(joinRef: j.ref, ref: j.ref, topic: j.topic, event: "phx_reply",
                                    payload: .object(["status": .string("ok"), "response": .object(["postgres_changes": .array([])])])))
@@ -80,9 +86,9 @@ struct RealtimeHarness {
 @Suite struct RealtimeClientTests {
     @Test func joinCarriesConfigAndTokenThenSubscribesOnSystemOk() {
         var h = RealtimeHarness()
-        h.take(h.client.start(now: .zero))
+        h.send(.start)
         #expect(h.opens == 1)
-        h.take(h.client.socketOpened(now: .zero))
+        h.send(.socketOpened)
         let j = try! #require(h.lastJoin)
         #expect(j.topic == "realtime:castd-s1" && j.ref == "1" && j.joinRef == "1")
         #expect(j.payload["access_token"] == .string("jwt-1"))
@@ -103,8 +109,8 @@ struct RealtimeHarness {
 
     @Test func joinReplyWithPostgresChangesSubscribes() {
         var h = RealtimeHarness(vsn: .v1)
-        h.take(h.client.start(now: .zero))
-        h.take(h.client.socketOpened(now: .zero))
+        h.send(.start)
+        h.send(.socketOpened)
         h.serverSays(PhoenixEnvelope(ref: "1", topic: "realtime:castd-s1", event: "phx_reply", payload: .object([
             "status": .string("ok"),
             "response": .object(["postgres_changes": .array([.object(["id": .int(30636876)])])])])), vsn: .v1)
@@ -148,28 +154,28 @@ struct RealtimeHarness {
         #expect(h.sent.last?.ref == "3")   // no heartbeat was sent on the dead socket
         #expect(h.timer == t(76))
         // The shell reports the close it made: not counted twice.
-        h.take(h.client.socketClosed(now: h.now, reason: "closed by castd"))
+        h.send(.socketClosed(reason: "closed by castd"))
         #expect(h.events.last == .reconnect(after: .seconds(1)) && h.timer == t(76))
         h.advance(to: t(76))
         #expect(h.opens == 2)
-        h.take(h.client.socketOpened(now: h.now))
+        h.send(.socketOpened)
         #expect(h.lastJoin?.ref == "4")
     }
 
     @Test func socketReconnectBackoffIs1_2_5_10_10() {
         var h = RealtimeHarness()
-        h.take(h.client.start(now: .zero))
+        h.send(.start)
         var delays: [Duration] = []
         for _ in 0..<6 {
-            h.take(h.client.socketClosed(now: h.now, reason: "refused"))
+            h.send(.socketClosed(reason: "refused"))
             if case .reconnect(let d)? = h.events.last { delays.append(d) }
             h.advance(to: h.timer!)
         }
         #expect(delays == [.seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(10), .seconds(10)])
         #expect(h.opens == 7)
         // A successful open resets the sequence.
-        h.take(h.client.socketOpened(now: h.now))
-        h.take(h.client.socketClosed(now: h.now, reason: "dropped"))
+        h.send(.socketOpened)
+        h.send(.socketClosed(reason: "dropped"))
         #expect(h.events.last == .reconnect(after: .seconds(1)))
     }
 
@@ -225,7 +231,7 @@ struct RealtimeHarness {
     @Test func accessTokenIsPushedAfterRefreshAndUsedForRejoin() {
         var h = RealtimeHarness(vsn: .v1)
         h.subscribe()
-        h.take(h.client.updateAccessToken(Redacted("jwt-2"), now: h.now))
+        h.send(.accessToken(Redacted("jwt-2")))
         let p = h.sent.last!
         #expect(p.event == "access_token" && p.topic == "realtime:castd-s1" && p.joinRef == "1")
         #expect(p.payload == .object(["access_token": .string("jwt-2")]))
@@ -240,20 +246,20 @@ struct RealtimeHarness {
 
     @Test func tokenUpdateBeforeJoinSendsNothing() {
         var h = RealtimeHarness()
-        h.take(h.client.updateAccessToken(Redacted("jwt-2"), now: .zero))
+        h.send(.accessToken(Redacted("jwt-2")))
         #expect(h.sent.isEmpty)
-        h.take(h.client.start(now: .zero))
-        h.take(h.client.socketOpened(now: .zero))
+        h.send(.start)
+        h.send(.socketOpened)
         #expect(h.lastJoin?.payload["access_token"] == .string("jwt-2"))
     }
 
     @Test func socketDropClosesTheChannelAndRejoinsAfterReconnect() {
         var h = RealtimeHarness()
         h.subscribe()
-        h.take(h.client.socketClosed(now: h.now, reason: "EOF"))
+        h.send(.socketClosed(reason: "EOF"))
         #expect(h.events.suffix(2) == [.closed(reason: "socket closed: EOF"), .reconnect(after: .seconds(1))])
         h.advance(by: .seconds(1))
-        h.take(h.client.socketOpened(now: h.now))
+        h.send(.socketOpened)
         let j = h.lastJoin!
         h.serverSays(PhoenixEnvelope(topic: j.topic, event: "system", payload: .object(["status": .string("ok")])))
         #expect(h.events.last != .subscribed)   // a system ok before the join reply is not SUBSCRIBED
@@ -265,10 +271,10 @@ struct RealtimeHarness {
     @Test func stopLeavesAndNeverReconnects() {
         var h = RealtimeHarness()
         h.subscribe()
-        h.take(h.client.stop(now: h.now))
+        h.send(.stop)
         #expect(h.sent.last?.event == "phx_leave" && h.closes == 1)
-        h.take(h.client.socketClosed(now: h.now, reason: "closed"))
-        #expect(h.client.nextDeadline == nil)
+        h.send(.socketClosed(reason: "closed"))
+        #expect(h.client.nextDeadline() == nil)
         #expect(!h.events.contains { if case .reconnect = $0 { return true }; return false })
     }
 }

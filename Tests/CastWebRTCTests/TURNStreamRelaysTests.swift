@@ -119,6 +119,40 @@ import Testing
         #expect(o.count == 2 && o.last == .gatheringFinished)
     }
 
+    /// The shell's thread polls a connection as soon as it exists, so a TLS handshake can fail
+    /// (or a connect be refused) before the work that adds the connection has run; coturn
+    /// answers a handshake in ~20 ms. Seen in `castd doctor --turn`: 1 run in 3 waited out the
+    /// 10 s reliable timeout ("did not answer Allocate") instead of naming the certificate.
+    @Test func aConnectionThatEndedBeforeItWasAddedFailsAtOnceWithItsReason() throws {
+        let tls = TURNServer(address: SocketAddress("198.51.100.1:5349")!, transport: .tls,
+                             name: "turns:198.51.100.1:5349", username: "1767225600:castd", password: "s3cret-credential")
+        var p = TURNProbe(servers: [tls])
+        let reason = "failed the TLS handshake (TLS: the certificate of 198.51.100.1 was not accepted)"
+        p.handleSocketClosed(local: Self.streamLocal, reason: reason, now: .zero)
+        #expect(p.outcomes.isEmpty && !p.finished)       // not started yet: nothing to fail
+        p.start(udpBases: [], streams: [(server: 0, local: Self.streamLocal)], streamFailures: [], now: .zero + .milliseconds(3))
+        #expect(p.pollTransmit() == nil)                 // no Allocate into a closed connection
+        #expect(p.finished)
+        guard case .failed(let e, let after)? = p.outcomes[0] else { Issue.record("no outcome: \(p.outcomes)"); return }
+        #expect(e.code == .turnConnection && after == .zero)
+        #expect(e.message == "TURN server turns:198.51.100.1:5349 could not allocate: the TLS connection \(reason)")
+
+        // In TURNRelays: only the connection named is failed early; another one allocates, and
+        // a close for an address never added is forgotten after `earlyClosesKept` others.
+        var r = TURNRelays(servers: [Self.tcp, tls])
+        let other = SocketAddress("10.1.0.2:51235")!
+        r.streamClosed(local: other, reason: reason, now: .zero)
+        r.addStream(server: 0, local: Self.streamLocal, now: .zero)
+        let first = try #require(transmits(drain(&r)).first)
+        #expect(first.from == Self.streamLocal)
+        for port in 0..<TURNRelays.earlyClosesKept {
+            r.streamClosed(local: SocketAddress(.v4([10, 9, 0, 1]), UInt16(1000 + port)), reason: "x", now: .zero)
+        }
+        r.addStream(server: 1, local: other, now: .zero)
+        let outs = drain(&r)
+        #expect(transmits(outs).map(\.from) == [other])    // the oldest close was dropped: it allocates
+    }
+
     @Test func aReleaseInFlightEndsQuietlyWhenTheConnectionCloses() throws {
         var c = TURNClient(server: Self.tcp)
         c.handle(.connectionClosed(reason: "was closed by the server"), now: .zero)

@@ -54,8 +54,8 @@ public final class BackendSignaling: SignalingPort, @unchecked Sendable {
                     }
                 case .interrupted(let reason):
                     log.write(LogLine(.warning, "realtime_interrupted", [("reason", reason)]))
-                case .warning(let w):
-                    log.write(LogLine(.warning, "signaling", [("detail", w)]))
+                case .log(let w):
+                    log.write(w)
                 case .failed(let err):
                     log.write(LogLine(.error, "signaling_failed", [("code", err.code), ("message", err.message)]))
                     out.yield(.signalingFailed(err.message))

@@ -84,7 +84,7 @@ enum PairCommand {
                 if s == .disconnected { return r.fail("The session ended before it was approved.", code: "ended") }
             case .failed(let e):
                 return r.fail(e.message, code: e.code.rawValue)
-            case .subscribed, .interrupted, .warning:
+            case .subscribed, .interrupted, .log:
                 continue
             }
         }

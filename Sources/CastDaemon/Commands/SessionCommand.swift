@@ -55,16 +55,18 @@ enum SessionCommand {
         peerOptions.turnServers = turn
         peerOptions.turnTrust = backend.trust
         peerOptions.includeLoopback = TestHooks.iceLoopback(environment)
-        // Issue 18: desktop audio when PipeWire has a sink to capture (its thread opens the
-        // stream now and runs for the whole cast); otherwise video only, said once.
+        // Issue 18: desktop audio when PipeWire has a sink to capture (probed now; captured only
+        // while a peer's answer takes audio); otherwise video only, said once.
         let peerBox = LateBinding<LivePeerPort>()
-        let audio = await startAudio(o.audio, log: log, clock: clock, peer: peerBox)
+        let audio = await startAudio(o.audio, log: log, clock: clock, peer: peerBox,
+                                     settings: TestHooks.opusSettings(environment))
         peerOptions.audio = audio != nil
         let media = MediaFactory.make(o, environment: environment, log: log)
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
                                 onKeyframeRequest: { media.requestKeyframe() },
                                 onTargetBitrate: { bps in media.setTargetBitrate(bps) },
-                                onVideoCodec: { media.setCodec($0) })
+                                onVideoCodec: { media.setCodec($0) },
+                                onAudioWanted: { audio?.setWanted($0) })
         peerBox.value = peer
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
         media.attach(backlog: { peer.mediaBacklog() })
@@ -240,15 +242,16 @@ final class ReadinessNotifier: @unchecked Sendable {
     }
 }
 
-/// The audio thread for `--audio auto`, capturing already, or nil (off, or nothing to capture:
+/// The audio thread for `--audio auto`, probed (a sink to capture) and idle until a peer takes audio, or nil (off, or nothing to capture:
 /// the pipeline said why in one `audio_unavailable` line).
 private func startAudio(_ mode: SessionOptions.Audio, log: LogSink, clock: SystemMonotonicClock,
-                        peer: LateBinding<LivePeerPort>) async -> AudioPipeline? {
+                        peer: LateBinding<LivePeerPort>, settings: OpusAudioEncoder.Settings) async -> AudioPipeline? {
     guard mode == .auto else {
         log.write(LogLine(.info, "audio_off", [("reason", "--audio off")]))
         return nil
     }
-    let audio = AudioPipeline(log: log, clock: clock, sink: { peer.value?.send(audioFrame: $0) },
+    if !settings.inbandFEC { log.write(LogLine(.warning, "test_hook", [("variable", TestHooks.opusFECVariable), ("effect", "Opus in-band FEC off")])) }
+    let audio = AudioPipeline(log: log, clock: clock, encoderSettings: settings, sink: { peer.value?.send(audioFrame: $0) },
                               expectedLoss: { peer.value?.audioExpectedLossPercent() ?? 0 })
     audio.start()
     // The capture stream's own negotiation timeout is 3 s; a little more covers the thread's start.

@@ -160,7 +160,9 @@ public enum DevSend {
                     emit(["type": "relayFailed", "server": server, "message": message])
                 case .bandwidthEstimate(let bps): emit(["type": "bandwidth", "bps": bps])
                 case .videoCodec(let c): emit(["type": "videoCodec", "codec": c.rawValue])
-                case .audioAccepted: emit(["type": "audio", "accepted": true])
+                case .audioAccepted:
+                    emit(["type": "audio", "accepted": true])
+                    audio?.setWanted(true)   // capture only once the answer takes audio, as the daemon does
                 case .audioRejected(let why): emit(["type": "audio", "accepted": false, "reason": why])
                 case .failure(let m):
                     emit(["type": "failure", "message": m])

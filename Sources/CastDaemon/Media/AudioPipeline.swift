@@ -5,14 +5,18 @@ import CastRTP
 import Foundation
 import Synchronization
 
-/// Desktop audio for a cast (issue 18): one thread, started once for the run
-/// (the daemon needs to know before its first offer whether there is audio to
-/// send, and opening and closing the capture stream once per media start would
-/// only repeat that), that reads 20 ms frames from `PipeWireAudioSource`
-/// (its `AudioRing` drops the oldest samples when this thread lags), encodes
-/// them with Opus and hands each frame to `sink` (the current peer's bounded
-/// mailbox, `PeerRunner.send(audioFrame:)`). Nothing here waits on video, and
-/// video never waits on it: they share no lock and no queue.
+/// Desktop audio for a cast (issue 18): one thread for the run. At `start` it
+/// opens the capture stream once and closes it again (the probe: the daemon must
+/// know before its first offer whether there is audio to offer). After that it
+/// captures only while a peer uses the audio (`setWanted(true)`: the current
+/// answer accepted the Opus m-line), and closes the capture stream when that ends,
+/// so nothing is captured while castd waits for approval or for a viewer, nor
+/// between negotiations. While wanted it reads 20 ms frames from
+/// `PipeWireAudioSource` (its `AudioRing` drops the oldest samples when this
+/// thread lags), encodes them with Opus (a fresh encoder per capture) and hands
+/// each frame to `sink` (the current peer's bounded mailbox,
+/// `PeerRunner.send(audioFrame:)`). Nothing here waits on video, and video never
+/// waits on it: they share no lock and no queue.
 ///
 /// The encoder's expected loss follows `expectedLoss` (the peer's
 /// `OpusLossPlan`), read once per frame.
@@ -32,6 +36,9 @@ final class AudioPipeline: @unchecked Sendable {
         var unavailable: String? = nil
         /// The encoder's payload bytes, for the bitrate figure.
         var bytesEncoded = 0
+        /// Whether the capture stream is open now, and how many times it was opened for a peer.
+        var capturing = false
+        var captureStarts = 0
     }
 
     private let log: LogSink
@@ -39,24 +46,31 @@ final class AudioPipeline: @unchecked Sendable {
     private let sink: @Sendable (EncodedAudioFrame) -> Void
     private let expectedLoss: @Sendable () -> Int
     private let sourceOptions: PipeWireAudioSource.Options
+    private let encoderSettings: OpusAudioEncoder.Settings
     private let running = Atomic<Bool>(false)
     private let state = Mutex<(stats: Statistics, source: PipeWireAudioSource?, done: DispatchSemaphore?)>((Statistics(), nil, nil))
-    /// Signalled once the thread has opened the capture stream, or failed to.
+    /// Signalled once the thread has probed the capture stream (opened and closed it), or failed to.
     private let opened = DispatchSemaphore(value: 0)
+    /// A peer uses the audio now: capture.
+    private let wanted = Atomic<Bool>(false)
+    /// Wakes the idle thread (wanted, or stopping).
+    private let wake = DispatchSemaphore(value: 0)
 
     init(log: LogSink, clock: any MonotonicClock, sourceOptions: PipeWireAudioSource.Options = .init(),
+         encoderSettings: OpusAudioEncoder.Settings = .init(),
          sink: @escaping @Sendable (EncodedAudioFrame) -> Void, expectedLoss: @escaping @Sendable () -> Int) {
         self.log = log
         self.clock = clock
         self.sourceOptions = sourceOptions
+        self.encoderSettings = encoderSettings
         self.sink = sink
         self.expectedLoss = expectedLoss
     }
 
     var statistics: Statistics { state.withLock { $0.stats } }
 
-    /// Waits until capture runs (nil) or could not start (the reason); nil also when
-    /// `timeout` passed first (it may still start: frames then simply begin later).
+    /// Waits until the probe found audio to capture (nil) or none (the reason); nil also
+    /// when `timeout` passed first (capture may still work: frames then simply begin later).
     func waitUntilOpened(timeout: Duration) -> String? {
         guard opened.wait(timeout: .now() + .nanoseconds(Int(timeout.totalNanoseconds))) == .success else { return nil }
         opened.signal()   // later callers see the same outcome
@@ -75,8 +89,20 @@ final class AudioPipeline: @unchecked Sendable {
         t.start()
     }
 
+    /// Captures while `on` (any thread): true once an answer accepted the audio, false
+    /// when that peer is gone. The capture stream opens and closes with it.
+    func setWanted(_ on: Bool) {
+        guard wanted.exchange(on, ordering: .relaxed) != on else { return }
+        if on {
+            wake.signal()
+        } else {
+            state.withLock { $0.source }?.interrupt()
+        }
+    }
+
     func stop() async {
         guard running.exchange(false, ordering: .relaxed) else { return }
+        wake.signal()
         let (source, done) = state.withLock { s in (s.source, s.done) }
         source?.interrupt()
         guard let done else { return }
@@ -87,14 +113,10 @@ final class AudioPipeline: @unchecked Sendable {
     }
 
     private func run() {
-        let log = self.log
-        let source: PipeWireAudioSource
-        let encoder: OpusAudioEncoder
+        // The probe: is there a sink to capture, and does libopus start?
         do {
-            source = try PipeWireAudioSource(options: sourceOptions, clock: clock) { sink in
-                log.write(LogLine(.notice, "audio_sink", [("sink", sink)]))
-            }
-            encoder = try OpusAudioEncoder()
+            try openSource().close()
+            _ = try OpusAudioEncoder(settings: encoderSettings)
         } catch {
             let message = (error as? CastError)?.message ?? "\(error)"
             state.withLock { $0.stats.unavailable = message }
@@ -102,21 +124,67 @@ final class AudioPipeline: @unchecked Sendable {
             opened.signal()
             return
         }
+        log.write(LogLine(.info, "audio_available", [("sink", statistics.sink ?? "default"),
+                                                     ("note", "captured only while a peer takes audio")]))
+        opened.signal()
+        while running.load(ordering: .relaxed) {
+            guard wanted.load(ordering: .relaxed) else {
+                wake.wait()
+                continue
+            }
+            guard capture() else { return }
+        }
+    }
+
+    private func openSource() throws -> PipeWireAudioSource {
+        let log = self.log
+        let source = try PipeWireAudioSource(options: sourceOptions, clock: clock) { sink in
+            log.write(LogLine(.notice, "audio_sink", [("sink", sink)]))
+        }
+        state.withLock { $0.stats.sink = source.currentSink }
+        return source
+    }
+
+    /// One capture for one peer: opens the stream, encodes until no longer wanted (or
+    /// stopping), closes it. False when capture failed (the run then ends: video only).
+    private func capture() -> Bool {
+        let source: PipeWireAudioSource
+        let encoder: OpusAudioEncoder
+        do {
+            source = try openSource()
+            encoder = try OpusAudioEncoder(settings: encoderSettings)
+        } catch {
+            let message = (error as? CastError)?.message ?? "\(error)"
+            log.write(LogLine(.warning, "audio_capture_failed", [("reason", message), ("effect", "video only")]))
+            state.withLock { $0.stats.unavailable = message }
+            return false
+        }
         state.withLock { s in
             s.source = source
-            s.stats.sink = source.currentSink
             s.stats.unavailable = nil
+            s.stats.capturing = true
+            s.stats.captureStarts += 1
         }
-        opened.signal()
         log.write(LogLine(.info, "audio_started", [("sink", source.currentSink ?? "default"), ("codec", "opus"),
                                                    ("kbps", encoder.settings.bitsPerSecond / 1000),
-                                                   ("frame_ms", encoder.settings.frameDuration.totalNanoseconds / 1_000_000)]))
-        defer { state.withLock { $0.source = nil } }
-        // stop() may have come before the source was published: it could not interrupt it.
-        guard running.load(ordering: .relaxed) else { return }
+                                                   ("frame_ms", encoder.settings.frameDuration.totalNanoseconds / 1_000_000),
+                                                   ("fec", encoder.settings.inbandFEC)]))
+        var framesThisCapture = 0
+        // The ring's counters start at 0 with each source; the statistics add up over the run.
+        let (droppedBefore, silenceBefore) = state.withLock { ($0.stats.ringDropped, $0.stats.silenceInserted) }
+        defer {
+            state.withLock { s in
+                s.source = nil
+                s.stats.capturing = false
+            }
+            source.close()   // here, on this thread: never by a release on PipeWire's (PipeWireAudioSource.borrow)
+            log.write(LogLine(.info, "audio_stopped", [("frames", framesThisCapture)]))
+        }
         var planned = encoder.settings.expectedPacketLossPercent
         let n = encoder.settings.samplesPerChannel
-        while running.load(ordering: .relaxed) {
+        // setWanted(false) and stop() interrupt a waiting read; the flags are read again after each
+        // frame, so one that came before `source` was published still ends this within 100 ms.
+        while running.load(ordering: .relaxed) && wanted.load(ordering: .relaxed) {
             switch source.read(samplesPerChannel: n, wait: .milliseconds(100)) {
             case .chunk(let chunk):
                 let want = expectedLoss()
@@ -129,13 +197,14 @@ final class AudioPipeline: @unchecked Sendable {
                     let opus = try encoder.encode(chunk.samples)
                     sink(EncodedAudioFrame(opus: opus, samples: n, captureTime: chunk.captureTime,
                                            skippedBefore: chunk.skippedBefore, level: level))
+                    framesThisCapture += 1
                     state.withLock { s in
                         s.stats.framesEncoded += 1
                         s.stats.bytesEncoded += opus.count
                         s.stats.lastLevel = level
                         s.stats.expectedLossPercent = planned
-                        s.stats.ringDropped = source.droppedSamples
-                        s.stats.silenceInserted = source.silenceInserted
+                        s.stats.ringDropped = droppedBefore + source.droppedSamples
+                        s.stats.silenceInserted = silenceBefore + source.silenceInserted
                         s.stats.sink = source.currentSink
                     }
                 } catch {
@@ -144,12 +213,13 @@ final class AudioPipeline: @unchecked Sendable {
             case .timeout:
                 state.withLock { $0.stats.captureTimeouts += 1 }
             case .interrupted:
-                return
+                return true
             case .error(let e):
                 log.write(LogLine(.warning, "audio_capture_failed", [("reason", e.message), ("effect", "video only until media restarts")]))
                 state.withLock { $0.stats.unavailable = e.message }
-                return
+                return false
             }
         }
+        return true
     }
 }

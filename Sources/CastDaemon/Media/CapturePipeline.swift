@@ -7,7 +7,8 @@ import Foundation
 import Synchronization
 
 /// Screen → H.264 for a cast (issue 5 through issue 6): a capture thread that
-/// paces to the frame rate and writes frames into the source's ring (its XShm
+/// reads the screen when it changes (issue 19: XDamage or a PipeWire buffer, at most
+/// at the frame rate, see `CaptureScheduler`) and writes frames into the source's ring (its XShm
 /// segments, no copy; or PipeWire buffers copied in through the ScreenCast
 /// portal), and an encode thread that always takes the newest
 /// ready frame, scales it under the caps (≤ 1080p30, spec §12), encodes it
@@ -249,9 +250,11 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         encoder.start()
 
         var end = GenerationEnd.stopped
-        // A refresh a little under every second: with tick rounding and scheduling, a still
+        // A refresh a little under every second: with scheduling delays, a still
         // screen still reaches the receiver at least once in every second.
-        var pacer = FramePacer(frameRate: caps.maxFrameRate, start: clock.now(), refreshInterval: .milliseconds(900))
+        var scheduler = CaptureScheduler(frameRate: caps.maxFrameRate, now: clock.now(),
+                                         refreshInterval: .milliseconds(900), probes: source.changesNeedProbing)
+        var keyframeNoted = false
         capturing: while running.load(ordering: .relaxed) {
             if let sentence = ended() {
                 log.write(LogLine(.error, "capture_ended", [("backend", backend), ("error", sentence)]))
@@ -259,39 +262,72 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 end = .failed
                 break capturing
             }
+            // The ladder's frame rate is the scheduler's minimum interval (issue 14, 19).
             let ladderRate = wantedFrameRate.load(ordering: .relaxed)
-            if ladderRate > 0, ladderRate != pacer.frameRate { pacer.setFrameRate(min(ladderRate, caps.maxFrameRate), now: clock.now()) }
+            let rate = ladderRate > 0 ? min(ladderRate, caps.maxFrameRate) : caps.maxFrameRate
+            if rate != scheduler.frameRate { scheduler.handle(.frameRate(rate), now: clock.now()) }
             if let fault, fault == .captureStall || fault == .stuck,
                MediaFault.due(first: statistics.firstFrameAt, now: clock.now()), MediaFault.fireOnce() {
                 simulateStall(fault)
             }
-            let wait = pacer.nextTick - clock.now()
-            if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
-            let now = clock.now()
             // A keyframe request (the peer just connected, or the receiver sent a PLI) reads the
-            // screen now, changed or not: on a still screen the next refresh could be 900 ms away.
+            // screen at the next allowed instant, changed or not: on a still screen the next
+            // refresh could be 900 ms away. The flag stays set until the encoder takes it.
             let wanted = keyframeWanted.load(ordering: .relaxed)
-            let outcome = source.capture(onlyIfChanged: !wanted && !pacer.refreshDue(now: now))
-            switch outcome {
-            case .frame:
-                _ = pacer.decide(now: now, changed: true)
-                let took = clock.now() - now
-                let ringNow = source.ring.stats
-                lock.withLock { stats.captured += 1; stats.capture.record(took); stats.currentRing = ringNow }
-                published.signal()
-            case .timeout:
-                _ = pacer.decide(now: now, changed: false)
-            case .reinit(let size):
-                log.write(LogLine(.notice, "capture_reinit", [("size", "\(size)")]))
-                end = .reinit
-                break capturing
-            case .interrupted:
-                break capturing
-            case .error(let e):
-                log.write(LogLine(.error, "capture_failed", [("error", e.message)]))
-                sleepWhileRunning(.milliseconds(500))
-                end = .failed
-                break capturing
+            if wanted && !keyframeNoted { scheduler.handle(.keyframeWanted, now: clock.now()) }
+            keyframeNoted = wanted
+            scheduler.handle(.timeout, now: clock.now())
+            var deadline: Instant
+            drain: while true {
+                switch scheduler.poll() {
+                case .wait(let until):
+                    deadline = until
+                    break drain
+                case .capture(let reason):
+                    let now = clock.now()
+                    let droppedBefore = source.ring.stats.dropped
+                    switch source.capture(onlyIfChanged: reason.onlyIfChanged) {
+                    case .frame:
+                        scheduler.handle(.captured, now: now)
+                        let took = clock.now() - now
+                        let ringNow = source.ring.stats
+                        lock.withLock { stats.captured += 1; stats.capture.record(took); stats.currentRing = ringNow }
+                        published.signal()
+                    case .timeout:
+                        if reason == .keyframe {
+                            // No slot to read into (or, PipeWire, the last frame's slot is being
+                            // encoded): the key frame is still wanted, an interval later.
+                            scheduler.handle(.keyframeWanted, now: now)
+                        } else if source.ring.stats.dropped > droppedBefore {
+                            // Every slot was busy: the change is still to be read, an interval later.
+                            scheduler.handle(.changed, now: now)
+                        } else if reason.onlyIfChanged {
+                            scheduler.handle(.nothingChanged, now: now)
+                        }
+                    case .reinit(let size):
+                        log.write(LogLine(.notice, "capture_reinit", [("size", "\(size)")]))
+                        end = .reinit
+                        break capturing
+                    case .interrupted:
+                        break capturing
+                    case .error(let e):
+                        log.write(LogLine(.error, "capture_failed", [("error", e.message)]))
+                        sleepWhileRunning(.milliseconds(500))
+                        end = .failed
+                        break capturing
+                    }
+                }
+            }
+            // Until the source reports a change or the scheduler's deadline; at most 50 ms, so
+            // that a stop, a keyframe request or a new frame rate is seen within that. A change
+            // already known only waits for the deadline: PipeWire's "a frame is there" stays
+            // true until the frame is taken, and asking again would spin.
+            let until = min(deadline, clock.now() + .milliseconds(50))
+            if scheduler.pending {
+                let left = until - clock.now()
+                if left > .zero { Thread.sleep(forTimeInterval: left.seconds) }
+            } else if source.waitForChange(until: until) {
+                scheduler.handle(.changed, now: clock.now())
             }
         }
         generation.set(false)
@@ -327,8 +363,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         let target = targetBitrate.load(ordering: .relaxed)
         guard target > 0 else { return }
         let now = clock.now()
-        let demand = output.bitsPerSecond(now: now).map { $0 * ladder.maxFrameRate / max(1, ladder.current.frameRate) }
-        guard let d = ladder.update(targetBitrate: target, demandBitrate: demand, now: now) else { return }
+        let measured = output.bitsPerSecond(now: now)
+        let demand = measured.map { $0 * ladder.maxFrameRate / max(1, ladder.current.frameRate) }
+        guard let d = ladder.update(targetBitrate: target, demandBitrate: demand, outputBitrate: measured, now: now) else { return }
         let fpsChanged = d.frameRate != chain.config.frameRate
         do {
             try chain.setBitrate(d.bitrate)
@@ -357,9 +394,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         // One chain per codec: a re-offer may land on another codec (spec §7), and the
         // chain is rebuilt for it at the next frame, without restarting anything else.
         func makeChain(_ codec: VideoCodec) -> EncoderChain? {
-            let chain = EncoderChain(codec: codec, preference: preference, config: config) { line in
-                log.write(LogLine(.info, "encoder", [("detail", line)]))
-            }
+            let chain = EncoderChain(codec: codec, preference: preference, config: config, log: log.write)
             do {
                 if fault == .encoderFailAlways { throw CastError(.init("test_fault"), "test fault encoder-fail-always") }
                 try chain.start()

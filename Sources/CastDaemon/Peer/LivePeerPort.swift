@@ -21,11 +21,15 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     private var refusedLogged = 0   // guarded by `lock`
     private let onVideoCodec: @Sendable (VideoCodec) -> Void
     private var mdnsProblemLogged = false   // guarded by `lock`
+    private var audioDemand = AudioDemand()   // guarded by `lock`
+    /// Told when desktop audio becomes wanted or unwanted (`AudioDemand`).
+    private let onAudioWanted: @Sendable (Bool) -> Void
 
     public init(options: PeerRunner.Options, certificate: Certificate, clock: MonotonicClock, log: LogSink,
                 onKeyframeRequest: @escaping @Sendable () -> Void,
                 onTargetBitrate: @escaping @Sendable (Int) -> Void = { _ in },
-                onVideoCodec: @escaping @Sendable (VideoCodec) -> Void = { _ in }) {
+                onVideoCodec: @escaping @Sendable (VideoCodec) -> Void = { _ in },
+                onAudioWanted: @escaping @Sendable (Bool) -> Void = { _ in }) {
         self.options = options
         self.certificate = certificate
         self.clock = clock
@@ -33,6 +37,17 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
         self.onKeyframeRequest = onKeyframeRequest
         self.onTargetBitrate = onTargetBitrate
         self.onVideoCodec = onVideoCodec
+        self.onAudioWanted = onAudioWanted
+    }
+
+    /// Applies `change` to the audio demand; tells the audio thread when `wanted` flips.
+    private func updateAudioDemand(_ change: (inout AudioDemand) -> Void) {
+        let (before, after) = lock.withLock { () -> (Bool, Bool) in
+            let before = audioDemand.wanted
+            change(&audioDemand)
+            return (before, audioDemand.wanted)
+        }
+        if before != after { onAudioWanted(after) }
     }
 
     private func runner(for nid: String) -> PeerRunner? {
@@ -93,6 +108,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
             out.finish()
             return stream
         }
+        updateAudioDemand { $0.negotiationStarted(nid) }
         let first = lock.withLock { () -> Bool in
             current = (nid, runner)
             defer { mdnsProblemLogged = true }
@@ -107,7 +123,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
         }
         out.yield(.offerReady(negotiationId: nid, sdp: runner.offerSDP))
         let log = self.log, keyframe = onKeyframeRequest, videoCodec = onVideoCodec
-        Task {
+        Task { [self] in
             // Which TURN server each relayed address came from, so the selected pair names it.
             var relayServers: [SocketAddress: String] = [:]
             for await e in runner.events {
@@ -151,6 +167,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                     log.write(LogLine(.debug, "bandwidth_estimate", [("bps", bps)]))
                 case .audioAccepted:
                     log.write(LogLine(.info, "audio_negotiated", [("negotiation", nid), ("codec", "opus/48000/2")]))
+                    updateAudioDemand { $0.audioAccepted(nid) }
                 case .audioRejected(let why):
                     log.write(LogLine(.notice, "audio_rejected", [("negotiation", nid), ("reason", why), ("effect", "video only")]))
                 case .failure(let m):
@@ -159,6 +176,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                     log.write(LogLine(.notice, "peer_closed_by_receiver", [("negotiation", nid)]))
                 }
             }
+            updateAudioDemand { $0.peerEnded(nid) }
             out.finish()
         }
         return stream
@@ -199,6 +217,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     }
 
     public func close() async {
+        updateAudioDemand { $0.closed() }
         let r: PeerRunner? = lock.withLock {
             defer { current = nil }
             return current?.runner

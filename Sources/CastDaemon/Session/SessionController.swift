@@ -160,8 +160,8 @@ public actor SessionController {
             case .connected(let nid):
                 log.write(LogLine(.notice, "connected", [("negotiation", nid)]))
                 onConnected?(nid)
-            case .log(let text):
-                log.write(LogLine(.info, "session", [("detail", text)]))
+            case .log(let line):
+                log.write(line)
             case .rowIgnored(let type, let why, let total):
                 log.write(LogLine(.warning, "row_ignored", [("type", type), ("why", why), ("ignored_total", total)]))
             case .finish(let code, let message):

@@ -2,11 +2,11 @@ import CastCore
 import CastSignaling
 
 /// The sender's session logic (spec §5, §6, §9, §10, §11), as a pure state
-/// machine: the owner feeds `Input`s with the current time, drains `Action`s
-/// with `poll()`, and calls `handleTimeout(now:)` at `nextDeadline()`. It never
-/// reads a clock, sleeps or does IO (DESIGN.md "Pure"), so every rule below is
-/// tested on a fake clock.
-public struct SessionMachine: Sendable {
+/// machine under the one sans-IO contract (`SansIO` in CastCore): the owner feeds
+/// `Input`s with the current time, drains `Action`s with `poll()`, and calls
+/// `handleTimeout(now:)` at `nextDeadline()`. It never reads a clock, sleeps or
+/// does IO (DESIGN.md "Pure"), so every rule below is tested on a fake clock.
+public struct SessionMachine: Sendable, SansIO {
     public struct Configuration: Sendable {
         public var reconnect = ReconnectPolicy()
         /// spec §10: heartbeat every 30 s while connected.
@@ -73,8 +73,8 @@ public struct SessionMachine: Sendable {
         case sessionUpdate(SessionUpdateAction)
         /// A connection reached `connected` (for sd_notify and logs).
         case connected(negotiationId: String)
-        /// A line for the log (one event, key=value fields).
-        case log(String)
+        /// One event for the log, with its own level and fields; the shell writes it as it is.
+        case log(LogLine)
         /// A receiver row that castd does not act on (another negotiation, a second answer, a
         /// type a sender never handles): logged with the running count (issue 8: every hostile
         /// row gets a counted, logged rejection).
@@ -114,7 +114,7 @@ public struct SessionMachine: Sendable {
     private var heartbeatDue: Instant? = nil
     private var statusEndAt: Instant? = nil
     private var authExpiresAt: Instant? = nil
-    private var actions: [Action] = []
+    private var actions = OutputQueue<Action>()
     public private(set) var ignoredRows = 0
 
     public init(configuration: Configuration = Configuration(),
@@ -169,7 +169,7 @@ public struct SessionMachine: Sendable {
     // MARK: - Driving
 
     public mutating func poll() -> Action? {
-        actions.isEmpty ? nil : actions.removeFirst()
+        actions.pop()
     }
 
     public func nextDeadline() -> Instant? {
@@ -226,9 +226,9 @@ public struct SessionMachine: Sendable {
                 guard statusEndAt == nil else { break }
                 statusEndAt = now + configuration.disconnectRowGrace
                 outbox.removeQueued { _ in true }
-                if mediaStarted { actions.append(.stopMedia); mediaStarted = false }
+                if mediaStarted { actions.push(.stopMedia); mediaStarted = false }
                 mediaRestartAt = nil
-                if negotiationId != nil { actions.append(.closePeer); negotiationId = nil }
+                if negotiationId != nil { actions.push(.closePeer); negotiationId = nil }
             case .expired:
                 finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The session expired before it was approved; pair again.")
             case .connecting, .connected:
@@ -269,9 +269,9 @@ public struct SessionMachine: Sendable {
         case .insertFinished(let outcome):
             outbox.completed(outcome, now: now)
             if outcome == .tooLarge {
-                actions.append(.log("event=signaling_row_too_large note=\"payload over 64 KB (SQLSTATE 54000): a castd bug, row dropped\""))
+                actions.push(.log(LogLine(.error, "signaling_row_too_large", [("sqlstate", "54000"), ("note", "payload over 64 KB: a castd bug, row dropped")])))
             } else if outcome == .rateLimited {
-                actions.append(.log("event=signaling_rate_limited note=\"SQLSTATE P0429: backing off\""))
+                actions.push(.log(LogLine(.warning, "signaling_rate_limited", [("sqlstate", "P0429"), ("note", "backing off")])))
             }
 
         case .sessionUpdateFinished(let action, let result):
@@ -307,15 +307,15 @@ public struct SessionMachine: Sendable {
         if let t = mediaRestartAt, now >= t, let approval {
             mediaRestartAt = nil
             mediaStarted = true
-            actions.append(.log("event=media_restart"))
-            actions.append(.startMedia(approval.prefs))
+            actions.push(.log(LogLine(.notice, "media_restart")))
+            actions.push(.startMedia(approval.prefs))
         }
         switch phase {
         case .negotiating(let since) where now >= since + configuration.reconnect.attemptTimeout:
-            actions.append(.log("event=negotiation_timeout negotiation=\(negotiationId ?? "-")"))
+            actions.push(.log(LogLine(.warning, "negotiation_timeout", [("negotiation", negotiationId ?? "-")])))
             connectionLost(now: now)
         case .disconnected(let since) where now >= since + configuration.reconnect.disconnectedGrace:
-            actions.append(.log("event=disconnected_too_long negotiation=\(negotiationId ?? "-")"))
+            actions.push(.log(LogLine(.warning, "disconnected_too_long", [("negotiation", negotiationId ?? "-")])))
             connectionLost(now: now)
         case .waitingToRetry(let until) where now >= until:
             negotiate(now: now)
@@ -324,7 +324,7 @@ public struct SessionMachine: Sendable {
         }
         if phase != .ended, let due = heartbeatDue, now >= due {
             heartbeatDue = now + configuration.heartbeatInterval
-            actions.append(.sessionUpdate(.heartbeat))
+            actions.push(.sessionUpdate(.heartbeat))
         }
         pump(now: now)
     }
@@ -341,20 +341,20 @@ public struct SessionMachine: Sendable {
             guard nid == negotiationId else { return ignore("answer", "other negotiation") }
             guard !answerApplied else { return ignore("answer", "answer already applied") }
             answerApplied = true
-            actions.append(.applyAnswer(negotiationId: nid, sdp: sdp))
+            actions.push(.applyAnswer(negotiationId: nid, sdp: sdp))
             // spec §6: candidates that arrived early are applied right after the answer.
-            for c in bufferedRemote { actions.append(.addRemoteCandidate(c)) }
+            for c in bufferedRemote { actions.push(.addRemoteCandidate(c)) }
             bufferedRemote.removeAll()
-            if remoteEnded { actions.append(.remoteEndOfCandidates(negotiationId: nid)) }
+            if remoteEnded { actions.push(.remoteEndOfCandidates(negotiationId: nid)) }
 
         case .iceCandidate(let c):
             guard c.negotiationID == negotiationId else { return ignore("ice_candidate", "other negotiation") }
-            if answerApplied { actions.append(.addRemoteCandidate(c)) }
+            if answerApplied { actions.push(.addRemoteCandidate(c)) }
             else { bufferedRemote.append(c) }
 
         case .endOfCandidates(let nid):
             guard nid == negotiationId else { return ignore("ice_candidate", "other negotiation") }
-            if answerApplied { actions.append(.remoteEndOfCandidates(negotiationId: nid)) }
+            if answerApplied { actions.push(.remoteEndOfCandidates(negotiationId: nid)) }
             else { remoteEnded = true }
 
         case .disconnect(let reason):
@@ -379,7 +379,7 @@ public struct SessionMachine: Sendable {
 
     private mutating func ignore(_ type: String, _ why: String) {
         ignoredRows += 1
-        actions.append(.rowIgnored(type: String(type.prefix(64)), why: why, total: ignoredRows))
+        actions.push(.rowIgnored(type: String(type.prefix(64)), why: why, total: ignoredRows))
     }
 
     private mutating func handlePeerState(_ state: PeerConnectionState, now: Instant) {
@@ -391,8 +391,8 @@ public struct SessionMachine: Sendable {
                 phase = .connected
                 reconnect.connected()          // spec §11: success resets the counter
                 if first {
-                    actions.append(.connected(negotiationId: negotiationId ?? ""))
-                    actions.append(.sessionUpdate(.connected))
+                    actions.push(.connected(negotiationId: negotiationId ?? ""))
+                    actions.push(.sessionUpdate(.connected))
                 }
                 if heartbeatDue == nil { heartbeatDue = now + configuration.heartbeatInterval }
             default: break
@@ -426,7 +426,7 @@ public struct SessionMachine: Sendable {
         case .invalidState:
             if action != .end { finishQuietly(exitCode: 0, "The broadcasting session has ended.") }
         case .transient:
-            actions.append(.log("event=session_update_failed action=\(action.rawValue) note=\"will retry with the next heartbeat\""))
+            actions.push(.log(LogLine(.info, "session_update_retry", [("action", action.rawValue), ("when", "next heartbeat")])))
         }
     }
 
@@ -434,14 +434,14 @@ public struct SessionMachine: Sendable {
         guard let approval else { return }
         if !mediaStarted {
             mediaStarted = true
-            actions.append(.startMedia(approval.prefs))
+            actions.push(.startMedia(approval.prefs))
         }
         negotiate(now: now)
     }
 
     /// spec §6/§11: every offer gets a fresh negotiationId and a fresh peer.
     private mutating func negotiate(now: Instant) {
-        if negotiationId != nil { actions.append(.closePeer) }
+        if negotiationId != nil { actions.push(.closePeer) }
         if let old = negotiationId { outbox.removeQueued { $0.negotiationID == old } }
         let nid = makeNegotiationId()
         negotiationId = nid
@@ -451,16 +451,16 @@ public struct SessionMachine: Sendable {
         pendingLocal.removeAll()
         bufferedRemote.removeAll()
         phase = .negotiating(since: now)
-        actions.append(.log("event=negotiate negotiation=\(nid) attempt=\(reconnect.attemptsUsed)"))
-        actions.append(.createPeer(negotiationId: nid))
+        actions.push(.log(LogLine(.info, "negotiate", [("negotiation", nid), ("attempt", reconnect.attemptsUsed)])))
+        actions.push(.createPeer(negotiationId: nid))
     }
 
     private mutating func connectionLost(now: Instant) {
-        actions.append(.closePeer)
+        actions.push(.closePeer)
         if let old = negotiationId { outbox.removeQueued { $0.negotiationID == old } }
         switch reconnect.connectionLost() {
         case .retry(let delay, let attempt):
-            actions.append(.log("event=reconnect attempt=\(attempt) delay_s=\(delay.seconds)"))
+            actions.push(.log(LogLine(.notice, "reconnect", [("attempt", attempt), ("delay_s", delay.seconds)])))
             phase = .waitingToRetry(until: now + delay)
         case .giveUp(let attempts):
             endAsSender(reason: .failed, exitCode: 1,
@@ -475,7 +475,7 @@ public struct SessionMachine: Sendable {
     private mutating func mediaFailed(_ reason: String, now: Instant) {
         guard mediaStarted else {
             // Already stopped (a restart is pending, or the session is not casting): nothing to reopen.
-            actions.append(.log("event=media_failure_ignored reason=\"\(reason)\" note=\"media not running\""))
+            actions.push(.log(LogLine(.info, "media_failure_ignored", [("reason", reason), ("note", "media not running")])))
             return
         }
         let window = configuration.mediaFailureWindow
@@ -487,8 +487,9 @@ public struct SessionMachine: Sendable {
             return
         }
         let delay = backoff[mediaFailures.count - 1]
-        actions.append(.log("event=media_failed reason=\"\(reason)\" restart=\(mediaFailures.count) delay_s=\(delay.seconds)"))
-        actions.append(.stopMedia)
+        actions.push(.log(LogLine(.warning, "media_failed", [("reason", reason), ("restart", mediaFailures.count),
+                                                               ("delay_s", delay.seconds)])))
+        actions.push(.stopMedia)
         mediaStarted = false
         mediaRestartAt = now + delay
     }
@@ -501,11 +502,11 @@ public struct SessionMachine: Sendable {
     private mutating func endAsSender(reason: DisconnectReason, exitCode: Int32, message: String, peerAlreadyClosed: Bool = false) {
         outbox.removeQueued { _ in true }
         mediaRestartAt = nil
-        if mediaStarted { actions.append(.stopMedia) }
-        if !peerAlreadyClosed && negotiationId != nil { actions.append(.closePeer) }
-        actions.append(.insert(.disconnect(reason)))
-        actions.append(.sessionUpdate(.end))
-        actions.append(.finish(exitCode: exitCode, message: message))
+        if mediaStarted { actions.push(.stopMedia) }
+        if !peerAlreadyClosed && negotiationId != nil { actions.push(.closePeer) }
+        actions.push(.insert(.disconnect(reason)))
+        actions.push(.sessionUpdate(.end))
+        actions.push(.finish(exitCode: exitCode, message: message))
         phase = .ended
     }
 
@@ -513,15 +514,15 @@ public struct SessionMachine: Sendable {
     private mutating func finishQuietly(exitCode: Int32, _ message: String) {
         outbox.removeQueued { _ in true }
         mediaRestartAt = nil
-        if mediaStarted { actions.append(.stopMedia) }
-        if negotiationId != nil { actions.append(.closePeer) }
-        actions.append(.finish(exitCode: exitCode, message: message))
+        if mediaStarted { actions.push(.stopMedia) }
+        if negotiationId != nil { actions.push(.closePeer) }
+        actions.push(.finish(exitCode: exitCode, message: message))
         phase = .ended
     }
 
     private mutating func pump(now: Instant) {
         guard phase != .ended else { return }
-        if let row = outbox.next(now: now) { actions.append(.insert(row)) }
+        if let row = outbox.next(now: now) { actions.push(.insert(row)) }
     }
 
     /// A remote string shown to the user: printable ASCII only, bounded.

@@ -3,16 +3,28 @@ import CastCore
 /// Supabase Realtime for one channel, as a value with no IO (supabase-wire.md
 /// §C, following the timings of phoenix.js / supabase-js / supabase-swift).
 ///
-/// The owner opens the socket on `.openSocket`, feeds `socketOpened`,
-/// `receive(text:)`, `socketClosed`, calls `handleTimeout` at the latest
-/// `.scheduleTimer` deadline, and performs every other action in order.
-public struct RealtimeClient: Sendable {
+/// It follows the one sans-IO contract (`SansIO` in CastCore): the owner feeds an `Input`
+/// with `now`, drains the `Action`s with `poll()`, opening the socket on `.openSocket` and
+/// performing every other action in order, then calls `handleTimeout` at `nextDeadline()`.
+public struct RealtimeClient: Sendable, SansIO {
+    public enum Input: Sendable, Equatable {
+        /// Connect and join.
+        case start
+        /// Leave the channel and close the socket; nothing reconnects.
+        case stop
+        /// A refreshed access token (pushed to the joined channel, used by later joins).
+        case accessToken(Redacted<String>)
+        case socketOpened
+        /// The socket closed or failed (or castd closed it after `.closeSocket`).
+        case socketClosed(reason: String)
+        /// A text frame from the server.
+        case text(String)
+    }
+
     public enum Action: Sendable, Equatable {
         case openSocket
         case closeSocket
         case send(String)
-        /// Call `handleTimeout` at this instant (replaces any earlier timer).
-        case scheduleTimer(Instant)
         /// The channel is subscribed: from now on no change is missed. Every
         /// `.subscribed` after a `.closed` starts a new epoch (backfill again).
         case subscribed
@@ -21,8 +33,8 @@ public struct RealtimeClient: Sendable {
         case closed(reason: String)
         /// The socket will be reopened after this delay.
         case reconnect(after: Duration)
-        /// Something worth one log line (never carries a token).
-        case warning(String)
+        /// Something worth one log line, as its own event (never carries a token).
+        case log(LogLine)
     }
 
     public struct Config: Sendable {
@@ -75,6 +87,7 @@ public struct RealtimeClient: Sendable {
     private var pendingHeartbeat: String?
     private var socketBackoff = Backoff.socketReconnect
     private var rejoinBackoff = Backoff.channelRejoin
+    private var outputs = OutputQueue<Action>()
 
     public init(config: Config, accessToken: Redacted<String>) {
         self.config = config
@@ -83,8 +96,27 @@ public struct RealtimeClient: Sendable {
 
     public var isSubscribed: Bool { if case .subscribed = channel { return true }; return false }
 
+    // MARK: the contract
+
+    public mutating func handle(_ input: Input, now: Instant) {
+        switch input {
+        case .start: outputs.push(contentsOf: start(now: now))
+        case .stop: outputs.push(contentsOf: stop(now: now))
+        case .accessToken(let t): outputs.push(contentsOf: updateAccessToken(t, now: now))
+        case .socketOpened: outputs.push(contentsOf: socketOpened(now: now))
+        case .socketClosed(let reason): outputs.push(contentsOf: socketClosed(now: now, reason: reason))
+        case .text(let text): outputs.push(contentsOf: receive(text: text, now: now))
+        }
+    }
+
+    public mutating func handleTimeout(now: Instant) {
+        outputs.push(contentsOf: timeout(now: now))
+    }
+
+    public mutating func poll() -> Action? { outputs.pop() }
+
     /// The earliest instant at which `handleTimeout` has work.
-    public var nextDeadline: Instant? {
+    public func nextDeadline() -> Instant? {
         var d: [Instant] = []
         if socket == .open, let h = heartbeatAt { d.append(h) }
         if case .waitingToReconnect(let at) = socket { d.append(at) }
@@ -96,7 +128,7 @@ public struct RealtimeClient: Sendable {
     // MARK: commands
 
     /// Connects and joins.
-    public mutating func start(now: Instant) -> [Action] {
+    private mutating func start(now: Instant) -> [Action] {
         wantJoined = true
         guard socket == .idle || socket == .stopped else { return [] }
         socket = .connecting
@@ -104,7 +136,7 @@ public struct RealtimeClient: Sendable {
     }
 
     /// Leaves the channel and closes the socket; nothing reconnects.
-    public mutating func stop(now: Instant) -> [Action] {
+    private mutating func stop(now: Instant) -> [Action] {
         wantJoined = false
         var out: [Action] = []
         switch channel {
@@ -125,7 +157,7 @@ public struct RealtimeClient: Sendable {
 
     /// supabase-wire.md §C: after every refresh, push `access_token` on the
     /// joined channel (no reply); later joins carry the new token.
-    public mutating func updateAccessToken(_ token: Redacted<String>, now: Instant) -> [Action] {
+    private mutating func updateAccessToken(_ token: Redacted<String>, now: Instant) -> [Action] {
         accessToken = token
         switch channel {
         case .joined(let jr), .subscribed(let jr):
@@ -138,7 +170,7 @@ public struct RealtimeClient: Sendable {
 
     // MARK: socket events
 
-    public mutating func socketOpened(now: Instant) -> [Action] {
+    private mutating func socketOpened(now: Instant) -> [Action] {
         guard socket == .connecting else { return [] }
         socket = .open
         socketBackoff.reset()
@@ -146,11 +178,11 @@ public struct RealtimeClient: Sendable {
         heartbeatAt = now + config.heartbeatInterval
         var out: [Action] = []
         if wantJoined { out += join(now: now) }
-        return withTimer(out)
+        return out
     }
 
     /// The socket closed or failed (or castd closed it after `.closeSocket`).
-    public mutating func socketClosed(now: Instant, reason: String) -> [Action] {
+    private mutating func socketClosed(now: Instant, reason: String) -> [Action] {
         // Only a live or opening socket can close; a second report of the same close is ignored.
         guard socket == .open || socket == .connecting else { return [] }
         var out: [Action] = []
@@ -166,10 +198,10 @@ public struct RealtimeClient: Sendable {
         let delay = socketBackoff.next()
         socket = .waitingToReconnect(at: now + delay)
         out.append(.reconnect(after: delay))
-        return withTimer(out)
+        return out
     }
 
-    public mutating func handleTimeout(now: Instant) -> [Action] {
+    private mutating func timeout(now: Instant) -> [Action] {
         var out: [Action] = []
         if case .waitingToReconnect(let at) = socket, now >= at {
             socket = .connecting
@@ -178,10 +210,11 @@ public struct RealtimeClient: Sendable {
         if socket == .open, let h = heartbeatAt, now >= h {
             if pendingHeartbeat != nil {
                 // §C: a heartbeat still unanswered when the next is due → close and reconnect.
-                out.append(.warning("realtime heartbeat unanswered for \(config.heartbeatInterval); reconnecting"))
+                out.append(.log(LogLine(.warning, "realtime_heartbeat_unanswered", [("after_s", config.heartbeatInterval.seconds),
+                                                                                     ("effect", "reconnecting")])))
                 out.append(.closeSocket)
-                out += socketClosed(now: now, reason: "heartbeat timeout").filter { if case .scheduleTimer = $0 { return false }; return true }
-                return withTimer(out)
+                out += socketClosed(now: now, reason: "heartbeat timeout")
+                return out
             }
             let ref = makeRef()
             pendingHeartbeat = ref
@@ -190,22 +223,22 @@ public struct RealtimeClient: Sendable {
                                              payload: .object([:])).encode(config.vsn)))
         }
         if case .joining(_, let t) = channel, now >= t {
-            out.append(.warning("realtime join timed out after \(config.pushTimeout)"))
+            out.append(.log(LogLine(.warning, "realtime_join_timeout", [("after_s", config.pushTimeout.seconds)])))
             out.append(.closed(reason: "join timeout"))
             out += scheduleRejoin(now: now)
         }
         if case .waitingToRejoin(let at) = channel, socket == .open, now >= at {
             out += join(now: now)
         }
-        return withTimer(out)
+        return out
     }
 
     // MARK: messages
 
-    public mutating func receive(text: String, now: Instant) -> [Action] {
+    private mutating func receive(text: String, now: Instant) -> [Action] {
         let m: PhoenixEnvelope
         do { m = try PhoenixEnvelope.decode(text) } catch {
-            return [.warning("realtime: ignored a message that is not a Phoenix envelope")]
+            return [.log(LogLine(.warning, "realtime_message_ignored", [("why", "not a Phoenix envelope")]))]
         }
         var out: [Action] = []
         if m.topic == "phoenix" {
@@ -226,14 +259,14 @@ public struct RealtimeClient: Sendable {
                     }
                 } else {
                     let reason = response?["reason"]?.stringValue ?? "join refused"
-                    out.append(.warning("realtime join refused: \(reason)"))
+                    out.append(.log(LogLine(.warning, "realtime_join_refused", [("reason", reason)])))
                     out.append(.closed(reason: reason))
                     out += scheduleRejoin(now: now)
                 }
             } else if case .leaving(let jr) = channel, m.ref != nil, m.joinRef == jr || m.joinRef == nil {
                 channel = .closed
             } else if status == "error" {
-                out.append(.warning("realtime push refused: \(response?["reason"]?.stringValue ?? "unknown reason")"))
+                out.append(.log(LogLine(.warning, "realtime_push_refused", [("reason", response?["reason"]?.stringValue ?? "unknown")])))
             }
         case "system":
             if status == "ok" {
@@ -243,7 +276,7 @@ public struct RealtimeClient: Sendable {
                 }
             } else if status == "error" {
                 let msg = m.payload["message"]?.stringValue ?? "unknown"
-                out.append(.warning("realtime system error: \(msg)"))
+                out.append(.log(LogLine(.warning, "realtime_system_error", [("message", msg)])))
                 // Before SUBSCRIBED a system error means the subscription failed: retry.
                 if case .joined = channel {
                     out.append(.closed(reason: msg))
@@ -253,10 +286,10 @@ public struct RealtimeClient: Sendable {
         case "postgres_changes":
             guard isCurrent(m) else { break }
             if let c = PostgresChange(payload: m.payload) {
-                if let errs = c.errors, !errs.isEmpty { out.append(.warning("realtime change with errors: \(errs.joined(separator: "; "))")) }
+                if let errs = c.errors, !errs.isEmpty { out.append(.log(LogLine(.warning, "realtime_change_errors", [("errors", errs.joined(separator: "; "))]))) }
                 out.append(.change(c))
             } else {
-                out.append(.warning("realtime: ignored a postgres_changes push without data"))
+                out.append(.log(LogLine(.warning, "realtime_message_ignored", [("why", "postgres_changes without data")])))
             }
         case "phx_error", "phx_close":
             // §C: these carry ref = join_ref; ones from an older join are stale.
@@ -274,7 +307,7 @@ public struct RealtimeClient: Sendable {
         default:
             break
         }
-        return withTimer(out)
+        return out
     }
 
     // MARK: internals
@@ -321,10 +354,5 @@ public struct RealtimeClient: Sendable {
 
     private func envelope(joinRef: String?, ref: String?, event: String, payload: JSONValue) -> String {
         PhoenixEnvelope(joinRef: joinRef, ref: ref, topic: config.topic, event: event, payload: payload).encode(config.vsn)
-    }
-
-    private func withTimer(_ out: [Action]) -> [Action] {
-        guard let d = nextDeadline else { return out }
-        return out + [.scheduleTimer(d)]
     }
 }

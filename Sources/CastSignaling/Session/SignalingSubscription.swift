@@ -16,7 +16,8 @@ public final class SignalingSubscription: Sendable {
         case status(SessionStatus)
         /// Realtime dropped; it reconnects by itself, and the next backfill covers the gap.
         case interrupted(reason: String)
-        case warning(String)
+        /// Something worth one log line, as its own event (never carries a token).
+        case log(LogLine)
         /// The identity is dead or gone: nothing more will arrive.
         case failed(CastError)
     }
@@ -92,7 +93,7 @@ public final class SignalingSubscription: Sendable {
             }
         }
         defer { ticker.cancel() }
-        loop.perform(loop.client.start(now: loop.clock.now()))
+        loop.feed(.start)
         for await i in inputs {
             if !loop.handle(i) { break }
         }
@@ -112,6 +113,8 @@ public final class SignalingSubscription: Sendable {
         var generation = 0
         var timer: Task<Void, Never>?
         var timerGeneration = 0
+        /// The deadline the running timer was armed for (nil: none armed).
+        var timerDeadline: Instant?
 
         mutating func handle(_ i: Input) -> Bool {
             let now = clock.now()
@@ -119,8 +122,8 @@ public final class SignalingSubscription: Sendable {
             case .ws(let g, let e):
                 guard g == generation else { return true }   // from a socket castd already left
                 switch e {
-                case .open: perform(client.socketOpened(now: now))
-                case .text(let t): perform(client.receive(text: t, now: now))
+                case .open: feed(.socketOpened, now: now)
+                case .text(let t): feed(.text(t), now: now)
                 case .binary: break
                 case .closed(let code, _, let err):
                     socket = nil
@@ -129,16 +132,20 @@ public final class SignalingSubscription: Sendable {
                         owner.output.yield(.failed(err))
                         return false
                     }
-                    perform(client.socketClosed(now: now, reason: err?.message ?? "closed (\(code))"))
+                    feed(.socketClosed(reason: err?.message ?? "closed (\(code))"), now: now)
                 }
             case .timer(let g):
-                if g == timerGeneration { perform(client.handleTimeout(now: now)) }
+                if g == timerGeneration {
+                    timerDeadline = nil   // fired: whatever the deadline is now, arm a new timer
+                    client.handleTimeout(now: now)
+                    perform()
+                }
             case .token(let t):
-                perform(client.updateAccessToken(t, now: now))
+                feed(.accessToken(t), now: now)
             case .backfilled(let epoch, let rows, let status):
                 emit(merger.backfillCompleted(epoch: epoch, rows: rows, status: status))
             case .backfillFailed(let epoch, let why):
-                owner.output.yield(.warning("backfill failed: \(why); retrying in 2 s"))
+                owner.output.yield(.log(LogLine(.warning, "backfill_failed", [("error", why), ("retry_s", 2)])))
                 let input = owner.input
                 Task { try? await Task.sleep(for: .seconds(2)); input.yield(.retryBackfill(epoch: epoch)) }
             case .retryBackfill(let epoch):
@@ -153,12 +160,19 @@ public final class SignalingSubscription: Sendable {
         }
 
         mutating func shutdown() {
-            perform(client.stop(now: clock.now()))
+            feed(.stop)
             timer?.cancel()
         }
 
-        mutating func perform(_ actions: [RealtimeClient.Action]) {
-            for a in actions {
+        /// One input to the client, then its outputs carried out (the `SansIO` contract).
+        mutating func feed(_ input: RealtimeClient.Input, now: Instant? = nil) {
+            client.handle(input, now: now ?? clock.now())
+            perform()
+        }
+
+        /// Drains the client's actions in order, then arms one timer for its next deadline.
+        mutating func perform() {
+            while let a = client.poll() {
                 switch a {
                 case .openSocket:
                     generation += 1
@@ -176,15 +190,6 @@ public final class SignalingSubscription: Sendable {
                     generation += 1
                 case .send(let text):
                     socket?.send(text: text)   // never logged: joins carry the access token
-                case .scheduleTimer(let at):
-                    timer?.cancel()
-                    timerGeneration += 1
-                    let g = timerGeneration, input = owner.input
-                    let wait = at - clock.now()
-                    timer = Task {
-                        if wait > .zero { try? await Task.sleep(for: wait) }
-                        if !Task.isCancelled { input.yield(.timer(generation: g)) }
-                    }
                 case .subscribed:
                     owner.output.yield(.subscribed)
                     emit(merger.subscribed())
@@ -194,10 +199,27 @@ public final class SignalingSubscription: Sendable {
                     merger.channelClosed()
                     owner.output.yield(.interrupted(reason: reason))
                 case .reconnect(let d):
-                    owner.output.yield(.warning("realtime reconnecting in \(d)"))
-                case .warning(let w):
-                    owner.output.yield(.warning(w))
+                    owner.output.yield(.log(LogLine(.notice, "realtime_reconnecting", [("delay_s", d.seconds)])))
+                case .log(let w):
+                    owner.output.yield(.log(w))
                 }
+            }
+            armTimer()
+        }
+
+        /// One timer, for the client's next deadline; a deadline that has not moved keeps its timer.
+        mutating func armTimer() {
+            let deadline = client.nextDeadline()
+            guard deadline != timerDeadline else { return }
+            timer?.cancel()
+            timerGeneration += 1
+            timerDeadline = deadline
+            guard let deadline else { timer = nil; return }
+            let g = timerGeneration, input = owner.input
+            let wait = deadline - clock.now()
+            timer = Task {
+                if wait > .zero { try? await Task.sleep(for: wait) }
+                if !Task.isCancelled { input.yield(.timer(generation: g)) }
             }
         }
 

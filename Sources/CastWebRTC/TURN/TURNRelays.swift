@@ -13,7 +13,9 @@ import CastCore
 /// (RFC 8656 §3.1) needs a connection of its own: the shell opens it and reports its local
 /// address with `addStream(server:local:now:)`; the connection's bytes then come in and go
 /// out under that address, as if it were a socket (any slice of the stream: the client
-/// frames it), and `streamClosed(local:reason:now:)` ends that allocation.
+/// frames it), and `streamClosed(local:reason:now:)` ends that allocation (also when it comes
+/// before `addStream`: the shell's thread may see a connection fail before the work that adds
+/// it has run).
 public struct TURNRelays: Sendable {
     public enum Output: Sendable, Equatable {
         /// A datagram for a TURN server, from the host socket the allocation uses.
@@ -45,6 +47,11 @@ public struct TURNRelays: Sendable {
     private var outputs: [Output] = []
     private var gatheringReported = false
     private var basesEnded = false
+    /// Connections that ended before `addStream` named them: the shell's thread may poll a
+    /// connection (and see a refused connect or a failed TLS handshake) before the work that
+    /// adds it to this value has run. Bounded by `earlyClosesKept`.
+    private var earlyCloses: [(local: SocketAddress, reason: String)] = []
+    static let earlyClosesKept = 16
 
     public init(servers: [TURNServer], timing: TURNTiming = TURNTiming()) {
         self.servers = servers
@@ -77,13 +84,26 @@ public struct TURNRelays: Sendable {
     public mutating func addStream(server: Int, local: SocketAddress, now: Instant) {
         guard servers.indices.contains(server), servers[server].transport.isStream,
               !entries.contains(where: { $0.index == server }) else { return }
+        if let k = earlyCloses.firstIndex(where: { $0.local == local }) {
+            // It already ended: the allocation fails at once with the connection's reason
+            // (without this, the client would wait out its timeout for an answer that cannot come).
+            streamFailed(server: server, reason: earlyCloses.remove(at: k).reason, now: now)
+            return
+        }
         start(server, base: local, now: now)
     }
 
     /// The connection from `local` closed or failed (`reason` completes "the TCP connection …"):
     /// its allocation is gone (RFC 8656 §3.1); ICE goes on over the others.
+    /// A close for a connection not added yet is kept until `addStream` names it.
     public mutating func streamClosed(local: SocketAddress, reason: String, now: Instant) {
-        guard let i = entries.firstIndex(where: { $0.base == local && $0.client.server.transport.isStream }) else { return }
+        guard let i = entries.firstIndex(where: { $0.base == local && $0.client.server.transport.isStream }) else {
+            if !earlyCloses.contains(where: { $0.local == local }) {
+                if earlyCloses.count == Self.earlyClosesKept { earlyCloses.removeFirst() }
+                earlyCloses.append((local, reason))
+            }
+            return
+        }
         entries[i].client.handle(.connectionClosed(reason: reason), now: now)
         drain(i)
     }
