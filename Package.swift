@@ -77,7 +77,10 @@ let package = Package(
         .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture", "CastEncode", "BenchSupport", "AudioTestSupport"]),
         .testTarget(name: "CastEncodeTests", dependencies: ["CastEncode", "BenchSupport", "AudioTestSupport"]),
         .testTarget(name: "CastRTPTests", dependencies: ["CastRTP"]),
-        .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC"],
+        // Counts each thread's heap allocations (malloc interposed in the test executable), for
+        // tests and benchmarks that pin down what a hot path allocates (issue 19).
+        .target(name: "AllocationCounter", path: "Tests/Support/AllocationCounter"),
+        .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC", "AllocationCounter", "BenchSupport"],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "CastSignalingTests", dependencies: ["CastSignaling", "TLSTestSupport"]),
         .testTarget(name: "CastDaemonTests", dependencies: ["CastDaemon"]),

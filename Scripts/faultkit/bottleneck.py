@@ -110,9 +110,11 @@ class ReceiverCrashed(RuntimeError):
 
 async def webrtcbin_no_copies(w: World, name: str, seconds: float = 25) -> Result:
     """The row below, tried once more when the webrtcbin receiver process itself dies by a
-    signal before it reports: GStreamer 1.22's receiver segfaulted in about one run of three
-    here (its libnice/gssdp UPnP discovery, refused inside the namespace, is the busy thread),
-    which says nothing about castd. A second crash fails the row; a crash is always reported."""
+    signal before it reports. The receiver used to segfault in about one run of three here,
+    with any castd: it read rtpsession's per-source statistics after their structure had been
+    freed (fixed: castkit/webrtcbin_receiver.session_sent_nacks; the receiver now writes a
+    native crash's Python stacks to receiver.log). A second crash fails the row; a crash is
+    always reported."""
     try:
         return await _webrtcbin_no_copies(w, name, seconds)
     except ReceiverCrashed as e:

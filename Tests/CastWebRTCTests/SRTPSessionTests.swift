@@ -1,3 +1,4 @@
+import AllocationCounter
 import Testing
 import CastCore
 @testable import CastWebRTC
@@ -53,6 +54,41 @@ private func hex(_ s: String) -> [UInt8] { Hex.decode(s)! }
         let p = try out.protectRTCP(report)
         #expect(p.count == report.count + 4 + tag)  // E-flag|index, then tag
         #expect(try inb.unprotectRTCP(p) == report)
+    }
+
+    @Test(arguments: SRTPProfile.allCases)
+    func protectsInPlaceWithoutCopyingWhenTheBufferHasRoom(_ profile: SRTPProfile) throws {
+        let (out, inb) = try pair(profile)
+        func packet(_ seq: Int) -> [UInt8] {
+            [0x80, 0x60, UInt8(seq >> 8), UInt8(seq & 0xff), 0, 0, 0, 0x64, 0, 0, 0xbe, 0xef] + (0..<100).map { UInt8($0) }
+        }
+        for seq in 0..<4 { _ = try out.protectRTP(packet(seq)) }   // libsrtp sets up the SSRC's stream once
+        // libsrtp (and OpenSSL under it) allocate per packet themselves; in place saves our copies.
+        var copied = (10..<30).map(packet)
+        var inPlace = (30..<50).map { seq in
+            var b = packet(seq)
+            b.reserveCapacity(b.count + SRTPSession.trailerCapacity)
+            return b
+        }
+        var before = castd_allocations_on_this_thread()
+        for i in copied.indices { copied[i] = try out.protectRTP(copied[i]) }
+        let copying = castd_allocations_on_this_thread() - before
+        before = castd_allocations_on_this_thread()
+        for i in inPlace.indices { try out.protectRTP(inPlace: &inPlace[i]) }
+        let inPlaceAllocations = castd_allocations_on_this_thread() - before
+        #expect(copying >= inPlaceAllocations + 20, "copying \(copying), in place \(inPlaceAllocations)")
+        let tag = profile == .aeadAes128Gcm ? 16 : 10
+        #expect(inPlace.allSatisfy { $0.count == 112 + tag })
+        #expect(try inPlace.enumerated().allSatisfy { try inb.unprotectRTP($0.element) == packet(30 + $0.offset) })
+        // The same bytes as the copying form gives (the known-answer vector), spare room or not.
+        let kat = try SRTPSession(profile: .aes128CmHmacSha1_80, key: Self.key, salt: Self.salt, direction: .outbound)
+        var rtp = Self.rtp
+        try kat.protectRTP(inPlace: &rtp)
+        #expect(rtp == Self.srtp)
+        // A refused packet keeps its length.
+        var short: [UInt8] = [0x80, 0x60, 0, 1]
+        #expect(code { try out.protectRTP(inPlace: &short) } == .srtp)
+        #expect(short.count == 4)
     }
 
     @Test(arguments: SRTPProfile.allCases)

@@ -114,7 +114,10 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
         var fds = sockets.map { pollfd(fd: $0.fd, events: $0.pollEvents, revents: 0) }
         fds.append(pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0))
         var closedReported = [Bool](repeating: false, count: sockets.count)
-        var buffer = [UInt8](repeating: 0, count: 2048)
+        let bufferSize = 2048
+        var buffer = [UInt8](repeating: 0, count: bufferSize)
+        // What restores the buffer's length: an array, since an unoptimised generic append allocates per element.
+        let zeros = [UInt8](repeating: 0, count: bufferSize)
         while !stopping {
             for w in takeMailbox() { w(&core, clock.now()) }
             flush()
@@ -137,7 +140,13 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
                 s.ready(fds[i].revents)
                 // Drain the socket: a keyframe's worth of RTCP or checks may be waiting.
                 while let (count, from) = s.receive(into: &buffer) {
-                    core.handleDatagram(Array(buffer.prefix(count)), from: from, to: s.local, now: clock.now())
+                    // The receive buffer itself goes in, cut to the datagram (issue 19: no
+                    // copy per datagram). A core that keeps the bytes makes the restore
+                    // below copy them first (copy on write); otherwise the same memory
+                    // takes the next datagram.
+                    buffer.removeLast(buffer.count - count)
+                    core.handleDatagram(buffer, from: from, to: s.local, now: clock.now())
+                    buffer.append(contentsOf: zeros[buffer.count...])
                 }
             }
             // A TURN server's TCP/TLS connection that ended (while reading, or while sending

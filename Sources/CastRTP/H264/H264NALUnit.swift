@@ -37,26 +37,49 @@ public struct H264NALUnit: Equatable, Sendable {
     /// non-empty input without any start code is malformed.
     public static func splitAnnexB(_ data: [UInt8]) throws -> [H264NALUnit] {
         if data.isEmpty { return [] }
-        var starts: [(codeAt: Int, nalAt: Int)] = []
-        var i = 0
-        while i + 2 < data.count {
-            if data[i + 2] > 1 { i += 3; continue }        // cannot be inside 00 00 01
-            if data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 {
-                starts.append((i, i + 3))
-                i += 3
-            } else {
-                i += 1
-            }
-        }
-        guard !starts.isEmpty else {
+        var scanner = AnnexBScanner(data)
+        guard scanner.hasStartCode else {
             throw CastError(.malformed, "H.264 access unit has no Annex-B start code (\(data.count) bytes)")
         }
         var units: [H264NALUnit] = []
-        for (k, s) in starts.enumerated() {
-            var end = k + 1 < starts.count ? starts[k + 1].codeAt : data.count
-            while end > s.nalAt, data[end - 1] == 0 { end -= 1 }   // 4-byte code's leading 0, trailing zeros
-            if end > s.nalAt { units.append(H264NALUnit(data[s.nalAt..<end])) }
-        }
+        while let u = scanner.next() { units.append(u) }
         return units
+    }
+}
+
+/// The NAL units of an Annex-B stream one by one, as slices of it: no allocation
+/// (`splitAnnexB` collects them). A value: a copy reads ahead without moving the original.
+public struct AnnexBScanner: IteratorProtocol, Sendable {
+    private let data: [UInt8]
+    /// The next start code: where it begins and where its NAL unit does.
+    private var start: (codeAt: Int, nalAt: Int)?
+
+    public init(_ data: [UInt8]) {
+        self.data = data
+        start = Self.startCode(in: data, from: 0)
+    }
+
+    /// Whether the stream has a start code at all (from where the scan stands).
+    public var hasStartCode: Bool { start != nil }
+
+    public mutating func next() -> H264NALUnit? {
+        while let s = start {
+            let following = Self.startCode(in: data, from: s.nalAt)
+            var end = following?.codeAt ?? data.count
+            while end > s.nalAt, data[end - 1] == 0 { end -= 1 }   // 4-byte code's leading 0, trailing zeros
+            start = following
+            if end > s.nalAt { return H264NALUnit(data[s.nalAt..<end]) }
+        }
+        return nil
+    }
+
+    private static func startCode(in data: [UInt8], from: Int) -> (codeAt: Int, nalAt: Int)? {
+        var i = from
+        while i + 2 < data.count {
+            if data[i + 2] > 1 { i += 3; continue }        // cannot be inside 00 00 01
+            if data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 { return (i, i + 3) }
+            i += 1
+        }
+        return nil
     }
 }

@@ -63,62 +63,101 @@ public struct H264Packetizer: Sendable {
 
     /// Packetizes one Annex-B access unit. Empty input gives no packets.
     public mutating func packetize(accessUnit: [UInt8], captureTime: Instant) throws -> Output {
-        var nals = try H264NALUnit.splitAnnexB(accessUnit).filter { Self.isSent($0.type) }
-        guard !nals.isEmpty else { return Output(packets: [], isKeyframe: false, insertedParameterSets: false) }
-        let ts = timestamp(for: captureTime)
+        var packets: [RTPPacket] = []
+        let out = try packetize(accessUnit: accessUnit, captureTime: captureTime, into: &packets)
+        return Output(packets: packets, isKeyframe: out.isKeyframe, insertedParameterSets: out.insertedParameterSets)
+    }
 
-        var hasSPS = false, hasPPS = false, isKeyframe = false
-        for n in nals {
+    /// Packetizes one Annex-B access unit onto the end of `packets`. The payloads are
+    /// slices of `accessUnit` behind inline FU-A headers: nothing is copied, and nothing
+    /// allocated but a STAP-A aggregate and parameter sets that changed (issue 19).
+    public mutating func packetize(accessUnit: [UInt8], captureTime: Instant, into packets: inout [RTPPacket]) throws
+        -> (isKeyframe: Bool, insertedParameterSets: Bool) {
+        var scan = AnnexBScanner(accessUnit)
+        guard accessUnit.isEmpty || scan.hasStartCode else {
+            throw CastError(.malformed, "H.264 access unit has no Annex-B start code (\(accessUnit.count) bytes)")
+        }
+        var hasSPS = false, hasPPS = false, isKeyframe = false, anySent = false
+        while let n = scan.next() {
+            guard Self.isSent(n.type) else { continue }
+            anySent = true
             switch n.type {
-            case H264NALUnit.sps: hasSPS = true; lastSPS = Array(n.bytes)
-            case H264NALUnit.pps: hasPPS = true; lastPPS = Array(n.bytes)
+            case H264NALUnit.sps: hasSPS = true; Self.remember(n, in: &lastSPS)
+            case H264NALUnit.pps: hasPPS = true; Self.remember(n, in: &lastPPS)
             case H264NALUnit.idrSlice: isKeyframe = true
             default: break
             }
         }
+        guard anySent else { return (false, false) }
+        let ts = timestamp(for: captureTime)
+
         // Issue 4 item 5: SPS/PPS in front of every IDR, so a receiver that joins
         // (or recovers after a PLI) can decode it on its own.
-        var inserted = false
-        if isKeyframe {
-            var front: [H264NALUnit] = []
-            if !hasSPS, let sps = lastSPS { front.append(H264NALUnit(sps)) }
-            if !hasPPS, let pps = lastPPS { front.append(H264NALUnit(pps)) }
-            if !front.isEmpty { nals.insert(contentsOf: front, at: 0); inserted = true }
-        }
+        var units = SentUnits(accessUnit: accessUnit,
+                              sps: isKeyframe && !hasSPS ? lastSPS : nil, pps: isKeyframe && !hasPPS ? lastPPS : nil)
+        let inserted = units.hasInserted
 
-        var payloads: [[UInt8]] = []
+        let first = packets.count
         let budget = configuration.payloadBudget
-        var i = 0
-        while i < nals.count {
+        while let nal = units.next() {
             // RFC 6184 §5.7.1: aggregate consecutive NAL units into a STAP-A while
-            // they fit (1 STAP-A header byte + 2 size bytes per unit).
-            var size = 1
-            var j = i
-            while j < nals.count, size + 2 + nals[j].bytes.count <= budget {
-                size += 2 + nals[j].bytes.count
-                j += 1
+            // they fit (1 STAP-A header byte + 2 size bytes per unit). A copy of the
+            // unit source reads ahead.
+            var size = 1 + 2 + nal.bytes.count
+            var aggregated = size <= budget ? 1 : 0
+            var ahead = units
+            while aggregated > 0, let n = ahead.next(), size + 2 + n.bytes.count <= budget {
+                size += 2 + n.bytes.count
+                aggregated += 1
             }
-            if j - i >= 2 {
-                payloads.append(Self.stapA(nals[i..<j]))
-                i = j
-            } else if nals[i].bytes.count <= budget {
-                payloads.append(Array(nals[i].bytes))   // §5.6 single NAL unit packet
-                i += 1
+            if aggregated >= 2 {
+                append(head: RTPPayloadHead(), body: Self.stapA(first: nal, more: aggregated - 1, of: &units, size: size)[...],
+                       timestamp: ts, to: &packets)
+            } else if nal.bytes.count <= budget {
+                append(head: RTPPayloadHead(), body: nal.bytes, timestamp: ts, to: &packets)   // §5.6 single NAL unit packet
             } else {
-                payloads.append(contentsOf: Self.fuA(nals[i], budget: budget))
-                i += 1
+                fuA(nal, budget: budget, timestamp: ts, to: &packets)
             }
+        }
+        // The marker ends the access unit (RFC 6184 §5.1).
+        if packets.count > first { packets[packets.count - 1].header.marker = true }
+        return (isKeyframe, inserted)
+    }
+
+    private mutating func append(head: RTPPayloadHead, body: ArraySlice<UInt8>, timestamp: UInt32, to packets: inout [RTPPacket]) {
+        let h = RTPHeader(marker: false, payloadType: configuration.payloadType,
+                          sequenceNumber: nextSequenceNumber, timestamp: timestamp, ssrc: ssrc)
+        nextSequenceNumber &+= 1
+        packets.append(RTPPacket(header: h, head: head, body: body))
+    }
+
+    /// Keeps a parameter set, allocating only when it differs from the one kept.
+    private static func remember(_ n: H264NALUnit, in kept: inout [UInt8]?) {
+        if let k = kept, k.elementsEqual(n.bytes) { return }
+        kept = Array(n.bytes)
+    }
+
+    /// The NAL units an access unit sends, in order: remembered parameter sets put in
+    /// front of an IDR that lacks them, then the units of the access unit that are sent.
+    struct SentUnits: IteratorProtocol {
+        var sps: [UInt8]?
+        var pps: [UInt8]?
+        var scan: AnnexBScanner
+
+        init(accessUnit: [UInt8], sps: [UInt8]?, pps: [UInt8]?) {
+            self.sps = sps
+            self.pps = pps
+            scan = AnnexBScanner(accessUnit)
         }
 
-        var packets: [RTPPacket] = []
-        packets.reserveCapacity(payloads.count)
-        for (k, p) in payloads.enumerated() {
-            let h = RTPHeader(marker: k == payloads.count - 1, payloadType: configuration.payloadType,
-                              sequenceNumber: nextSequenceNumber, timestamp: ts, ssrc: ssrc)
-            nextSequenceNumber &+= 1
-            packets.append(RTPPacket(header: h, payload: p))
+        var hasInserted: Bool { sps != nil || pps != nil }
+
+        mutating func next() -> H264NALUnit? {
+            if let s = sps { sps = nil; return H264NALUnit(s) }
+            if let p = pps { pps = nil; return H264NALUnit(p) }
+            while let n = scan.next() { if H264Packetizer.isSent(n.type) { return n } }
+            return nil
         }
-        return Output(packets: packets, isKeyframe: isKeyframe, insertedParameterSets: inserted)
     }
 
     /// AUDs and filler carry nothing a WebRTC receiver uses (RFC 6184 §5.1 leaves
@@ -139,13 +178,22 @@ public struct H264Packetizer: Sendable {
     // +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
     // |                         NALU 1 Data  ...      | NALU 2 Size  ...
     // (RFC 6184 §5.7.1, Figure 7)
-    static func stapA(_ nals: ArraySlice<H264NALUnit>) -> [UInt8] {
+    /// `first` and the `more` units that follow it in `units` (which moves past them),
+    /// as one STAP-A payload of `size` bytes.
+    static func stapA(first: H264NALUnit, more: Int, of units: inout SentUnits, size: Int) -> [UInt8] {
         // §5.7.1: F is the OR of all F bits, NRI the maximum of all NRIs.
-        var f: UInt8 = 0, nri: UInt8 = 0
-        for n in nals { f |= n.forbiddenBit; nri = max(nri, n.nri) }
-        var w = ByteWriter(capacity: 1 + nals.reduce(0) { $0 + 2 + $1.bytes.count })
+        var f = first.forbiddenBit, nri = first.nri
+        var ahead = units
+        for _ in 0..<more {
+            guard let n = ahead.next() else { break }
+            f |= n.forbiddenBit; nri = max(nri, n.nri)
+        }
+        var w = ByteWriter(capacity: size)
         w.u8(f | nri | H264NALUnit.stapA)
-        for n in nals {
+        w.u16(UInt16(first.bytes.count))
+        w.append(first.bytes)
+        for _ in 0..<more {
+            guard let n = units.next() else { break }
             w.u16(UInt16(n.bytes.count))
             w.append(n.bytes)
         }
@@ -159,24 +207,23 @@ public struct H264Packetizer: Sendable {
     // +---------------+---------------+
     //   FU indicator     FU header
     // (RFC 6184 §5.8: the NAL header byte itself is not sent; its F and NRI go
-    // into the indicator, its type into the FU header.)
-    static func fuA(_ nal: H264NALUnit, budget: Int) -> [[UInt8]] {
+    // into the indicator, its type into the FU header.) The two bytes are the
+    // packet's inline head; the fragment is a slice of the NAL unit.
+    private mutating func fuA(_ nal: H264NALUnit, budget: Int, timestamp: UInt32, to packets: inout [RTPPacket]) {
         let indicator = nal.forbiddenBit | nal.nri | H264NALUnit.fuA
         let body = nal.bytes.dropFirst()
         let chunk = budget - 2
-        var out: [[UInt8]] = []
         var start = body.startIndex
         while start < body.endIndex {
             let end = min(start + chunk, body.endIndex)
             var header = nal.type
             if start == body.startIndex { header |= 0x80 }   // S
             if end == body.endIndex { header |= 0x40 }       // E
-            var p: [UInt8] = [indicator, header]
-            p.reserveCapacity(2 + end - start)
-            p.append(contentsOf: body[start..<end])
-            out.append(p)
+            var head = RTPPayloadHead()
+            head.append(indicator)
+            head.append(header)
+            append(head: head, body: body[start..<end], timestamp: timestamp, to: &packets)
             start = end
         }
-        return out
     }
 }

@@ -43,16 +43,23 @@ public struct RTPHeader: Equatable, Sendable {
         Self.fixedLength + 4 * csrcs.count + (extensions?.encodedLength ?? 0)
     }
 
-    func write(into w: inout ByteWriter, padding: Bool) throws {
+    /// Writes the header; `inlineExtensions`, when given, is written as the extension
+    /// block (the send path's stamped values) and `extensions` must then be nil.
+    func write(into w: inout ByteWriter, padding: Bool, inlineExtensions: RTPInlineExtensions? = nil) throws {
         guard csrcs.count <= 15 else { throw CastError(.usage, "RTP allows at most 15 CSRCs, got \(csrcs.count)") }
         guard payloadType < 128 else { throw CastError(.usage, "RTP payload type \(payloadType) does not fit in 7 bits") }
-        w.u8(2 << 6 | (padding ? 0x20 : 0) | (extensions != nil ? 0x10 : 0) | UInt8(csrcs.count))
+        guard extensions == nil || inlineExtensions == nil else {
+            throw CastError(.usage, "an RTP header has one extension block, not two")
+        }
+        let hasExtensions = extensions != nil || inlineExtensions != nil
+        w.u8(2 << 6 | (padding ? 0x20 : 0) | (hasExtensions ? 0x10 : 0) | UInt8(csrcs.count))
         w.u8((marker ? 0x80 : 0) | payloadType)
         w.u16(sequenceNumber)
         w.u32(timestamp)
         w.u32(ssrc)
         for c in csrcs { w.u32(c) }
         try extensions?.write(into: &w)
+        try inlineExtensions?.write(into: &w)
     }
 
     /// Reads a header; returns it with the padding bit, which the packet needs.

@@ -159,11 +159,16 @@ public enum RTPExtensionValue {
     /// abs-send-time: 24 bits, seconds in 6.18 fixed point, wrapping every 64 s.
     /// Only differences matter to the receiver, so any monotonic origin works.
     public static func absSendTime(_ t: Instant) -> [UInt8] {
+        let v = absSendTimeValue(t)
+        return [UInt8(v >> 16), UInt8((v >> 8) & 0xff), UInt8(v & 0xff)]
+    }
+
+    /// abs-send-time as its 24-bit value (the send path stamps it without an array).
+    public static func absSendTimeValue(_ t: Instant) -> UInt32 {
         let ns = UInt64(bitPattern: t.nanoseconds)
         let secs = ns / 1_000_000_000
         let frac = ((ns % 1_000_000_000) << 18) / 1_000_000_000
-        let v = UInt32(truncatingIfNeeded: (secs << 18) | frac) & 0xff_ffff
-        return [UInt8(v >> 16), UInt8((v >> 8) & 0xff), UInt8(v & 0xff)]
+        return UInt32(truncatingIfNeeded: (secs << 18) | frac) & 0xff_ffff
     }
 
     /// Reads abs-send-time back as 6.18 fixed-point units.
@@ -182,11 +187,16 @@ public enum RTPExtensionValue {
 
     /// playout-delay: 12-bit minimum and maximum, in 10 ms units (0…40.95 s).
     public static func playoutDelay(minimum: Duration, maximum: Duration) -> [UInt8] {
-        func units(_ d: Duration) -> UInt16 {
-            UInt16(clamping: max(0, min(4095, d.totalNanoseconds / 10_000_000)))
+        let v = playoutDelayValue(minimum: minimum, maximum: maximum)
+        return [UInt8(v >> 16), UInt8((v >> 8) & 0xff), UInt8(v & 0xff)]
+    }
+
+    /// playout-delay as its 24-bit value: minimum in the high 12 bits, maximum in the low 12.
+    public static func playoutDelayValue(minimum: Duration, maximum: Duration) -> UInt32 {
+        func units(_ d: Duration) -> UInt32 {
+            UInt32(clamping: max(0, min(4095, d.totalNanoseconds / 10_000_000)))
         }
-        let lo = units(minimum), hi = units(maximum)
-        return [UInt8(lo >> 4), UInt8((lo & 0x0f) << 4) | UInt8(hi >> 8), UInt8(hi & 0xff)]
+        return units(minimum) << 12 | units(maximum)
     }
 
     /// The (minimum, maximum) playout delay in 10 ms units.

@@ -21,10 +21,10 @@ public struct Pacer<Item: Sendable>: Sendable {
     }
 
     public var configuration: Configuration
-    private var queue: [(item: Item, size: Int)] = []
-    private var head = 0
+    /// O(1) at both ends (issue 19): a keyframe's 100+ packets leave one by one.
+    private var queue = RingBuffer<(item: Item, size: Int)>()
     /// Retransmissions jump the media queue, first come first served among themselves.
-    private var urgent: [(item: Item, size: Int)] = []
+    private var urgent = RingBuffer<(item: Item, size: Int)>()
     /// Credit in byte·nanoseconds (bytes × 1e9) so that refills stay exact integers.
     private var credit: Int64
     private var lastRefill: Instant?
@@ -34,7 +34,7 @@ public struct Pacer<Item: Sendable>: Sendable {
         credit = configuration.burstBytes * 1_000_000_000
     }
 
-    public var queuedCount: Int { urgent.count + queue.count - head }
+    public var queuedCount: Int { urgent.count + queue.count }
     /// Bytes waiting, urgent and not (O(1): the daemon asks before every frame).
     public var queuedBytes: Int { urgentBytes + mediaBytes }
     /// Bytes waiting in the non-urgent (media) queue.
@@ -53,17 +53,16 @@ public struct Pacer<Item: Sendable>: Sendable {
     }
 
     /// The oldest non-urgent item, if any.
-    public var firstQueued: Item? { head < queue.count ? queue[head].item : nil }
+    public var firstQueued: Item? { queue.first?.item }
 
     /// Removes non-urgent items from the front while `predicate` holds; returns them.
     public mutating func dropQueued(while predicate: (Item) -> Bool) -> [Item] {
         var out: [Item] = []
-        while head < queue.count, predicate(queue[head].item) {
-            mediaBytes -= queue[head].size
-            out.append(queue[head].item)
-            head += 1
+        while let e = queue.first, predicate(e.item) {
+            mediaBytes -= e.size
+            out.append(e.item)
+            queue.popFirst()
         }
-        if head == queue.count { queue.removeAll(keepingCapacity: true); head = 0 }
         return out
     }
 
@@ -77,25 +76,27 @@ public struct Pacer<Item: Sendable>: Sendable {
     /// The items that may leave at `now`: while credit is positive, one more
     /// packet goes (credit may then go negative and is paid back over time).
     public mutating func poll(now: Instant) -> [Item] {
-        refill(now)
         var out: [Item] = []
-        var u = 0
-        while u < urgent.count, credit > 0 {
-            credit -= Int64(urgent[u].size) * 1_000_000_000
-            urgentBytes -= urgent[u].size
-            out.append(urgent[u].item)
-            u += 1
+        while let item = next(now: now) { out.append(item) }
+        return out
+    }
+
+    /// The next item that may leave at `now`, urgent ones first; nil when none may.
+    /// Calling it until nil is `poll(now:)` without the array.
+    public mutating func next(now: Instant) -> Item? {
+        refill(now)
+        guard credit > 0 else { return nil }
+        if let e = urgent.popFirst() {
+            credit -= Int64(e.size) * 1_000_000_000
+            urgentBytes -= e.size
+            return e.item
         }
-        urgent.removeFirst(u)
-        while head < queue.count, credit > 0 {
-            let e = queue[head]
-            head += 1
+        if let e = queue.popFirst() {
             mediaBytes -= e.size
             credit -= Int64(e.size) * 1_000_000_000
-            out.append(e.item)
+            return e.item
         }
-        if head == queue.count { queue.removeAll(keepingCapacity: true); head = 0 }
-        return out
+        return nil
     }
 
     /// When the next queued item may leave; nil with nothing queued.

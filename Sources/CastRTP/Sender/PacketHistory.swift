@@ -36,10 +36,9 @@ public struct PacketHistory: Sendable {
 
     public let limits: Limits
     private var entries: [UInt16: Entry] = [:]
-    /// Send order, oldest first, from `head` on. The serial tells a live slot
+    /// Send order, oldest first. The serial tells a live slot
     /// from one whose sequence number was inserted again later.
-    private var order: [(seq: UInt16, serial: UInt64)] = []
-    private var head = 0
+    private var order = RingBuffer<(seq: UInt16, serial: UInt64)>()
     private var nextSerial: UInt64 = 0
     public private(set) var byteCount = 0
 
@@ -50,29 +49,23 @@ public struct PacketHistory: Sendable {
     /// Records a packet as sent at `now` (a later insert of the same number replaces it).
     public mutating func insert(_ packet: RTPPacket, sentAt now: Instant) {
         let seq = packet.header.sequenceNumber
-        if let old = entries.removeValue(forKey: seq) { byteCount -= old.packet.payload.count }
+        if let old = entries.removeValue(forKey: seq) { byteCount -= old.packet.payloadLength }
         nextSerial += 1
         entries[seq] = Entry(packet: packet, sentAt: now, serial: nextSerial)
         order.append((seq, nextSerial))
-        byteCount += packet.payload.count
+        byteCount += packet.payloadLength
         evict(now: now)
     }
 
     /// Drops packets past the age limit, and the oldest ones beyond the count or byte limit.
     public mutating func evict(now: Instant) {
-        while head < order.count {
-            let slot = order[head]
-            guard let e = entries[slot.seq], e.serial == slot.serial else { head += 1; continue }
+        while let slot = order.first {
+            guard let e = entries[slot.seq], e.serial == slot.serial else { order.popFirst(); continue }
             guard now - e.sentAt > limits.maxAge || entries.count > limits.maxPackets || byteCount > limits.maxBytes
             else { break }
             entries[slot.seq] = nil
-            byteCount -= e.packet.payload.count
-            head += 1
-        }
-        // Compact the order list once most of it is dead.
-        if head > 1024, head * 2 > order.count {
-            order.removeFirst(head)
-            head = 0
+            byteCount -= e.packet.payloadLength
+            order.popFirst()
         }
     }
 

@@ -31,17 +31,23 @@ public struct RTXEncoder: Sendable {
         h.csrcs = original.header.csrcs
         nextSequenceNumber &+= 1
         let osn = original.header.sequenceNumber
-        // Padding is not carried over: it belongs to the original packet's size.
+        // Padding is not carried over: it belongs to the original packet's size. The OSN
+        // goes in front of the original's inline payload head, so the payload is not
+        // copied here (it is written once, when the packet is serialised).
+        if let head = original.payloadHead.prepending(osn) {
+            return RTPPacket(header: h, head: head, body: original.payloadBody)
+        }
         return RTPPacket(header: h, payload: [UInt8(osn >> 8), UInt8(osn & 0xff)] + original.payload)
     }
 
     /// The original packet back from an RTX packet (for tests and receivers).
     public static func unwrap(_ rtx: RTPPacket, originalSSRC: UInt32, originalPayloadType: UInt8) throws -> RTPPacket {
-        guard rtx.payload.count >= 2 else { throw CastError(.malformed, "RTX packet shorter than its 2-byte OSN") }
+        let payload = rtx.payload
+        guard payload.count >= 2 else { throw CastError(.malformed, "RTX packet shorter than its 2-byte OSN") }
         var h = rtx.header
         h.ssrc = originalSSRC
         h.payloadType = originalPayloadType
-        h.sequenceNumber = UInt16(rtx.payload[0]) << 8 | UInt16(rtx.payload[1])
-        return RTPPacket(header: h, payload: Array(rtx.payload.dropFirst(2)))
+        h.sequenceNumber = UInt16(payload[0]) << 8 | UInt16(payload[1])
+        return RTPPacket(header: h, payload: Array(payload.dropFirst(2)))
     }
 }

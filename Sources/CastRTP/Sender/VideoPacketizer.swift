@@ -56,22 +56,35 @@ public enum VideoPacketizer: Sendable {
     /// (H.264: an IDR slice NAL unit; VP8: the P bit of the frame tag, RFC 6386 §9.1).
     public func isKeyframe(_ picture: [UInt8]) -> Bool {
         switch self {
-        case .h264: (try? H264NALUnit.splitAnnexB(picture))?.contains { $0.type == H264NALUnit.idrSlice } ?? false
-        case .vp8: VP8Packetizer.isKeyframe(picture)
+        case .h264:
+            // Scanned in place (no array of units): the sender asks this of every picture.
+            var scan = AnnexBScanner(picture)
+            while let n = scan.next() { if n.type == H264NALUnit.idrSlice { return true } }
+            return false
+        case .vp8:
+            return VP8Packetizer.isKeyframe(picture)
         }
     }
 
     /// Packetizes one encoded picture.
     public mutating func packetize(_ picture: [UInt8], captureTime: Instant) throws -> (packets: [RTPPacket], isKeyframe: Bool) {
+        var packets: [RTPPacket] = []
+        let isKeyframe = try packetize(picture, captureTime: captureTime, into: &packets)
+        return (packets, isKeyframe)
+    }
+
+    /// Packetizes one encoded picture onto the end of `packets` (the sender reuses one
+    /// array for every picture); returns whether it is a keyframe.
+    public mutating func packetize(_ picture: [UInt8], captureTime: Instant, into packets: inout [RTPPacket]) throws -> Bool {
         switch self {
         case .h264(var p):
-            let out = try p.packetize(accessUnit: picture, captureTime: captureTime)
+            let out = try p.packetize(accessUnit: picture, captureTime: captureTime, into: &packets)
             self = .h264(p)
-            return (out.packets, out.isKeyframe)
+            return out.isKeyframe
         case .vp8(var p):
-            let out = p.packetize(frame: picture, captureTime: captureTime)
+            let out = p.packetize(frame: picture, captureTime: captureTime, into: &packets)
             self = .vp8(p)
-            return (out.packets, out.isKeyframe)
+            return out.isKeyframe
         }
     }
 }

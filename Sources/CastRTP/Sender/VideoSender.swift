@@ -66,6 +66,9 @@ public struct VideoSender: Sendable {
         /// protection overhead from the encoder's target). Excess NACKs are ignored.
         public var retransmissionShare: Double
         public var overheadWindow: Duration
+        /// Spare capacity each RTP datagram is built with, so that the transport appends
+        /// its trailer in place (SRTP: `SRTPSession.trailerCapacity`; issue 19).
+        public var trailerCapacity: Int
 
         public init(codec: VideoCodec = .h264, payloadType: UInt8, rtxPayloadType: UInt8? = nil, cname: String,
                     mtu: Int = RTPConstants.defaultMTU, srtpOverhead: Int = 16,
@@ -77,7 +80,8 @@ public struct VideoSender: Sendable {
                     lossProtection: LossProtection.Configuration = .init(),
                     congestion: SendSideBandwidthEstimator.Configuration = .init(),
                     maxQueueDelay: Duration = .milliseconds(500), maxQueueBytes: Int = 1_000_000,
-                    retransmissionShare: Double = 0.5, overheadWindow: Duration = .seconds(1)) {
+                    retransmissionShare: Double = 0.5, overheadWindow: Duration = .seconds(1),
+                    trailerCapacity: Int = 0) {
             self.codec = codec
             self.payloadType = payloadType
             self.rtxPayloadType = rtxPayloadType
@@ -98,6 +102,7 @@ public struct VideoSender: Sendable {
             self.maxQueueBytes = max(0, maxQueueBytes)
             self.retransmissionShare = min(max(retransmissionShare, 0), 1)
             self.overheadWindow = max(overheadWindow, .milliseconds(100))
+            self.trailerCapacity = max(0, trailerCapacity)
         }
     }
 
@@ -119,6 +124,22 @@ public struct VideoSender: Sendable {
     public enum Datagram: Equatable, Sendable {
         case rtp([UInt8])
         case rtcp([UInt8])
+
+        /// Runs `body` on the bytes where they lie. The datagram lets go of them
+        /// meanwhile, so bytes referenced from nowhere else are `body`'s alone and
+        /// change without a copy (SRTP protects them in place, issue 19).
+        public mutating func withBytes<R>(_ body: (inout [UInt8]) throws -> R) rethrows -> R {
+            switch self {
+            case .rtp(var bytes):
+                self = .rtp([])
+                defer { self = .rtp(bytes) }
+                return try body(&bytes)
+            case .rtcp(var bytes):
+                self = .rtcp([])
+                defer { self = .rtcp(bytes) }
+                return try body(&bytes)
+            }
+        }
     }
 
     public enum KeyframeReason: Equatable, Sendable {
@@ -204,6 +225,8 @@ public struct VideoSender: Sendable {
     private var recentMedia: [UInt16] = []
     private var recentMediaNext = 0
     private let extensionLength: Int
+    /// The packets of the picture being queued: one array reused for every picture.
+    private var packetized: [RTPPacket] = []
 
     public var ssrc: UInt32 { packetizer.ssrc }
     public var rtxSSRC: UInt32? { rtx?.ssrc }
@@ -282,10 +305,12 @@ public struct VideoSender: Sendable {
             startAwaitingKeyframe(now: now)
             return
         }
-        let out = try packetizer.packetize(accessUnit, captureTime: captureTime)
-        guard !out.packets.isEmpty else { return }
+        packetized.removeAll(keepingCapacity: true)
+        defer { packetized.removeAll(keepingCapacity: true) }   // the packets hold the picture: let it go
+        let keyframe = try packetizer.packetize(accessUnit, captureTime: captureTime, into: &packetized)
+        guard !packetized.isEmpty else { return }
         statistics.framesSent += 1
-        if out.isKeyframe {
+        if keyframe {
             statistics.keyframesSent += 1
             keyframes.keyframeSent(now: now)
             awaitingKeyframe = false
@@ -293,9 +318,9 @@ public struct VideoSender: Sendable {
             // What waits before a keyframe is not needed by anything after it.
             if pacer.mediaBytes + accessUnit.count > configuration.maxQueueBytes { dropQueuedMedia(upToKeyframe: false) }
         }
-        for (i, p) in out.packets.enumerated() {
+        for (i, p) in packetized.enumerated() {
             pacer.enqueue(PacedPacket(packet: p, captureTime: captureTime, isRetransmission: false, queuedAt: now,
-                                      startsKeyframe: i == 0 && out.isKeyframe, startsFrame: i == 0),
+                                      startsKeyframe: i == 0 && keyframe, startsFrame: i == 0),
                           size: p.encodedLength)
         }
     }
@@ -340,6 +365,14 @@ public struct VideoSender: Sendable {
     /// Everything due at `now`: paced RTP packets, probe padding, then an SR + SDES compound when due.
     public mutating func poll(now: Instant) -> [Datagram] {
         var out: [Datagram] = []
+        poll(now: now, into: &out)
+        return out
+    }
+
+    /// `poll(now:)` onto the end of `out`: the owner keeps one array for every turn,
+    /// and each datagram's bytes are referenced only from it (so SRTP can protect
+    /// them in place).
+    public mutating func poll(now: Instant, into out: inout [Datagram]) {
         if let d = estimator.nextDeadline, d <= now {
             estimator.handle(.timeout, now: now)
             drainEstimator(now: now)
@@ -353,7 +386,7 @@ public struct VideoSender: Sendable {
                           size: p.encodedLength + 2)
         }
         enforceQueueBound(now: now)
-        for item in pacer.poll(now: now) {
+        while let item = pacer.next(now: now) {
             if let d = transmit(item, now: now) { out.append(d) }
         }
         sendProbe(now: now, into: &out)
@@ -361,13 +394,16 @@ public struct VideoSender: Sendable {
             statistics.senderReportsSent += 1
             out.append(.rtcp(bytes))
         }
-        return out
     }
 
     /// When `poll` should be called next (nil: only when new input arrives).
     public var nextDeadline: Instant? {
-        [pacer.nextDeadline, reports.nextReportAt, protection.nextDeadline, estimator.nextDeadline,
-         probe?.next, firstQueuedExpiry].compactMap { $0 }.min()
+        // Pairwise, not through an array: the driver asks on every turn.
+        var d = Instant.earliest(pacer.nextDeadline, reports.nextReportAt)
+        d = Instant.earliest(d, protection.nextDeadline)
+        d = Instant.earliest(d, estimator.nextDeadline)
+        d = Instant.earliest(d, probe?.next)
+        return Instant.earliest(d, firstQueuedExpiry)
     }
 
     /// An RTCP BYE for our SSRCs (RFC 3550 §6.6), for a clean stop.
@@ -388,22 +424,24 @@ public struct VideoSender: Sendable {
         }
         // Extensions are stamped at send time: abs-send-time and the transport-wide
         // sequence describe this transmission, not the packetization.
+        // Stamped inline and written straight into the datagram with room for SRTP's
+        // trailer: the packet's one allocation (issue 19).
         let ids = configuration.extensionIDs
-        var elements: [RTPHeaderExtension] = []
-        if let id = ids.absSendTime { elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.absSendTime(now))) }
+        var stamps = RTPInlineExtensions()
+        if let id = ids.absSendTime { stamps.append(id: id, value: RTPExtensionValue.absSendTimeValue(now), length: 3) }
         var transportSeq: UInt16?
         if let id = ids.transportCC {
             // Its size on the wire: header, extensions, payload and the SRTP tag.
             let seq = transportCC.allocate(size: packet.encodedLength + extensionLength + configuration.srtpOverhead)
-            elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.transportSequence(seq)))
+            stamps.append(id: id, value: UInt32(seq), length: 2)
             transportSeq = seq
         }
         if let id = ids.playoutDelay {
             let d = configuration.playoutDelay
-            elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.playoutDelay(minimum: d.minimum, maximum: d.maximum)))
+            stamps.append(id: id, value: RTPExtensionValue.playoutDelayValue(minimum: d.minimum, maximum: d.maximum), length: 3)
         }
-        packet.header.extensions = elements.isEmpty ? nil : RTPExtensionBlock.best(for: elements)
-        guard let bytes = try? packet.serialize() else { return nil }
+        guard let bytes = try? packet.serialize(extensions: stamps, trailerCapacity: configuration.trailerCapacity)
+        else { return nil }
         estimator.handle(.packetSent(transportSequenceNumber: transportSeq, size: bytes.count + configuration.srtpOverhead,
                                      probeCluster: probeCluster), now: now)
 
@@ -423,7 +461,7 @@ public struct VideoSender: Sendable {
             protection.sent(item.packet.header.sequenceNumber, bytes: bytes.count, kind: .retransmission, now: now)
         }
         if packet.header.ssrc == ssrc {
-            reports.packetSent(payloadLength: packet.payload.count, rtpTimestamp: packet.header.timestamp,
+            reports.packetSent(payloadLength: packet.payloadLength, rtpTimestamp: packet.header.timestamp,
                                captureTime: item.captureTime, now: now, isRetransmission: item.isRetransmission)
         }
         statistics.packetsSent += 1

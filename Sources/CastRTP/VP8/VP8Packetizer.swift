@@ -78,8 +78,17 @@ public struct VP8Packetizer: Sendable {
 
     /// Packetizes one VP8 frame. An empty frame gives no packets (and uses no PictureID).
     public mutating func packetize(frame: [UInt8], captureTime: Instant) -> Output {
+        var packets: [RTPPacket] = []
+        let out = packetize(frame: frame, captureTime: captureTime, into: &packets)
+        return Output(packets: packets, isKeyframe: out.isKeyframe, pictureID: out.pictureID)
+    }
+
+    /// Packetizes one VP8 frame onto the end of `packets`: each payload is the
+    /// descriptor, inline, and a slice of `frame` (nothing copied, issue 19).
+    public mutating func packetize(frame: [UInt8], captureTime: Instant, into packets: inout [RTPPacket])
+        -> (isKeyframe: Bool, pictureID: UInt16) {
         let picture = nextPictureID
-        guard !frame.isEmpty else { return Output(packets: [], isKeyframe: false, pictureID: picture) }
+        guard !frame.isEmpty else { return (false, picture) }
         nextPictureID = (nextPictureID &+ 1) & Self.pictureIDMask
         let ts = timestamp(for: captureTime)
 
@@ -89,24 +98,21 @@ public struct VP8Packetizer: Sendable {
         let count = (frame.count + room - 1) / room
         let base = frame.count / count, extra = frame.count % count
 
-        var packets: [RTPPacket] = []
-        packets.reserveCapacity(count)
+        packets.reserveCapacity(packets.count + count)
         var start = 0
         for k in 0..<count {
             let size = base + (k < extra ? 1 : 0)
-            var payload: [UInt8] = []
-            payload.reserveCapacity(Self.descriptorLength + size)
-            payload.append(0x80 | (k == 0 ? 0x10 : 0))          // X, S on the first packet, PID 0
-            payload.append(0x80)                                 // I
-            payload.append(0x80 | UInt8(picture >> 8))           // M, PictureID high 7 bits
-            payload.append(UInt8(truncatingIfNeeded: picture))   // PictureID low 8 bits
-            payload.append(contentsOf: frame[start..<(start + size)])
-            start += size
+            var head = RTPPayloadHead()
+            head.append(0x80 | (k == 0 ? 0x10 : 0))          // X, S on the first packet, PID 0
+            head.append(0x80)                                 // I
+            head.append(0x80 | UInt8(picture >> 8))           // M, PictureID high 7 bits
+            head.append(UInt8(truncatingIfNeeded: picture))   // PictureID low 8 bits
             let h = RTPHeader(marker: k == count - 1, payloadType: configuration.payloadType,
                               sequenceNumber: nextSequenceNumber, timestamp: ts, ssrc: ssrc)
             nextSequenceNumber &+= 1
-            packets.append(RTPPacket(header: h, payload: payload))
+            packets.append(RTPPacket(header: h, head: head, body: frame[start..<(start + size)]))
+            start += size
         }
-        return Output(packets: packets, isKeyframe: Self.isKeyframe(frame), pictureID: picture)
+        return (Self.isKeyframe(frame), picture)
     }
 }

@@ -86,16 +86,25 @@ public struct ICEAgent: Sendable {
     /// When `handleTimeout(now:)` must be called next; nil when nothing is pending.
     public func nextDeadline() -> Instant? {
         if state == .closed || state == .failed { return nil }
-        var d: [Instant] = transactions.values.map(\.deadline)
-        if let t = nextCheckAt { d.append(t) }
-        if let t = nominationDeadline { d.append(t) }
+        // Folded pairwise, not collected in an array: the driver asks on every turn (issue 19).
+        var d: Instant? = nil
+        for t in transactions.values { d = Self.earliest(d, t.deadline) }
+        d = Self.earliest(d, nextCheckAt)
+        d = Self.earliest(d, nominationDeadline)
         if selectedKey != nil, let last = lastConsent {
-            if let n = nextConsentAt { d.append(n) }
-            if state == .connected { d.append(last + config.disconnectedTimeout) }
-            d.append(last + config.consentTimeout)
+            d = Self.earliest(d, nextConsentAt)
+            if state == .connected { d = Self.earliest(d, last + config.disconnectedTimeout) }
+            d = Self.earliest(d, last + config.consentTimeout)
         }
-        if state == .checking, let s = checkingSince { d.append(s + config.checkingTimeout) }
-        return d.min()
+        if state == .checking, let s = checkingSince { d = Self.earliest(d, s + config.checkingTimeout) }
+        return d
+    }
+
+    /// The earlier of two optional instants (CastRTP's `Instant.earliest`; ICE does not import CastRTP).
+    private static func earliest(_ a: Instant?, _ b: Instant?) -> Instant? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return min(a, b)
     }
 
     // MARK: Local candidates

@@ -135,7 +135,11 @@ public final class PeerSession {
     private var answer: NegotiatedAnswer? = nil
     private var iceState: ICEConnectionState = .new
     private var dtlsConnected = false
-    private var transmits: [Transmit] = []
+    /// O(1) at both ends (issue 19): the driver pops one datagram per packet.
+    private var transmits = RingBuffer<Transmit>()
+    /// The video sender's datagrams of one turn: one array reused, so that each
+    /// datagram's bytes are referenced only from here while SRTP protects them in place.
+    private var mediaOut: [VideoSender.Datagram] = []
     private var events: [Event] = []
 
     /// Builds the offer: fresh ICE credentials, the certificate's fingerprint,
@@ -189,7 +193,8 @@ public final class PeerSession {
             playoutDelay: extensions[HeaderExtensionURI.playoutDelay].map(UInt8.init))
         return try VideoSender(configuration: .init(codec: codec, payloadType: payloadType, rtxPayloadType: rtxPayloadType,
                                                     cname: cname, mtu: configuration.mtu, extensionIDs: ids,
-                                                    wallclockOffset: configuration.wallclockOffset),
+                                                    wallclockOffset: configuration.wallclockOffset,
+                                                    trailerCapacity: SRTPSession.trailerCapacity),
                                random: &rng)
     }
 
@@ -347,8 +352,8 @@ public final class PeerSession {
     }
 
     public func close(now: Instant) {
-        if state == .connected, let bye = video.goodbye(reason: "castd closed") { sendMedia(bye, now: now) }
-        if state == .connected, let bye = audio?.goodbye(reason: "castd closed") { sendMedia(bye, now: now) }
+        if state == .connected, var bye = video.goodbye(reason: "castd closed") { sendMedia(&bye, now: now) }
+        if state == .connected, var bye = audio?.goodbye(reason: "castd closed") { sendMedia(&bye, now: now) }
         ice.close()
         dtls?.close()
         // RFC 8656 §8: release the allocations (one Refresh with LIFETIME 0 each; the shell
@@ -557,7 +562,9 @@ public final class PeerSession {
         }
         lastMediaTurn = now
         if mediaFlows {
-            for datagram in video.poll(now: now) { sendMedia(datagram, now: now) }
+            video.poll(now: now, into: &mediaOut)
+            for i in mediaOut.indices { sendMedia(&mediaOut[i], now: now) }
+            mediaOut.removeAll(keepingCapacity: true)
             pumpAudio(now: now)
         }
         // What sending produced: a congestion keyframe request (the pacer dropped media);
@@ -575,7 +582,7 @@ public final class PeerSession {
         guard var a = audio else { return }
         loop: while true {
             switch a.poll(now: now) {
-            case .transmit(let d): sendMedia(d, now: now)
+            case .transmit(var d): sendMedia(&d, now: now)
             case .event(.receiverReport(let r)):
                 audioLossPlan.report(fractionLost: r.fractionLost, now: now)
                 statistics.audioExpectedLossPercent = audioLossPlan.expectedLossPercent
@@ -591,19 +598,21 @@ public final class PeerSession {
 
     private var testDropper = TestMediaDropper()   // test only (PeerSessionTestHooks.swift)
 
-    private func sendMedia(_ d: VideoSender.Datagram, now: Instant) {
+    /// Protects a datagram in place (its buffer was built with SRTP's trailer room) and
+    /// queues it: no copy (issue 19).
+    private func sendMedia(_ d: inout VideoSender.Datagram, now: Instant) {
         guard let pair = ice.selectedPair, let srtp = outbound else { return }
         if testDropper.drops(d, fraction: configuration.testHooks.dropMediaFraction, rtxPayloadType: answer?.video.rtxPayloadType) {
             statistics.injectedDrops += 1
             return
         }
+        var isRTP = false
+        if case .rtp = d { isRTP = true }
         do {
-            let bytes: [UInt8]
-            switch d {
-            case .rtp(let p): bytes = try srtp.protectRTP(p)
-            case .rtcp(let p): bytes = try srtp.protectRTCP(p)
+            try d.withBytes { bytes in
+                if isRTP { try srtp.protectRTP(inPlace: &bytes) } else { try srtp.protectRTCP(inPlace: &bytes) }
+                route(bytes, from: pair.local, to: pair.remote, now: now)
             }
-            route(bytes, from: pair.local, to: pair.remote, now: now)
         } catch {
             statistics.srtpErrors += 1
         }
@@ -680,14 +689,17 @@ extension PeerSession: DatagramCore {
     }
 
     public func pollTransmit() -> Transmit? {
-        guard !transmits.isEmpty else { return nil }
+        guard let t = transmits.popFirst() else { return nil }
         statistics.datagramsOut += 1
-        return transmits.removeFirst()
+        return t
     }
 
     public func nextDeadline() -> Instant? {
-        [ice.nextDeadline(), relays.nextDeadline(), mdns.nextDeadline(), dtls?.nextDeadline(), mediaFlows ? video.nextDeadline : nil,
-         mediaFlows ? audio?.nextDeadline : nil]
-            .compactMap { $0 }.min()
+        // Pairwise, not through an array: the driver asks on every turn (issue 19).
+        var d = Instant.earliest(ice.nextDeadline(), relays.nextDeadline())
+        d = Instant.earliest(d, mdns.nextDeadline())
+        d = Instant.earliest(d, dtls?.nextDeadline())
+        d = Instant.earliest(d, mediaFlows ? video.nextDeadline : nil)
+        return Instant.earliest(d, mediaFlows ? audio?.nextDeadline : nil)
     }
 }

@@ -27,9 +27,12 @@ public final class SRTPSession: CustomStringConvertible {
     public let direction: Direction
     private let session: srtp_t
 
-    /// Room libsrtp may append: SRTP_MAX_TRAILER_LEN (tag 16 + MKI 128) plus
-    /// the 4-byte SRTCP index; composite macros that Swift does not import.
-    private static let trailerRoom = 16 + 128 + 4
+    /// Room libsrtp may write past the end of a packet it protects: SRTP_MAX_TRAILER_LEN
+    /// (tag 16 + MKI 128, `srtp.h`) plus the 4-byte SRTCP index (RFC 3711 §3.4); composite
+    /// macros that Swift does not import. A packet built with this much spare capacity
+    /// (`reserveCapacity(count + trailerCapacity)`) is protected in place without a copy.
+    public static let trailerCapacity = 16 + 128 + 4
+    private static let trailerZeros = [UInt8](repeating: 0, count: trailerCapacity)
 
     /// - Parameters:
     ///   - replayWindow: packets (64...32768) remembered for replay checks.
@@ -75,40 +78,80 @@ public final class SRTPSession: CustomStringConvertible {
 
     public var description: String { "SRTPSession(\(profile), \(direction))" }
 
-    /// RTP → SRTP (RFC 3711 §3.3).
-    public func protectRTP(_ packet: [UInt8]) throws -> [UInt8] {
-        try run(packet, grow: true, "protecting RTP") { srtp_protect(session, $0, $1) }
+    /// RTP → SRTP (RFC 3711 §3.3), in place: libsrtp encrypts the payload where it lies
+    /// and appends the tag. No allocation when `packet` is uniquely referenced and has
+    /// `trailerCapacity` bytes of spare capacity; else the array grows as arrays do.
+    /// On an error the packet keeps its length but not necessarily its bytes.
+    public func protectRTP(inPlace packet: inout [UInt8]) throws {
+        try run(&packet, grow: true, "protecting RTP") { srtp_protect(session, $0, $1) }
     }
 
-    /// RTCP → SRTCP (RFC 3711 §3.4).
+    /// RTCP → SRTCP (RFC 3711 §3.4), in place, as `protectRTP(inPlace:)`.
+    public func protectRTCP(inPlace packet: inout [UInt8]) throws {
+        try run(&packet, grow: true, "protecting RTCP") { srtp_protect_rtcp(session, $0, $1) }
+    }
+
+    /// RTP → SRTP (RFC 3711 §3.3), into a new array.
+    public func protectRTP(_ packet: [UInt8]) throws -> [UInt8] {
+        var buf = Self.withTrailerRoom(packet)
+        try protectRTP(inPlace: &buf)
+        return buf
+    }
+
+    /// RTCP → SRTCP (RFC 3711 §3.4), into a new array.
     public func protectRTCP(_ packet: [UInt8]) throws -> [UInt8] {
-        try run(packet, grow: true, "protecting RTCP") { srtp_protect_rtcp(session, $0, $1) }
+        var buf = Self.withTrailerRoom(packet)
+        try protectRTCP(inPlace: &buf)
+        return buf
     }
 
     /// SRTP → RTP, authenticated and replay-checked.
     public func unprotectRTP(_ packet: [UInt8]) throws -> [UInt8] {
-        try run(packet, grow: false, "unprotecting SRTP") { srtp_unprotect(session, $0, $1) }
+        var buf = packet
+        try run(&buf, grow: false, "unprotecting SRTP") { srtp_unprotect(session, $0, $1) }
+        return buf
     }
 
     /// SRTCP → RTCP, authenticated and replay-checked.
     public func unprotectRTCP(_ packet: [UInt8]) throws -> [UInt8] {
-        try run(packet, grow: false, "unprotecting SRTCP") { srtp_unprotect_rtcp(session, $0, $1) }
+        var buf = packet
+        try run(&buf, grow: false, "unprotecting SRTCP") { srtp_unprotect_rtcp(session, $0, $1) }
+        return buf
     }
 
-    private func run(_ packet: [UInt8], grow: Bool, _ what: String,
-                     _ op: (UnsafeMutableRawPointer, UnsafeMutablePointer<Int32>) -> srtp_err_status_t) throws -> [UInt8] {
+    /// A copy of `packet` with room for the trailer: one allocation.
+    private static func withTrailerRoom(_ packet: [UInt8]) -> [UInt8] {
+        var buf: [UInt8] = []
+        buf.reserveCapacity(packet.count + trailerCapacity)
+        buf.append(contentsOf: packet)
+        return buf
+    }
+
+    /// Runs `op` on the packet's bytes where they lie (libsrtp works in place: it
+    /// reads `len` bytes and writes the result over them, `len` updated), with
+    /// `trailerCapacity` zero bytes appended first when protecting.
+    private func run(_ packet: inout [UInt8], grow: Bool, _ what: String,
+                     _ op: (UnsafeMutableRawPointer, UnsafeMutablePointer<Int32>) -> srtp_err_status_t) throws {
         let expectProtect = direction == .outbound
         guard grow == expectProtect else {
             throw CastError(.srtp, "\(what) needs an \(grow ? "outbound" : "inbound") session")
         }
-        guard packet.count >= (grow ? 8 : 12), packet.count <= 65_536 else {
-            throw CastError(.srtp, "\(what): a \(packet.count)-byte packet is not a valid length")
+        let length = packet.count
+        guard length >= (grow ? 8 : 12), length <= 65_536 else {
+            throw CastError(.srtp, "\(what): a \(length)-byte packet is not a valid length")
         }
-        var buf = packet + [UInt8](repeating: 0, count: grow ? Self.trailerRoom : 0)
-        var len = Int32(packet.count)
-        let status = buf.withUnsafeMutableBytes { op($0.baseAddress!, &len) }
+        // Appended from an array, not `repeatElement`: an unspecialised (debug) append of a
+        // generic sequence allocates per element.
+        if grow { packet.append(contentsOf: Self.trailerZeros) }
+        var len = Int32(length)
+        let status = packet.withUnsafeMutableBytes { buf -> srtp_err_status_t in
+            guard let base = buf.baseAddress else { return srtp_err_status_bad_param }
+            return op(base, &len)
+        }
+        // libsrtp never reports more than it was given room for; checked all the same.
+        let result = status == srtp_err_status_ok && len >= 0 && Int(len) <= packet.count ? Int(len) : length
+        packet.removeLast(packet.count - result)
         guard status == srtp_err_status_ok else { throw Self.error(status, what) }
-        return Array(buf[0..<Int(len)])
     }
 
     private static func error(_ status: srtp_err_status_t, _ what: String) -> CastError {
