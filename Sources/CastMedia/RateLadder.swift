@@ -92,7 +92,7 @@ public struct RateLadder: Sendable {
     /// While set: the frame rate may not rise above `fps` before `until`.
     private var overshootCeiling: (fps: Int, until: Instant)?
     private var overshootBackoff = RateLadder.overshootBackoffStart
-    private var lastOvershootStep: Instant?
+    private var ceilingEnded: Instant?
 
     public init(size: FrameSize, maxFrameRate: Int, maxBitrate: Int, minBitrate: Int = 100_000,
                 steps: [Step] = RateLadder.standardSteps, upMargin: Double = 0.15, upHold: Duration = .seconds(2)) {
@@ -159,6 +159,7 @@ public struct RateLadder: Sendable {
         if let ceiling = overshootCeiling {
             if now >= ceiling.until {
                 overshootCeiling = nil
+                ceilingEnded = now
             } else {
                 plain = min(plain, ceiling.fps)
             }
@@ -168,13 +169,15 @@ public struct RateLadder: Sendable {
             let since = overshootSince ?? now
             overshootSince = since
             if now - since >= Self.overshootHold {
-                // A retry that overshoots again soon after its ceiling ended waits twice as long.
-                if let last = lastOvershootStep, now - last <= overshootBackoff * 3 {
-                    overshootBackoff = min(Self.overshootBackoffMax, overshootBackoff * 2)
-                } else {
-                    overshootBackoff = Self.overshootBackoffStart
+                // A retry that overshoots again soon after its ceiling ended waits twice as long;
+                // further steps of one descent (a ceiling still in force) keep the wait.
+                if overshootCeiling == nil {
+                    if let ended = ceilingEnded, now - ended <= overshootBackoff * 2 {
+                        overshootBackoff = min(Self.overshootBackoffMax, overshootBackoff * 2)
+                    } else {
+                        overshootBackoff = Self.overshootBackoffStart
+                    }
                 }
-                lastOvershootStep = now
                 overshootSince = nil
                 overshootCeiling = (fps: lower, until: now + overshootBackoff)
                 plain = min(plain, lower)

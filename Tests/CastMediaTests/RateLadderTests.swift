@@ -141,6 +141,13 @@ import CastMedia
             _ = l.update(targetBitrate: 4_000_000, outputBitrate: 5_500_000, now: now)
         }
         #expect(l.current.frameRate == 15)
+        // The steps of one descent keep the first wait (8 s from the last step), no doubling:
+        // the encoder fits at 15 fps, so 30 fps is tried again 8 s + the 2 s up-hold later.
+        for _ in 0..<101 {
+            now = now + .milliseconds(100)
+            _ = l.update(targetBitrate: 4_000_000, outputBitrate: 3_500_000, now: now)
+        }
+        #expect(l.current.frameRate == 30)
     }
 
     @Test func aKeyFrameBurstOrAnEncoderOnItsTargetIsNoOvershoot() {
