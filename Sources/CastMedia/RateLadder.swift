@@ -35,7 +35,8 @@ import CastCore
 /// quantizer on a busy 1080p screen sends 8 Mbit/s against 4) would break the
 /// caps on a link with room to spare, where nothing lowers the target: so an
 /// output above `overshootRatio` × the bitrate asked for, for `overshootHold`,
-/// steps the frame rate down one step, and that step is a ceiling for a while
+/// steps the frame rate down to the step where that output, scaled by the
+/// frame rate, would fit, and that step is a ceiling for a while
 /// (`overshootBackoff`, doubling while the encoder keeps overshooting after
 /// each retry, up to 64 s), as libwebrtc's encoder-overshoot handling gives up
 /// frames rather than bits.
@@ -135,6 +136,16 @@ public struct RateLadder: Sendable {
         return r * r.squareRoot()
     }
 
+    /// The step an overshooting encoder goes to: the highest below `fps` at which its output,
+    /// scaled by the frame rate, would fit the bitrate (frames grow as they get further apart,
+    /// so this is a first guess that a further step may correct), else the lowest.
+    private func overshootStep(below fps: Int, output: Int, bitrate: Int) -> Int? {
+        let lower = thresholds.filter { $0.frameRate < fps }
+        guard let lowest = lower.first else { return nil }
+        let fits = lower.last { Double(output) * Double($0.frameRate) / Double(max(1, fps)) <= Double(bitrate) }
+        return (fits ?? lowest).frameRate
+    }
+
     /// The frame rate for a target, without hysteresis.
     func frameRate(for bitrate: Int) -> Int {
         thresholds.last { bitrate >= $0.minimum }?.frameRate ?? thresholds[0].frameRate
@@ -165,7 +176,7 @@ public struct RateLadder: Sendable {
             }
         }
         if let out = outputBitrate, Double(out) > Self.overshootRatio * Double(current.bitrate),
-           let lower = thresholds.last(where: { $0.frameRate < fps })?.frameRate {
+           let lower = overshootStep(below: fps, output: out, bitrate: current.bitrate) {
             let since = overshootSince ?? now
             overshootSince = since
             if now - since >= Self.overshootHold {

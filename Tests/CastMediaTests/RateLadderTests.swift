@@ -124,7 +124,7 @@ import CastMedia
 
     // An encoder that cannot meet its target (libvpx at its coarsest quantizer on a busy
     // 1080p screen: 8 Mbit/s against 4) on a free link, where the target stays at the cap.
-    @Test func anEncoderOvershootingForTwoSecondsGivesUpOneFrameRateStep() {
+    @Test func anEncoderOvershootingForTwoSecondsGivesUpTheFrameRateItCannotFit() {
         var l = ladder()
         var now = t0
         var decisions: [RateLadder.Decision] = []
@@ -134,15 +134,16 @@ import CastMedia
         }
         #expect(decisions.isEmpty)
         #expect(l.current.frameRate == 30)
-        #expect(l.update(targetBitrate: 4_000_000, outputBitrate: 8_000_000, now: now) == .init(bitrate: 4_000_000, frameRate: 20))
-        // Still over at 20 fps for another 2 s: 15.
+        // 8 Mbit/s at 30 fps would be 4 at 15: there in one step.
+        #expect(l.update(targetBitrate: 4_000_000, outputBitrate: 8_000_000, now: now) == .init(bitrate: 4_000_000, frameRate: 15))
+        // Still over at 15 fps for another 2 s (frames grow as they get further apart): 10.
         for _ in 0..<21 {
             now = now + .milliseconds(100)
             _ = l.update(targetBitrate: 4_000_000, outputBitrate: 5_500_000, now: now)
         }
-        #expect(l.current.frameRate == 15)
+        #expect(l.current.frameRate == 10)
         // The steps of one descent keep the first wait (8 s from the last step), no doubling:
-        // the encoder fits at 15 fps, so 30 fps is tried again 8 s + the 2 s up-hold later.
+        // the encoder fits at 10 fps, so 30 fps is tried again 8 s + the 2 s up-hold later.
         for _ in 0..<101 {
             now = now + .milliseconds(100)
             _ = l.update(targetBitrate: 4_000_000, outputBitrate: 3_500_000, now: now)
@@ -172,17 +173,17 @@ import CastMedia
             }
         }
         run(3, output: 8_000_000)
-        #expect(l.current.frameRate == 20)
-        // The encoder now fits (3 Mbit/s at 20 fps): the ceiling holds 8 s, then the usual 2 s up-hold.
+        #expect(l.current.frameRate == 15)
+        // The encoder now fits (3 Mbit/s at 15 fps): the ceiling holds 8 s, then the usual 2 s up-hold.
         run(7, output: 3_000_000)
-        #expect(l.current.frameRate == 20)
+        #expect(l.current.frameRate == 15)
         run(4, output: 3_000_000)
         #expect(l.current.frameRate == 30)
         // Back at 30 it overshoots again at once: down after 2 s, and this ceiling lasts 16 s.
         run(3, output: 8_000_000)
-        #expect(l.current.frameRate == 20)
+        #expect(l.current.frameRate == 15)
         run(14, output: 3_000_000)
-        #expect(l.current.frameRate == 20)
+        #expect(l.current.frameRate == 15)
         run(5, output: 3_000_000)
         #expect(l.current.frameRate == 30)
     }
