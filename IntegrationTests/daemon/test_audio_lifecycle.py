@@ -47,7 +47,22 @@ async def test_audio_is_captured_only_while_a_peer_takes_it(stack, tmp_path):
             await asyncio.sleep(0.25)
         assert seen == [0] * 8 and not events(daemon, "audio_started"), "\n".join(daemon.stderr_lines[-30:])
 
-        answerer = ReceiverAnswerer(rx.client, sid)
+        heard = asyncio.Event()
+
+        class Listening(ReceiverAnswerer):
+            """Reads the audio track, so the test ends the peer only once audio has arrived."""
+            def _on_audio_track(self, track):
+                async def listen():
+                    try:
+                        await track.recv()
+                        heard.set()
+                        while True:
+                            await track.recv()
+                    except Exception:
+                        return
+                self._tasks.append(asyncio.create_task(listen()))
+
+        answerer = Listening(rx.client, sid)
         await answerer.start()
         await daemon.wait_log("event=audio_started", timeout=30)
         assert castd_capture_nodes(rig) == 1
@@ -56,7 +71,9 @@ async def test_audio_is_captured_only_while_a_peer_takes_it(stack, tmp_path):
         started = next(i for i, l in enumerate(lines) if "event=audio_started" in l)
         assert negotiated < started   # capture starts after the answer took audio, never before
 
-        # The receiver ends the session: the peer goes, and the capture stream with it.
+        # Audio reaches the receiver (the peer takes it: capture must deliver frames) …
+        await asyncio.wait_for(heard.wait(), 20)
+        # … then the receiver ends the session: the peer goes, and the capture stream with it.
         await rx.client.api("session-end", {"sessionId": sid})
         await daemon.wait_log("event=audio_stopped", timeout=15)
         stopped = events(daemon, "audio_stopped")[0]
