@@ -1,4 +1,5 @@
 """session-update / session-end / ice-config (spec §8–§10, addendum)."""
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -177,3 +178,38 @@ def test_unknown_api_endpoint_and_method_keep_the_error_shape(stack):
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
     r = api(stack, t.access_token, "session-create", method="GET")
     assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+
+
+async def test_session_end_waits_for_a_sender_insert_instead_of_deadlocking_with_it(stack):
+    """A signaling insert takes the limits trigger's advisory lock, then (its foreign-key check)
+    a KEY SHARE lock on the session row. session-end inserts the disconnect row after locking the
+    session: it must take the two in the same order, or an insert of the sender's in flight and
+    session-end deadlock and Postgres aborts one (a 500 seen in CI while castd was sending rows)."""
+    ps = paired_session(stack)
+    sid = uuid.UUID(ps.session_id)
+    conn, watch = await db(stack), await db(stack)
+    try:
+        tx = conn.transaction()
+        await tx.start()
+        # The insert's first step: the trigger's advisory lock (0005_settings_and_limits.sql).
+        await conn.execute("select pg_advisory_xact_lock(hashtextextended($1::text, 429))", str(sid))
+        end = asyncio.create_task(asyncio.to_thread(
+            api, stack, ps.receiver.access_token, "session-end", {"sessionId": ps.session_id}))
+        # session-end now waits for that advisory lock (whatever it holds already).
+        for _ in range(500):
+            if await watch.fetchval("select count(*) from pg_locks where locktype = 'advisory' and not granted"):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            pytest.fail("session-end never waited for the insert's lock")
+        # The insert's second step: the foreign-key check's KEY SHARE on the session row. Had
+        # session-end locked the row FOR UPDATE first, this would close a cycle (deadlock).
+        await conn.execute("set local lock_timeout = '5s'")
+        assert await conn.fetchval("select 1 from public.casting_sessions where id = $1 for key share", sid) == 1
+        await tx.commit()
+        r = await asyncio.wait_for(end, 20)
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "disconnected"
+    finally:
+        await conn.close()
+        await watch.close()

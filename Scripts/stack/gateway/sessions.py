@@ -44,6 +44,16 @@ def stream_prefs_of(body: dict) -> dict:
     return out
 
 
+async def lock_for_rows(conn, session_id) -> None:
+    """Takes the session's signaling-insert lock (the limits trigger's advisory lock,
+    0005_settings_and_limits.sql) before the session row is locked FOR UPDATE. An insert
+    takes that advisory lock in its BEFORE trigger and then, in its foreign-key check, a
+    KEY SHARE lock on the session row; an endpoint that locked the row first and then
+    inserted took the two in the other order and could deadlock with a sender's insert
+    (Postgres aborts one: a 500 on session-end while castd was trickling candidates)."""
+    await conn.execute("select pg_advisory_xact_lock(hashtextextended($1::uuid::text, 429))", str(session_id))
+
+
 async def insert_row(conn, session_id, sender_role: str, recipient_role: str, message_type: str, payload: dict) -> None:
     await conn.execute(
         "insert into public.signaling_messages (session_id, sender_role, recipient_role, message_type, payload)"
@@ -63,6 +73,7 @@ def setup(app: web.Application, ctx) -> None:
             raise ApiError(400, "invalid_request", "approve must be true or false")
         prefs = stream_prefs_of(body) if approve else None
         async with as_service(ctx) as conn:
+            await lock_for_rows(conn, sid)
             row = await conn.fetchrow(
                 "select status, receiver_user_id = $2::uuid as mine from public.casting_sessions where id = $1 for update",
                 sid, claims["sub"])
@@ -132,6 +143,7 @@ def setup(app: web.Application, ctx) -> None:
         body = await json_body(request)
         sid = session_id_field(body)
         async with as_service(ctx) as conn:
+            await lock_for_rows(conn, sid)
             row = await conn.fetchrow(
                 "select status, sender_user_id, receiver_user_id = $2::uuid as mine"
                 " from public.casting_sessions where id = $1 for update", sid, claims["sub"])
