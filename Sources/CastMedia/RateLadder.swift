@@ -152,19 +152,17 @@ public struct RateLadder: Sendable {
     }
 
     /// A new target from the congestion controller. Returns the decision when it changed.
-    /// `demandBitrate`: what the encoder's output over the last second would be at the top
-    /// frame rate (its measured rate × top / current fps). A picture that needs well under
-    /// the target (a still or sparse screen: 30–300 kbit/s) keeps the top frame rate whatever
-    /// the thresholds say: fewer frames would save nothing; only content that fills the
-    /// target trades frame rate for quality.
     /// `outputBitrate`: the encoder's measured output over the last second, at the current
-    /// frame rate; well above the bitrate asked for, for `overshootHold`, it steps the frame
-    /// rate down (see the type's comment).
-    public mutating func update(targetBitrate: Int, demandBitrate: Int? = nil, outputBitrate: Int? = nil,
-                                now: Instant) -> Decision? {
+    /// frame rate. Scaled to the top frame rate it is the picture's demand: a picture that
+    /// needs well under the target (a still or sparse screen: 30–300 kbit/s) keeps the top
+    /// frame rate whatever the thresholds say (fewer frames would save nothing; only content
+    /// that fills the target trades frame rate for quality). Well above the bitrate asked
+    /// for, for `overshootHold`, it steps the frame rate down (see the type's comment).
+    public mutating func update(targetBitrate: Int, outputBitrate: Int? = nil, now: Instant) -> Decision? {
         let bitrate = min(maxBitrate, max(minBitrate, targetBitrate))
         var plain = frameRate(for: bitrate)
-        let sparse = demandBitrate.map { Double($0) <= Self.sparseShare * Double(bitrate) } ?? false
+        let demand = outputBitrate.map { $0 * maxFrameRate / max(1, current.frameRate) }
+        let sparse = demand.map { Double($0) <= Self.sparseShare * Double(bitrate) } ?? false
         if sparse { plain = thresholds.last!.frameRate }
         var fps = current.frameRate
         if let ceiling = overshootCeiling {

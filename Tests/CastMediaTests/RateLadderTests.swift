@@ -112,13 +112,14 @@ import CastMedia
         var l = ladder()
         // 300 kbit/s would mean 5 fps for a busy picture, but a sparse one needing 150 kbit/s
         // at 30 fps gains nothing from fewer frames.
-        #expect(l.update(targetBitrate: 300_000, demandBitrate: 150_000, now: t0) == .init(bitrate: 300_000, frameRate: 30))
+        #expect(l.update(targetBitrate: 300_000, outputBitrate: 150_000, now: t0) == .init(bitrate: 300_000, frameRate: 30))
         // A picture that fills the target trades frame rate as before.
-        #expect(l.update(targetBitrate: 300_000, demandBitrate: 290_000, now: t0 + .seconds(1))?.frameRate == 5)
-        // Sparse again: back to the top, through the usual hold.
-        _ = l.update(targetBitrate: 300_000, demandBitrate: 100_000, now: t0 + .seconds(2))
+        #expect(l.update(targetBitrate: 300_000, outputBitrate: 290_000, now: t0 + .seconds(1))?.frameRate == 5)
+        // Sparse again (17 kbit/s at 5 fps: a demand of 100 kbit/s at 30): back to the top,
+        // through the usual hold.
+        _ = l.update(targetBitrate: 300_000, outputBitrate: 16_667, now: t0 + .seconds(2))
         #expect(l.current.frameRate == 5)
-        _ = l.update(targetBitrate: 300_000, demandBitrate: 100_000, now: t0 + .seconds(4))
+        _ = l.update(targetBitrate: 300_000, outputBitrate: 16_667, now: t0 + .seconds(4))
         #expect(l.current.frameRate == 30)
     }
 

@@ -363,9 +363,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         let target = targetBitrate.load(ordering: .relaxed)
         guard target > 0 else { return }
         let now = clock.now()
-        let measured = output.bitsPerSecond(now: now)
-        let demand = measured.map { $0 * ladder.maxFrameRate / max(1, ladder.current.frameRate) }
-        guard let d = ladder.update(targetBitrate: target, demandBitrate: demand, outputBitrate: measured, now: now) else { return }
+        guard let d = ladder.update(targetBitrate: target, outputBitrate: output.bitsPerSecond(now: now), now: now) else { return }
         let fpsChanged = d.frameRate != chain.config.frameRate
         do {
             try chain.setBitrate(d.bitrate)
