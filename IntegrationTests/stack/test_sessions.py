@@ -192,7 +192,7 @@ async def test_session_end_waits_for_a_sender_insert_instead_of_deadlocking_with
         tx = conn.transaction()
         await tx.start()
         # The insert's first step: the trigger's advisory lock (0005_settings_and_limits.sql).
-        await conn.execute("select pg_advisory_xact_lock(hashtextextended($1::text, 429))", str(sid))
+        await conn.execute("select private.lock_session_inserts($1)", sid)
         end = asyncio.create_task(asyncio.to_thread(
             api, stack, ps.receiver.access_token, "session-end", {"sessionId": ps.session_id}))
         # session-end now waits for that advisory lock (whatever it holds already).

@@ -45,13 +45,14 @@ def stream_prefs_of(body: dict) -> dict:
 
 
 async def lock_for_rows(conn, session_id) -> None:
-    """Takes the session's signaling-insert lock (the limits trigger's advisory lock,
-    0005_settings_and_limits.sql) before the session row is locked FOR UPDATE. An insert
-    takes that advisory lock in its BEFORE trigger and then, in its foreign-key check, a
-    KEY SHARE lock on the session row; an endpoint that locked the row first and then
-    inserted took the two in the other order and could deadlock with a sender's insert
-    (Postgres aborts one: a 500 on session-end while castd was trickling candidates)."""
-    await conn.execute("select pg_advisory_xact_lock(hashtextextended($1::uuid::text, 429))", str(session_id))
+    """Takes the session's signaling-insert lock (`private.lock_session_inserts`, the
+    limits trigger's advisory lock, 0005_settings_and_limits.sql) before the session
+    row is locked FOR UPDATE. An insert takes that advisory lock in its BEFORE trigger
+    and then, in its foreign-key check, a KEY SHARE lock on the session row; an endpoint
+    that locked the row first and then inserted took the two in the other order and
+    could deadlock with a sender's insert (Postgres aborts one: a 500 on session-end
+    while castd was trickling candidates)."""
+    await conn.execute("select private.lock_session_inserts($1::uuid)", str(session_id))
 
 
 async def insert_row(conn, session_id, sender_role: str, recipient_role: str, message_type: str, payload: dict) -> None:

@@ -10,6 +10,18 @@ create table private.settings (
 insert into private.settings default values;
 grant select, update on private.settings to service_role;
 
+-- The session's signaling-insert lock: one transaction-scoped advisory lock per
+-- session. The limits trigger below takes it to serialize one session's inserts;
+-- the gateway's session-approve and session-end take it (through this function,
+-- so the key lives in one place) before they lock the session row, the order an
+-- insert takes the two in (this lock, then the foreign key's KEY SHARE).
+create function private.lock_session_inserts(sid uuid) returns void
+language sql
+set search_path = pg_catalog
+as $$ select pg_advisory_xact_lock(hashtextextended(sid::text, 429)) $$;
+revoke all on function private.lock_session_inserts(uuid) from public;
+grant execute on function private.lock_session_inserts(uuid) to service_role;
+
 -- spec §6 "Limits (enforced by a database trigger)":
 --   payload over 64 KB            → SQLSTATE 54000
 --   more than N rows per session
@@ -35,7 +47,7 @@ begin
     new.created_at := now();
     select signaling_rate_limit, signaling_rate_window_seconds into lim, win from private.settings;
     -- Serialize inserts of one session so that parallel inserts cannot pass the limit together.
-    perform pg_advisory_xact_lock(hashtextextended(new.session_id::text, 429));
+    perform private.lock_session_inserts(new.session_id);
     select count(*) into recent from public.signaling_messages
         where session_id = new.session_id
           and created_at > now() - make_interval(secs => win);
