@@ -16,13 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import itertools
 import json
 import os
-import shutil
-import signal
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,46 +25,9 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
-from castkit.confine import Guard, confined
+from castkit.browser_proc import BrowserProcess, Connection
 
 CHROMIUM = os.environ.get("CASTD_CHROMIUM", "chromium")
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes whose process group is pgid, read from /proc."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command: state ppid pgrp ...
-        rest = stat[stat.rindex(")") + 2:].split()
-        if int(rest[2]) == pgid and rest[0] != "Z":
-            out.append(int(d))
-    return out
-
-
-async def end_process_group(proc: subprocess.Popen) -> None:
-    """After asking a browser to close: waits for it, then kills what is left of its process
-    group (renderers, GPU, zygote, content processes) and waits until none is alive."""
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-    deadline = time.monotonic() + 5
-    while _group_members(proc.pid) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
 
 
 class CDPError(RuntimeError):
@@ -89,54 +47,31 @@ class ConsoleMessage:
         return f"[{self.level}] {self.text}"
 
 
-class _Connection:
+class _Connection(Connection):
     """One WebSocket to the browser target; commands by id, events by session."""
 
-    def __init__(self, ws):
-        self.ws = ws
-        self.ids = itertools.count(1)
-        self.pending: dict[int, asyncio.Future] = {}
-        self.listeners: dict[str | None, list] = {}
-        self.reader = asyncio.create_task(self._read())
-        self.closed = False
+    error = CDPError
+    name = "DevTools connection"
 
-    async def _read(self):
-        try:
-            async for raw in self.ws:
-                msg = json.loads(raw)
-                if "id" in msg:
-                    fut = self.pending.pop(msg["id"], None)
-                    if fut and not fut.done():
-                        if "error" in msg:
-                            fut.set_exception(CDPError(f"{msg['error'].get('message')} ({msg['error'].get('code')})"))
-                        else:
-                            fut.set_result(msg.get("result", {}))
-                else:
-                    for fn in self.listeners.get(msg.get("sessionId"), []):
-                        fn(msg["method"], msg.get("params", {}))
-        except Exception:
-            pass
-        finally:
-            self.closed = True
-            for fut in self.pending.values():
-                if not fut.done():
-                    fut.set_exception(CDPError("DevTools connection closed"))
+    def __init__(self, ws):
+        self.listeners: dict[str | None, list] = {}
+        super().__init__(ws)
+
+    def error_of(self, msg: dict) -> Exception | None:
+        if "error" in msg:
+            return CDPError(f"{msg['error'].get('message')} ({msg['error'].get('code')})")
+        return None
+
+    def event(self, msg: dict) -> None:
+        for fn in self.listeners.get(msg.get("sessionId"), []):
+            fn(msg["method"], msg.get("params", {}))
 
     async def send(self, method: str, params: dict | None = None, session: str | None = None,
                    timeout: float = 30.0) -> dict:
-        if self.closed:
-            raise CDPError("DevTools connection closed")
-        mid = next(self.ids)
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[mid] = fut
-        msg: dict[str, Any] = {"id": mid, "method": method, "params": params or {}}
+        msg: dict[str, Any] = {"method": method, "params": params or {}}
         if session:
             msg["sessionId"] = session
-        await self.ws.send(json.dumps(msg))
-        try:
-            return await asyncio.wait_for(fut, timeout)
-        finally:
-            self.pending.pop(mid, None)
+        return await self.command(msg, timeout)
 
     def on(self, session: str | None, fn):
         self.listeners.setdefault(session, []).append(fn)
@@ -236,36 +171,22 @@ class Page:
             pass
 
 
-class Chromium:
+class Chromium(BrowserProcess):
     """A headless Chromium process; use as `async with Chromium() as b:`.
 
     By default WebRTC host candidates carry the machine's addresses and Chromium sends no
-    multicast at all. `hide_mdns=True` is Chrome's default instead: host candidates behind
-    `<uuid>.local` names that Chromium announces by multicast DNS (224.0.0.251, ff02::fb) on
-    every non-loopback interface, which would leave the machine; so it is refused outside a
-    network namespace of the test's own (castkit/confine.py).
+    multicast at all; `hide_mdns=True` is Chrome's default (mDNS names, castkit/browser_proc.py).
+    As root outside a test namespace, `assert_stayed_on_the_machine()` after `close` fails
+    when the browser sent a packet through a non-loopback interface."""
 
-    Outside such a namespace, and as root, the browser's processes run in a cgroup that an
-    nftables counter watches (castkit/confine.Guard): after `close`, `off_machine` holds how many
-    packets they sent through a non-loopback interface, and `assert_stayed_on_the_machine()`
-    fails when that is not zero."""
+    name = "Chromium"
+    error = CDPError
 
     def __init__(self, *, hide_mdns: bool = False, extra_args: list[str] | None = None,
                  window_size: tuple[int, int] = (1280, 800), startup_timeout: float = 20.0):
-        if hide_mdns and not confined():
-            raise RuntimeError("Chromium with mDNS host candidates multicasts onto the real network: "
-                               "run it in a network namespace (castkit/confine.py), or use hide_mdns=False")
-        self.hide_mdns = hide_mdns
+        super().__init__(hide_mdns=hide_mdns, startup_timeout=startup_timeout)
         self.extra_args = list(extra_args or [])
         self.window_size = window_size
-        self.startup_timeout = startup_timeout
-        self.proc: subprocess.Popen | None = None
-        self.profile: str | None = None
-        self.conn: _Connection | None = None
-        self._ws = None
-        self.log_path: Path | None = None
-        self.guard: Guard | None = None
-        self.off_machine: int | None = None
 
     def args(self) -> list[str]:
         a = [
@@ -297,37 +218,17 @@ class Chromium:
         return a + self.extra_args + ["about:blank"]
 
     async def start(self) -> "Chromium":
-        self.profile = tempfile.mkdtemp(prefix="castd-chromium-")
-        self.log_path = Path(self.profile).with_suffix(".log")
-        if not confined() and os.geteuid() == 0:
-            self.guard = Guard()
-        log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     start_new_session=True, preexec_fn=self.guard.join if self.guard else None)
-        log.close()
+        self._spawn(self.args)
         port_file = Path(self.profile) / "DevToolsActivePort"
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            if port_file.exists():
-                lines = port_file.read_text().splitlines()
-                if len(lines) >= 2:
-                    break
-            if self.proc.poll() is not None:
-                raise CDPError(f"chromium exited with {self.proc.returncode}: {self.log_tail()}")
-            if time.monotonic() > deadline:
-                await self.close()
-                raise CDPError(f"chromium wrote no DevToolsActivePort in {self.startup_timeout}s: {self.log_tail()}")
-            await asyncio.sleep(0.05)
-        url = f"ws://127.0.0.1:{lines[0].strip()}{lines[1].strip()}"
+
+        def devtools_address() -> str | None:
+            lines = port_file.read_text().splitlines() if port_file.exists() else []
+            return f"ws://127.0.0.1:{lines[0].strip()}{lines[1].strip()}" if len(lines) >= 2 else None
+
+        url = await self._announced(devtools_address, "wrote no DevToolsActivePort")
         self._ws = await connect(url, max_size=None, ping_interval=None)
         self.conn = _Connection(self._ws)
         return self
-
-    def log_tail(self, n: int = 2000) -> str:
-        try:
-            return self.log_path.read_bytes()[-n:].decode(errors="replace") if self.log_path else ""
-        except OSError:
-            return ""
 
     async def new_page(self, url: str | None = None) -> Page:
         assert self.conn
@@ -345,45 +246,5 @@ class Chromium:
             await page.goto(url)
         return page
 
-    async def close(self) -> None:
-        if self.conn and not self.conn.closed:
-            try:
-                await self.conn.send("Browser.close", timeout=5)
-            except (CDPError, asyncio.TimeoutError):
-                pass
-        if self._ws is not None:
-            try:
-                await self._ws.close()
-            except Exception:
-                pass
-        if self.conn:
-            self.conn.reader.cancel()
-        if self.proc:
-            # The renderer, GPU and zygote children share the group: end them all.
-            await end_process_group(self.proc)
-        if self.guard:
-            self.off_machine = self.guard.counters()["run_any"]
-            self.guard.close()
-            self.guard = None
-        if self.profile:
-            shutil.rmtree(self.profile, ignore_errors=True)
-            if self.log_path:
-                self.log_path.unlink(missing_ok=True)
-        self.conn = None
-
-    def assert_stayed_on_the_machine(self) -> None:
-        """After close: no packet of the browser left through a non-loopback interface
-        (nothing to check when it ran unguarded: not root, or inside a confined run)."""
-        assert not self.off_machine, f"chromium sent {self.off_machine} packets off the machine"
-
-    def group_alive(self) -> bool:
-        """True while a live (non-zombie) process of the browser's process group exists."""
-        if not self.proc:
-            return False
-        return bool(_group_members(self.proc.pid))
-
-    async def __aenter__(self) -> "Chromium":
-        return await self.start()
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
+    async def _ask_to_quit(self) -> None:
+        await self.conn.send("Browser.close", timeout=5)

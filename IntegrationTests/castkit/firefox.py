@@ -18,23 +18,17 @@ announces by multicast), which is refused outside a network namespace of the tes
 """
 from __future__ import annotations
 
-import asyncio
-import itertools
 import json
 import os
 import re
-import shutil
-import subprocess
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.client import connect
 
-from castkit.confine import Guard, confined
-from castkit.chromium import JSError, Page, end_process_group
+from castkit.browser_proc import BrowserProcess, Connection
+from castkit.chromium import JSError, Page
 
 FIREFOX = os.environ.get("CASTD_FIREFOX", "firefox-esr")
 
@@ -73,43 +67,17 @@ class BiDiError(RuntimeError):
     pass
 
 
-class _Connection:
-    def __init__(self, ws):
-        self.ws = ws
-        self.ids = itertools.count(1)
-        self.pending: dict[int, asyncio.Future] = {}
-        self.reader = asyncio.create_task(self._read())
-        self.closed = False
+class _Connection(Connection):
+    error = BiDiError
+    name = "BiDi connection"
 
-    async def _read(self):
-        try:
-            async for raw in self.ws:
-                msg = json.loads(raw)
-                fut = self.pending.pop(msg.get("id"), None) if "id" in msg else None
-                if fut and not fut.done():
-                    if msg.get("type") == "error":
-                        fut.set_exception(BiDiError(f"{msg.get('error')}: {msg.get('message')}"))
-                    else:
-                        fut.set_result(msg.get("result", {}))
-        except Exception:
-            pass
-        finally:
-            self.closed = True
-            for fut in self.pending.values():
-                if not fut.done():
-                    fut.set_exception(BiDiError("BiDi connection closed"))
+    def error_of(self, msg: dict) -> Exception | None:
+        if msg.get("type") == "error":
+            return BiDiError(f"{msg.get('error')}: {msg.get('message')}")
+        return None
 
     async def send(self, method: str, params: dict, timeout: float = 30.0) -> dict:
-        if self.closed:
-            raise BiDiError("BiDi connection closed")
-        mid = next(self.ids)
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[mid] = fut
-        await self.ws.send(json.dumps({"id": mid, "method": method, "params": params}))
-        try:
-            return await asyncio.wait_for(fut, timeout)
-        finally:
-            self.pending.pop(mid, None)
+        return await self.command({"method": method, "params": params}, timeout)
 
 
 @dataclass
@@ -139,21 +107,14 @@ class FirefoxPage:
     text = Page.text
 
 
-class Firefox:
+class Firefox(BrowserProcess):
     """A headless Firefox ESR process; use as `async with Firefox() as b:`."""
 
+    name = "Firefox"
+    error = BiDiError
+
     def __init__(self, *, hide_mdns: bool = False, startup_timeout: float = 30.0):
-        if hide_mdns and not confined():
-            raise RuntimeError("Firefox with mDNS host candidates multicasts onto the real network: "
-                               "run it in a network namespace (castkit/confine.py), or use hide_mdns=False")
-        self.hide_mdns = hide_mdns
-        self.startup_timeout = startup_timeout
-        self.proc: subprocess.Popen | None = None
-        self.profile: str | None = None
-        self.conn: _Connection | None = None
-        self._ws = None
-        self.log_path: Path | None = None
-        self.guard: Guard | None = None
+        super().__init__(hide_mdns=hide_mdns, startup_timeout=startup_timeout)
         self.version: str | None = None
 
     def _write_prefs(self) -> None:
@@ -165,42 +126,20 @@ class Firefox:
         (Path(self.profile) / "user.js").write_text("\n".join(lines) + "\n")
 
     async def start(self) -> "Firefox":
-        self.profile = tempfile.mkdtemp(prefix="castd-firefox-")
-        self._write_prefs()
-        self.log_path = Path(self.profile).with_suffix(".log")
-        if not confined() and os.geteuid() == 0:
-            self.guard = Guard()
-        log = open(self.log_path, "wb")
-        env = dict(os.environ, MOZ_CRASHREPORTER_DISABLE="1")
-        self.proc = subprocess.Popen(
-            [FIREFOX, "--headless", "--no-remote", "--profile", self.profile, "--remote-debugging-port", "0",
-             "about:blank"], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-            start_new_session=True, preexec_fn=self.guard.join if self.guard else None)
-        log.close()
-        deadline = time.monotonic() + self.startup_timeout
-        url = None
-        while url is None:
+        self._spawn(lambda: [FIREFOX, "--headless", "--no-remote", "--profile", self.profile,
+                             "--remote-debugging-port", "0", "about:blank"],
+                    env=dict(os.environ, MOZ_CRASHREPORTER_DISABLE="1"), prepare=self._write_prefs)
+
+        def bidi_address() -> str | None:
             m = re.search(rb"WebDriver BiDi listening on (ws://[0-9.:]+)", self.log_path.read_bytes())
-            if m:
-                url = m.group(1).decode()
-                break
-            if self.proc.poll() is not None:
-                raise BiDiError(f"firefox exited with {self.proc.returncode}: {self.log_tail()}")
-            if time.monotonic() > deadline:
-                await self.close()
-                raise BiDiError(f"firefox announced no BiDi port in {self.startup_timeout}s: {self.log_tail()}")
-            await asyncio.sleep(0.1)
+            return m.group(1).decode() if m else None
+
+        url = await self._announced(bidi_address, "announced no BiDi port")
         self._ws = await connect(url + "/session", max_size=None, ping_interval=None)
         self.conn = _Connection(self._ws)
         res = await self.conn.send("session.new", {"capabilities": {}})
         self.version = res.get("capabilities", {}).get("browserVersion")
         return self
-
-    def log_tail(self, n: int = 2000) -> str:
-        try:
-            return self.log_path.read_bytes()[-n:].decode(errors="replace") if self.log_path else ""
-        except OSError:
-            return ""
 
     async def new_page(self, url: str | None = None) -> FirefoxPage:
         assert self.conn
@@ -212,32 +151,5 @@ class Firefox:
             await page.goto(url)
         return page
 
-    async def close(self) -> None:
-        if self.conn and not self.conn.closed:
-            try:
-                await self.conn.send("browser.close", {}, timeout=5)
-            except (BiDiError, asyncio.TimeoutError):
-                pass
-        if self._ws is not None:
-            try:
-                await self._ws.close()
-            except Exception:
-                pass
-        if self.conn:
-            self.conn.reader.cancel()
-        if self.proc:
-            await end_process_group(self.proc)
-        if self.guard:
-            self.guard.close()
-            self.guard = None
-        if self.profile:
-            shutil.rmtree(self.profile, ignore_errors=True)
-            if self.log_path:
-                self.log_path.unlink(missing_ok=True)
-        self.conn = None
-
-    async def __aenter__(self) -> "Firefox":
-        return await self.start()
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
+    async def _ask_to_quit(self) -> None:
+        await self.conn.send("browser.close", {}, timeout=5)
