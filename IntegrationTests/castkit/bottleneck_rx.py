@@ -25,9 +25,7 @@ import asyncio
 import json
 import sys
 
-from castkit.chromium_proc import Clock, forward
-from castkit.chromium import Chromium
-from castkit.receiver_pages import Dashboard, Viewer
+from castkit.chromium_proc import Clock, PagesProcess
 
 # The timecode's geometry (Scripts/benchkit/timecode.py): 8 × 6 cells of 32 screen pixels in
 # the top-left corner, bit i in cell i, row-major. The hook reads the luma of the middle of
@@ -86,70 +84,44 @@ TAKE = """(() => {
 
 
 async def main() -> None:
-    cfg = json.loads(sys.argv[1])
-    port = int(cfg["api_url"].rsplit(":", 1)[1])
-    servers = await forward(port, cfg["forward_to"], port)
-    browser = await Chromium(hide_mdns=False).start()
-    dash: Dashboard | None = None
-    viewer: Viewer | None = None
-    clock = Clock()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 24)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-
-    def out(obj: dict) -> None:
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
+    rp = PagesProcess(json.loads(sys.argv[1]), errors=(Exception,), console_lines=50)
 
     async def close_pages() -> None:
-        nonlocal dash, viewer
-        for p in (viewer, dash):
+        for p in (rp.viewer, rp.dash):
             if p:
-                for m in p.page.console[-50:]:
-                    print(f"page: {m}", file=sys.stderr)
                 await p.page.close()
-        dash = viewer = None
+        rp.dash = rp.viewer = None
 
-    try:
-        while line := await reader.readline():
-            msg = json.loads(line)
-            cmd = msg.get("cmd")
-            try:
-                if cmd == "create":
-                    await close_pages()
-                    dash = await Dashboard.open(browser, cfg["api_url"] + "/dashboard", timeout=30)
-                    out({"sessionId": dash.session_id, "pin": dash.pin})
-                elif cmd == "approve":
-                    p = msg.get("prefs") or {}
-                    await dash.approve(resolution=p.get("resolution"), frame_rate=p.get("frameRate"),
-                                       auto_quality=p.get("autoQuality"), timeout=60)
-                    viewer = await Viewer.open(browser, cfg["api_url"], dash.session_id, no_ice_servers=True)
-                    clock = Clock()        # each page has its own performance.timeOrigin
-                    await viewer.page.evaluate(HOOK)
-                    await clock.sync(viewer.page)
-                    out({"ok": True})
-                elif cmd == "report":
-                    got = await viewer.page.evaluate(TAKE, timeout=60) if viewer else {"frames": [], "stats": []}
-                    if viewer:
-                        await clock.sync(viewer.page)
-                    out({"frames": [[clock(t), code] for t, code in got["frames"]],
-                         "stats": [{**s, "t": clock(s.pop("perfNow"))} for s in got["stats"]],
-                         "state": got.get("state"), "clock_rtt_ms": round(clock.rtt * 1000, 2)})
-                elif cmd == "close":
-                    await close_pages()
-                    out({"ok": True})
-                elif cmd == "quit":
-                    break
-                else:
-                    out({"error": f"unknown cmd {cmd}"})
-            except Exception as e:  # the bench reports it and goes on with the next run
-                console = [str(m) for m in (viewer or dash).page.console[-20:]] if (viewer or dash) else []
-                out({"error": f"{type(e).__name__}: {e}", "console": console})
-    finally:
-        await close_pages()
-        await browser.close()
-        for s in servers:
-            s.close()
+    async def handle(cmd: str, msg: dict) -> bool:
+        # Any failure is answered: the bench reports it and goes on with the next run.
+        viewer = rp.viewer
+        if cmd == "create":
+            rp.log_consoles()
+            await close_pages()
+            await rp.create()
+        elif cmd == "approve":
+            viewer = await rp.approve(msg, timeout=60, no_ice_servers=True)
+            rp.clock = Clock()        # each page has its own performance.timeOrigin
+            await viewer.page.evaluate(HOOK)
+            await rp.clock.sync(viewer.page)
+            rp.out({"ok": True})
+        elif cmd == "report":
+            got = await viewer.page.evaluate(TAKE, timeout=60) if viewer else {"frames": [], "stats": []}
+            if viewer:
+                await rp.clock.sync(viewer.page)
+            rp.out({"frames": [[rp.clock(t), code] for t, code in got["frames"]],
+                    "stats": [{**s, "t": rp.clock(s.pop("perfNow"))} for s in got["stats"]],
+                    "state": got.get("state"), "clock_rtt_ms": round(rp.clock.rtt * 1000, 2)})
+        elif cmd == "close":
+            rp.log_consoles()
+            await close_pages()
+            rp.out({"ok": True})
+        else:
+            return False
+        return True
+
+    # Stats arrive once a second for minutes: stdin lines stay short, but answers are long.
+    await rp.run(handle, stdin_limit=1 << 24, before_close=close_pages)
 
 
 if __name__ == "__main__":

@@ -116,74 +116,113 @@ class Clock:
         return self.offset + ms / 1000
 
 
-async def main() -> None:
-    cfg = json.loads(sys.argv[1])
-    port = int(cfg["api_url"].rsplit(":", 1)[1])
-    servers = await forward(port, cfg["forward_to"], port)
-    browser = await Chromium(hide_mdns=False).start()
-    dash: Dashboard | None = None
-    viewer: Viewer | None = None
-    clock = Clock()
-    frames: list[float] = []
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+class PagesProcess:
+    """The shell of a receiver-pages process (this one and castkit/bottleneck_rx.py): the
+    forwarder to the stack, one Chromium, the dashboard and viewer pages, and a loop of JSON
+    lines on stdin, each answered by one line on stdout. `handle(cmd, msg)` carries out one
+    command and returns False for a command it does not know; an exception of `errors` is
+    answered as {"error", "console"} and the loop goes on; "quit" or end of input ends it."""
 
+    def __init__(self, cfg: dict, errors: tuple[type[BaseException], ...], console_lines: int):
+        self.cfg = cfg
+        self.errors = errors
+        self.console_lines = console_lines
+        self.browser: Chromium | None = None
+        self.dash: Dashboard | None = None
+        self.viewer: Viewer | None = None
+        self.clock = Clock()
+
+    @staticmethod
     def out(obj: dict) -> None:
         sys.stdout.write(json.dumps(obj) + "\n")
         sys.stdout.flush()
 
-    try:
-        while line := await reader.readline():
-            msg = json.loads(line)
-            cmd = msg.get("cmd")
-            try:
-                if cmd == "create":
-                    dash = await Dashboard.open(browser, cfg["api_url"] + "/dashboard", timeout=30)
-                    out({"sessionId": dash.session_id, "pin": dash.pin})
-                elif cmd == "approve":
-                    p = msg.get("prefs") or {}
-                    await dash.approve(resolution=p.get("resolution"), frame_rate=p.get("frameRate"),
-                                       auto_quality=p.get("autoQuality"), timeout=30)
-                    viewer = await Viewer.open(browser, cfg["api_url"], dash.session_id,
-                                               no_ice_servers=not cfg.get("stack_ice"),
-                                               relay_only=bool(cfg.get("relay_only")))
-                    await viewer.page.evaluate(FRAME_HOOK)
-                    await clock.sync(viewer.page)
-                    out({"ok": True})
-                elif cmd == "report":
-                    got = await viewer.page.evaluate(TAKE) if viewer else {}
-                    if viewer:
-                        await clock.sync(viewer.page)
-                    frames.extend(clock(t) for t in got.get("frames", []))
-                    out({"frames": frames, "presented": got.get("presented", 0), "state": got.get("state"),
-                         "stats": got.get("stats"), "clock_rtt_ms": round(clock.rtt * 1000, 1),
-                         "rows": [{"type": "offer", "negotiationId": n} for n in got.get("offers", [])]})
-                elif cmd == "bars":     # mean RGB of the middle of the seven bars (as xscreen.bar_colours)
-                    size = await viewer.page.evaluate("[document.getElementById('video').videoWidth, "
-                                                      "document.getElementById('video').videoHeight]")
-                    w, h = size
-                    bars = []
-                    for i in range(7):
-                        x0, x1 = int((i + 0.3) * w / 7), int((i + 0.7) * w / 7)
-                        m = await viewer.sample(x0, int(h * 0.15), x1 - x0, int(h * 0.35))
-                        bars.append([round(m["r"]), round(m["g"]), round(m["b"])] if m else None)
-                    out({"bars": bars, "size": size})
-                elif cmd == "quit":
-                    break
-                else:
-                    out({"error": f"unknown cmd {cmd}"})
-            except (TimeoutError, asyncio.TimeoutError, RuntimeError, KeyError, AttributeError) as e:
-                console = [str(m) for m in (viewer or dash).page.console[-20:]] if (viewer or dash) else []
-                out({"error": f"{type(e).__name__}: {e}", "console": console})
-    finally:
-        # The pages' console (the viewer logs its states, offers and errors) into this process's log.
-        for name, p in (("dashboard", dash), ("viewer", viewer)):
-            for m in (p.page.console[-200:] if p else []):
+    async def create(self) -> None:
+        """Opens /dashboard, which creates the session → {"sessionId", "pin"}."""
+        self.dash = await Dashboard.open(self.browser, self.cfg["api_url"] + "/dashboard", timeout=30)
+        self.out({"sessionId": self.dash.session_id, "pin": self.dash.pin})
+
+    async def approve(self, msg: dict, timeout: float, **viewer_options) -> Viewer:
+        """Approves the join request with the command's preferences, then opens /viewer/<id>."""
+        p = msg.get("prefs") or {}
+        await self.dash.approve(resolution=p.get("resolution"), frame_rate=p.get("frameRate"),
+                                auto_quality=p.get("autoQuality"), timeout=timeout)
+        self.viewer = await Viewer.open(self.browser, self.cfg["api_url"], self.dash.session_id, **viewer_options)
+        return self.viewer
+
+    def log_consoles(self) -> None:
+        """The pages' console (the viewer logs its states, offers and errors) into this process's log."""
+        for name, p in (("dashboard", self.dash), ("viewer", self.viewer)):
+            for m in (p.page.console[-self.console_lines:] if p else []):
                 print(f"{name}: {m}", file=sys.stderr)
-        await browser.close()
-        for s in servers:
-            s.close()
+
+    async def run(self, handle, stdin_limit: int = 1 << 16, before_close=None) -> None:
+        port = int(self.cfg["api_url"].rsplit(":", 1)[1])
+        servers = await forward(port, self.cfg["forward_to"], port)
+        self.browser = await Chromium(hide_mdns=False).start()
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=stdin_limit)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        try:
+            while line := await reader.readline():
+                msg = json.loads(line)
+                cmd = msg.get("cmd")
+                if cmd == "quit":
+                    break
+                try:
+                    if not await handle(cmd, msg):
+                        self.out({"error": f"unknown cmd {cmd}"})
+                except self.errors as e:
+                    page = self.viewer or self.dash
+                    console = [str(m) for m in page.page.console[-20:]] if page else []
+                    self.out({"error": f"{type(e).__name__}: {e}", "console": console})
+        finally:
+            self.log_consoles()
+            if before_close:
+                await before_close()
+            await self.browser.close()
+            for s in servers:
+                s.close()
+
+
+async def main() -> None:
+    rp = PagesProcess(json.loads(sys.argv[1]), console_lines=200,
+                      errors=(TimeoutError, asyncio.TimeoutError, RuntimeError, KeyError, AttributeError))
+    frames: list[float] = []
+
+    async def handle(cmd: str, msg: dict) -> bool:
+        viewer = rp.viewer
+        if cmd == "create":
+            await rp.create()
+        elif cmd == "approve":
+            viewer = await rp.approve(msg, timeout=30, no_ice_servers=not rp.cfg.get("stack_ice"),
+                                      relay_only=bool(rp.cfg.get("relay_only")))
+            await viewer.page.evaluate(FRAME_HOOK)
+            await rp.clock.sync(viewer.page)
+            rp.out({"ok": True})
+        elif cmd == "report":
+            got = await viewer.page.evaluate(TAKE) if viewer else {}
+            if viewer:
+                await rp.clock.sync(viewer.page)
+            frames.extend(rp.clock(t) for t in got.get("frames", []))
+            rp.out({"frames": frames, "presented": got.get("presented", 0), "state": got.get("state"),
+                    "stats": got.get("stats"), "clock_rtt_ms": round(rp.clock.rtt * 1000, 1),
+                    "rows": [{"type": "offer", "negotiationId": n} for n in got.get("offers", [])]})
+        elif cmd == "bars":     # mean RGB of the middle of the seven bars (as xscreen.bar_colours)
+            size = await viewer.page.evaluate("[document.getElementById('video').videoWidth, "
+                                              "document.getElementById('video').videoHeight]")
+            w, h = size
+            bars = []
+            for i in range(7):
+                x0, x1 = int((i + 0.3) * w / 7), int((i + 0.7) * w / 7)
+                m = await viewer.sample(x0, int(h * 0.15), x1 - x0, int(h * 0.35))
+                bars.append([round(m["r"]), round(m["g"]), round(m["b"])] if m else None)
+            rp.out({"bars": bars, "size": size})
+        else:
+            return False
+        return True
+
+    await rp.run(handle)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import json
 import pathlib
+from typing import Any, Callable
 
 import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
@@ -108,13 +109,15 @@ def assert_sent_cleanly(sender: DevSender, rc: int, frames: int) -> dict:
     return stats
 
 
-async def answer_with_aiortc(sender: DevSender, frames_wanted: int, pc: RTCPeerConnection | None = None,
-                             gather_in=contextlib.nullcontext, wait_s: float = 30):
-    """aiortc answers castd's offer and decodes frames; `gather_in()` is entered while aiortc
-    makes its sockets (setLocalDescription gathers), e.g. another network namespace."""
+async def aiortc_answers(sender: DevSender, take: Callable[[Any, Any], bool], pc: RTCPeerConnection | None = None,
+                         gather_in=contextlib.nullcontext, wait_s: float = 30,
+                         edit_answer: Callable[[str], str] = lambda sdp: sdp) -> RTCPeerConnection:
+    """aiortc answers castd's offer (through `edit_answer`, e.g. to reject a stream) and hands
+    every decoded frame to `take(track, frame)` until it returns True (a timeout after wait_s).
+    `gather_in()` is entered while aiortc makes its sockets (setLocalDescription gathers),
+    e.g. another network namespace. The peer connection stays open: the caller closes it."""
     pc = pc or RTCPeerConnection()
-    frames: list[np.ndarray] = []
-    got_enough = asyncio.Event()
+    enough = asyncio.Event()
 
     @pc.on("track")
     def on_track(track):
@@ -124,20 +127,32 @@ async def answer_with_aiortc(sender: DevSender, frames_wanted: int, pc: RTCPeerC
                     f = await track.recv()
                 except Exception:
                     return
-                frames.append(f.to_ndarray(format="rgb24"))
-                if len(frames) >= frames_wanted:
-                    got_enough.set()
+                if take(track, f):
+                    enough.set()
         asyncio.ensure_future(pull())
 
     offer = await sender.next("offer", timeout=15)
     with gather_in():
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type="offer"))
         await pc.setLocalDescription(await pc.createAnswer())
-    await sender.send(type="answer", sdp=pc.localDescription.sdp)
+    await sender.send(type="answer", sdp=edit_answer(pc.localDescription.sdp))
 
     fwd = asyncio.create_task(sender.forward_candidates(pc))
     try:
-        await asyncio.wait_for(got_enough.wait(), wait_s)
+        await asyncio.wait_for(enough.wait(), wait_s)
     finally:
         fwd.cancel()
+    return pc
+
+
+async def answer_with_aiortc(sender: DevSender, frames_wanted: int, pc: RTCPeerConnection | None = None,
+                             gather_in=contextlib.nullcontext, wait_s: float = 30):
+    """aiortc answers castd's offer and decodes `frames_wanted` video frames (as RGB arrays)."""
+    frames: list[np.ndarray] = []
+
+    def take(track, f) -> bool:
+        frames.append(f.to_ndarray(format="rgb24"))
+        return len(frames) >= frames_wanted
+
+    pc = await aiortc_answers(sender, take, pc, gather_in, wait_s)
     return pc, frames

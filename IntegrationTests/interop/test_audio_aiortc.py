@@ -6,16 +6,15 @@ it beside the H.264 clip; aiortc answers, decodes both, and the test checks the
 frequency and the level of what arrived. A receiver that rejects the audio m-line
 still gets the video.
 """
-import asyncio
 import re
 import sys
 import pathlib
 
 import numpy as np
 import pytest
-from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc import RTCPeerConnection
 
-from castkit.devsender import DevSender
+from castkit.devsender import DevSender, aiortc_answers
 
 from castkit.audio_rig import PipeWireAudioRig, dominant_frequency, installed, rms_dbfs, write_tone
 
@@ -43,47 +42,29 @@ async def rig(tmp_path, monkeypatch):
 
 async def receive(sender: DevSender, audio_seconds: float, reject_audio: bool = False, wait_s: float = 30):
     """aiortc answers castd's offer; returns (audio samples as float stereo, video frames decoded)."""
-    pc = RTCPeerConnection()
     audio: list[np.ndarray] = []
     video = [0]
-    enough = asyncio.Event()
     want = int(audio_seconds * 48_000)
 
-    @pc.on("track")
-    def on_track(track):
-        async def pull():
-            while True:
-                try:
-                    f = await track.recv()
-                except Exception:
-                    return
-                if track.kind == "audio":
-                    # aiortc decodes Opus to packed s16 stereo at 48 kHz: (1, samples × 2).
-                    a = f.to_ndarray().reshape(-1, len(f.layout.channels)).astype(np.float64) / 32768
-                    audio.append(a)
-                    if sum(len(x) for x in audio) >= want and video[0] >= 30:
-                        enough.set()
-                else:
-                    f.to_ndarray(format="rgb24")
-                    video[0] += 1
-                    if reject_audio and video[0] >= 60:
-                        enough.set()
-        asyncio.ensure_future(pull())
+    def take(track, f) -> bool:
+        if track.kind == "audio":
+            # aiortc decodes Opus to packed s16 stereo at 48 kHz: (1, samples × 2).
+            audio.append(f.to_ndarray().reshape(-1, len(f.layout.channels)).astype(np.float64) / 32768)
+            return sum(len(x) for x in audio) >= want and video[0] >= 30
+        f.to_ndarray(format="rgb24")
+        video[0] += 1
+        return reject_audio and video[0] >= 60
 
-    offer = await sender.next("offer", timeout=15)
-    await pc.setRemoteDescription(RTCSessionDescription(sdp=offer["sdp"], type="offer"))
-    await pc.setLocalDescription(await pc.createAnswer())
-    sdp = pc.localDescription.sdp
-    if reject_audio:
+    def reject(sdp: str) -> str:
         # RFC 3264 §6: port 0 rejects the stream; castd must go on with video alone.
-        sdp = re.sub(r"m=audio \d+ ", "m=audio 0 ", sdp, count=1)
-        assert "m=audio 0 " in sdp
-    await sender.send(type="answer", sdp=sdp)
-    fwd = asyncio.create_task(sender.forward_candidates(pc))
+        out = re.sub(r"m=audio \d+ ", "m=audio 0 ", sdp, count=1)
+        assert "m=audio 0 " in out
+        return out
+
+    pc = RTCPeerConnection()
     try:
-        await asyncio.wait_for(enough.wait(), wait_s)
+        await aiortc_answers(sender, take, pc, wait_s=wait_s, edit_answer=reject if reject_audio else lambda sdp: sdp)
     finally:
-        fwd.cancel()
         await pc.close()
     return (np.concatenate(audio) if audio else np.zeros((0, 2))), video[0]
 
