@@ -23,10 +23,12 @@ other, by file. Paths to files and directories: castkit.paths.
     signaling        the receiver's side of the signaling contract (StackClient, SessionSignals)
     receiver_*       receivers: aiortc answerer, the receiver pages, the JSON-line process
     chromium, firefox, chromium_proc       browsers driven over CDP / WebDriver BiDi
+    browser_proc                           what the two browsers share (process, profile, connection)
     ref_sender, canvas_sender, devsender   senders other than castd, and castd dev-send
     xscreen, pattern                       Xvfb screens and the colour-bars picture
     netns, tunrouter, confine, bottleneck_link, turn_world, turn_cast, mdns_responder, tlsproxy
                                            network namespaces, faults, guards, TURN, mDNS, TLS
     mutter_rig, wayland_standin, *_standin the Wayland rigs and D-Bus stand-ins
+    pw_session, audio_rig                  a private D-Bus + PipeWire session; the audio rig on it
     fuzz_seeds                             the fuzz corpora from real traffic (Scripts/fuzz-seeds)
 """

@@ -9,18 +9,15 @@ RMS level of what arrived."""
 from __future__ import annotations
 
 import asyncio
-import os
 import pathlib
 import shutil
-import signal
 import subprocess
-import tempfile
 import wave
 
 import numpy as np
 
-HERE = pathlib.Path(__file__).resolve().parent
-BUS_CONF = HERE / "private-session-bus.conf"
+from castkit.pw_session import PrivateSession
+
 RATE = 48_000
 
 
@@ -61,53 +58,26 @@ def rms_dbfs(samples: np.ndarray) -> float:
     return 20 * np.log10(max(r, 1e-9))
 
 
-async def start_session(directory: pathlib.Path, spawn) -> str:
-    """The private session bus (no activatable services) and pipewire in `directory` (the
-    XDG_RUNTIME_DIR), started with `spawn(args, name, stdout=None)`; returns the bus address
-    once pipewire listens. The caller starts wireplumber (or not) next."""
-    (directory / "bus.conf").write_text(BUS_CONF.read_text().replace("@DIR@", str(directory)))
-    bus = spawn(["dbus-daemon", f"--config-file={directory}/bus.conf", "--nofork", "--nopidfile",
-                 "--print-address=1"], "dbus", stdout=subprocess.PIPE)
-    address = (await asyncio.get_running_loop().run_in_executor(None, bus.stdout.readline)).decode().strip()
-    spawn(["pipewire"], "pipewire")
-    sock = directory / "pipewire-0"
-    for _ in range(250):   # pipewire has no readiness pipe: its socket appears when it listens
-        if sock.exists():
-            break
-        await asyncio.sleep(0.02)
-    return address
-
-
-class PipeWireAudioRig:
+class PipeWireAudioRig(PrivateSession):
     def __init__(self):
-        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="castd-audio."))
-        os.chmod(self.dir, 0o700)
-        self.procs: list[subprocess.Popen] = []
-        self.bus = ""
+        super().__init__("castd-audio.")
 
     def env(self) -> dict:
         """What castd (or a tool) needs to reach this PipeWire: merge into the environment."""
         return {"XDG_RUNTIME_DIR": str(self.dir), "DBUS_SESSION_BUS_ADDRESS": self.bus,
                 "PIPEWIRE_REMOTE": str(self.dir / "pipewire-0")}
 
-    def _env(self) -> dict:
-        return {**self.env(), "PATH": os.environ["PATH"], "HOME": str(self.dir)}
-
-    def _spawn(self, args, name, stdout=None) -> subprocess.Popen:
-        log = open(self.dir / f"{name}.log", "w")
-        p = subprocess.Popen(args, env=self._env(), stdout=stdout or log, stderr=log)
-        self.procs.append(p)
-        return p
+    def spawn_env(self) -> dict:
+        return {**super().spawn_env(), **self.env()}
 
     async def start(self, sink_description: str = "castd test sink") -> "PipeWireAudioRig":
-        self.bus = await start_session(self.dir, self._spawn)
-        self._spawn(["wireplumber"], "wireplumber")
+        await self.start_session()
         # The only sink, hence the default one; it lingers after pw-cli exits.
         props = ("{ factory.name=support.null-audio-sink node.name=castd-test-sink "
                  f"node.description=\"{sink_description}\" media.class=Audio/Sink object.linger=true "
                  "audio.position=[FL FR] audio.rate=48000 }")
         for _ in range(50):   # pw-cli fails until pipewire takes connections
-            r = subprocess.run(["pw-cli", "create-node", "adapter", props], env=self._env(), capture_output=True, timeout=10)
+            r = subprocess.run(["pw-cli", "create-node", "adapter", props], env=self.spawn_env(), capture_output=True, timeout=10)
             if r.returncode == 0 and b"Error" not in r.stdout + r.stderr:
                 break
             await asyncio.sleep(0.1)
@@ -118,11 +88,3 @@ class PipeWireAudioRig:
     def play(self, wav: pathlib.Path) -> subprocess.Popen:
         """Plays a WAV into the default sink (pw-play; not realtime here)."""
         return self._spawn(["pw-play", str(wav)], f"play-{wav.stem}")
-
-    def stop(self):
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-                p.wait()
-        self.procs = []
-        shutil.rmtree(self.dir, ignore_errors=True)
