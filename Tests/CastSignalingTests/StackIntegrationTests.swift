@@ -247,7 +247,8 @@ final class KillableConnector: Sendable {
 
     /// Issue 3: with a 60 s token lifetime (`devstack up --access-token-ttl 60`)
     /// a long subscription keeps receiving rows through several refreshes.
-    /// Runs for CASTD_TEST_REFRESH_SECONDS (300 for the issue's 5 minutes); skipped when unset.
+    /// Runs for CASTD_TEST_REFRESH_SECONDS (Scripts/test: 150, 2.5 token lifetimes; 300 for the
+    /// issue's 5 minutes); skipped when unset.
     @Test(.enabled(if: Stack.env["CASTD_TEST_REFRESH_SECONDS"] != nil, "set CASTD_TEST_REFRESH_SECONDS=300 to run"))
     func longSubscriptionSurvivesTokenRefreshes() async throws {
         let seconds = Int(Stack.env["CASTD_TEST_REFRESH_SECONDS"]!) ?? 300
