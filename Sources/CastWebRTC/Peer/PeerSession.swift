@@ -216,7 +216,7 @@ public final class PeerSession {
 
     /// A local address with a bound UDP socket: becomes a host candidate (and srflx via STUN).
     public func addLocalAddress(_ base: SocketAddress, now: Instant) {
-        ice.addHostCandidate(base, now: now)
+        ice.handle(.hostCandidate(base), now: now)
         relays.addBase(base, now: now)
         pump(now: now)
     }
@@ -237,7 +237,7 @@ public final class PeerSession {
 
     /// Every local address has been added.
     public func endOfLocalAddresses(now: Instant) {
-        ice.endOfLocalCandidates(now: now)
+        ice.handle(.endOfLocalCandidates, now: now)
         relays.endOfBases()
         pump(now: now)
     }
@@ -267,12 +267,12 @@ public final class PeerSession {
         events.append(.videoCodec(a.video.codec))
         if audio != nil { events.append(.audioAccepted) }
         else if let why = a.audioRejection { events.append(.audioRejected(why)) }
-        ice.setRemoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd, now: now)
+        ice.handle(.remoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd), now: now)
         for c in a.candidates {
-            ice.addRemoteCandidate(c, now: now)
+            ice.handle(.remoteCandidate(c), now: now)
             if let addr = c.socketAddress { relays.permit(addr.ip, now: now) }
         }
-        if a.endOfCandidates { ice.endOfRemoteCandidates(now: now) }
+        if a.endOfCandidates { ice.handle(.endOfRemoteCandidates, now: now) }
         pump(now: now)
     }
 
@@ -280,7 +280,8 @@ public final class PeerSession {
     public func addRemoteCandidate(_ line: String, now: Instant) throws {
         let c = try ICECandidate(parsing: line)
         guard c.transport.lowercased() == "udp" else { return }   // castd speaks ICE over UDP only
-        let outcome = ice.addRemoteCandidate(c, now: now)
+        let outcome = ice.admission(of: c)
+        ice.handle(.remoteCandidate(c), now: now)
         if outcome == .kept, let addr = c.socketAddress { relays.permit(addr.ip, now: now) }
         pump(now: now)
         switch outcome {
@@ -293,13 +294,13 @@ public final class PeerSession {
     }
 
     public func remoteEndOfCandidates(now: Instant) {
-        ice.endOfRemoteCandidates(now: now)
+        ice.handle(.endOfRemoteCandidates, now: now)
         pump(now: now)
     }
 
     /// The shell resolved a `.local` name (mDNS).
     public func resolved(hostname: String, to addresses: [IPAddress], now: Instant) {
-        ice.resolved(hostname: hostname, to: addresses, now: now)
+        ice.handle(.resolved(hostname: hostname, addresses: addresses), now: now)
         pump(now: now)
     }
 
@@ -354,7 +355,8 @@ public final class PeerSession {
     public func close(now: Instant) {
         if state == .connected, var bye = video.goodbye(reason: "castd closed") { sendMedia(&bye, now: now) }
         if state == .connected, var bye = audio?.goodbye(reason: "castd closed") { sendMedia(&bye, now: now) }
-        ice.close()
+        ice.handle(.close, now: now)
+        drainICE(now: now)
         dtls?.close()
         // RFC 8656 §8: release the allocations (one Refresh with LIFETIME 0 each; the shell
         // sends what is queued and stops, and an unanswered release just expires on the server).
@@ -414,9 +416,6 @@ public final class PeerSession {
 
     private func pumpOnce(now: Instant) {
         pumpICEAndMDNS(now: now)
-        while let t = ice.pollTransmit() {
-            route(t.datagram, from: t.from, to: t.to, now: now)
-        }
         while let q = mdns.pollQuery() {
             for e in mdnsEndpoints {
                 transmits.append(Transmit(bytes: q, from: e, to: SocketAddress(e.ip.isIPv6 ? MDNS.ipv6Group : MDNS.ipv4Group, MDNS.port)))
@@ -437,17 +436,14 @@ public final class PeerSession {
                 case .resolved(let name, let addresses, let fromCache):
                     statistics.mdnsResolved += 1
                     events.append(.mdnsResolved(hostname: name, addresses: addresses, fromCache: fromCache))
-                    ice.resolved(hostname: name, to: addresses, now: now)
+                    ice.handle(.resolved(hostname: name, addresses: addresses), now: now)
                 case .unresolved(let name):
                     statistics.mdnsUnresolved += 1
                     events.append(.mdnsUnresolved(hostname: name))
-                    ice.resolved(hostname: name, to: [], now: now)
+                    ice.handle(.resolved(hostname: name, addresses: []), now: now)
                 }
             }
-            while let e = ice.pollEvent() {
-                busy = true
-                handleICEEvent(e, now: now)
-            }
+            busy = drainICE(now: now) || busy
         }
         // A peer-reflexive remote that the signalled (or resolved) host candidate replaces
         // after selection: the selected pair's remote is that host candidate from now on.
@@ -476,11 +472,11 @@ public final class PeerSession {
             case .transmit(let t):
                 transmits.append(t)
             case .allocated(let server, let index, let relayed, let mapped):
-                ice.addRelayCandidate(relayed: relayed, mapped: mapped, server: server.address,
-                                      transport: server.transport, serverIndex: index, now: now)
+                ice.handle(.relayCandidate(.init(relayed: relayed, mapped: mapped, server: server.address,
+                                                 transport: server.transport, serverIndex: index)), now: now)
                 events.append(.relayAllocated(server: server.name, relayed: relayed))
                 // Its candidate event now, so that it is trickled before endOfCandidates.
-                while let e = ice.pollEvent() { handleICEEvent(e, now: now) }
+                drainICE(now: now)
                 // Let the receiver's checks in before ours went out to it (RFC 8656 §9).
                 for c in ice.remoteCandidates { if let a = c.socketAddress { relays.permit(a.ip, now: now) } }
             case .data(let from, let to, let bytes):
@@ -500,6 +496,21 @@ public final class PeerSession {
         guard iceGathered, relaysGathered, !gatheringReported else { return }
         gatheringReported = true
         events.append(.gatheringComplete)
+    }
+
+    /// Carries out what ICE decided, in its order (its datagrams go out through `route`);
+    /// true when there was anything.
+    @discardableResult
+    private func drainICE(now: Instant) -> Bool {
+        var any = false
+        while let o = ice.poll() {
+            any = true
+            switch o {
+            case .transmit(let t): route(t.datagram, from: t.from, to: t.to, now: now)
+            case .event(let e): handleICEEvent(e, now: now)
+            }
+        }
+        return any
     }
 
     private func handleICEEvent(_ e: ICEEvent, now: Instant) {
@@ -659,7 +670,7 @@ extension PeerSession: DatagramCore {
         statistics.datagramsIn += 1
         switch PacketKind(classifying: bytes) {
         case .stun:
-            ice.handle(datagram: bytes, from: from, to: to, now: now)
+            ice.handle(.datagram(bytes, from: from, to: to), now: now)
         case .dtls:
             // Only from the peer ICE validated (RFC 8842 §4: DTLS over the selected pair).
             if let d = dtls, let pair = ice.selectedPair, pair.remote == from { d.handleDatagram(bytes, now: now) }
