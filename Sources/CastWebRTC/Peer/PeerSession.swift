@@ -137,9 +137,6 @@ public final class PeerSession {
     private var dtlsConnected = false
     /// O(1) at both ends (issue 19): the driver pops one datagram per packet.
     private var transmits = RingBuffer<Transmit>()
-    /// The video sender's datagrams of one turn: one array reused, so that each
-    /// datagram's bytes are referenced only from here while SRTP protects them in place.
-    private var mediaOut: [VideoSender.Datagram] = []
     private var events: [Event] = []
 
     /// Builds the offer: fresh ICE credentials, the certificate's fingerprint,
@@ -311,8 +308,7 @@ public final class PeerSession {
     /// and counted (a frame is sent now or never).
     public func sendAccessUnit(_ au: [UInt8], captureTime: Instant, now: Instant) {
         guard mediaFlows else { statistics.accessUnitsDropped += 1; return }
-        do { try video.send(accessUnit: au, captureTime: captureTime, now: now) }
-        catch { statistics.accessUnitsDropped += 1 }
+        video.handle(.accessUnit(au, captureTime: captureTime), now: now)   // a rejected one is counted when drained
         pump(now: now)
     }
 
@@ -572,19 +568,30 @@ public final class PeerSession {
             }
         }
         lastMediaTurn = now
-        if mediaFlows {
-            video.poll(now: now, into: &mediaOut)
-            for i in mediaOut.indices { sendMedia(&mediaOut[i], now: now) }
-            mediaOut.removeAll(keepingCapacity: true)
-            pumpAudio(now: now)
-        }
-        // What sending produced: a congestion keyframe request (the pacer dropped media);
-        // new targets are read through `targetBitrate` by the shell after each turn.
-        for e in video.takeEvents() {
-            if case .keyframeRequested = e { events.append(.keyframeRequested) }
-        }
+        // The sender's due work at every turn (calling it early is harmless: the pacer decides).
+        if mediaFlows { video.handleTimeout(now: now) }
+        drainVideo(now: now)
+        if mediaFlows { pumpAudio(now: now) }
         statistics.video = video.statistics
         statistics.audio = audio?.statistics
+    }
+
+    /// Carries out what the video sender decided, in its order: each datagram is protected
+    /// in place and queued (its bytes are referenced only by the output it came in); new
+    /// targets are read through `targetBitrate` by the shell after each turn.
+    private func drainVideo(now: Instant) {
+        // The switch takes the output itself (no binding of it stays alive), so the
+        // datagram's bytes are referenced once and SRTP does not copy them.
+        loop: while true {
+            switch video.poll() {
+            case .transmit(var d)?: sendMedia(&d, now: now)
+            case .event(.keyframeRequested)?: events.append(.keyframeRequested)
+            case .event(.bandwidthEstimate(let b))?: events.append(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
+            case .event(.accessUnitRejected)?: statistics.accessUnitsDropped += 1
+            case .event(.retransmit)?, .event(.receiverReport)?, .event(.targetRate)?: break
+            case nil: break loop
+            }
+        }
     }
 
     /// Drains the audio sender (its RTP at once, its sender reports when due, its
@@ -637,13 +644,8 @@ public final class PeerSession {
             audio = a
             pumpAudio(now: now)
         }
-        for e in video.handleRTCP(plain, now: now) {
-            switch e {
-            case .keyframeRequested: events.append(.keyframeRequested)
-            case .bandwidthEstimate(let b): events.append(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
-            case .retransmit, .receiverReport, .targetRate: break
-            }
-        }
+        video.handle(.rtcp(plain), now: now)
+        drainVideo(now: now)
     }
 }
 
@@ -710,7 +712,7 @@ extension PeerSession: DatagramCore {
         var d = Instant.earliest(ice.nextDeadline(), relays.nextDeadline())
         d = Instant.earliest(d, mdns.nextDeadline())
         d = Instant.earliest(d, dtls?.nextDeadline())
-        d = Instant.earliest(d, mediaFlows ? video.nextDeadline : nil)
+        d = Instant.earliest(d, mediaFlows ? video.nextDeadline() : nil)
         return Instant.earliest(d, mediaFlows ? audio?.nextDeadline : nil)
     }
 }
