@@ -13,9 +13,13 @@
 /// after draining (a deadline that has not moved needs no new timer); calling `handleTimeout`
 /// early, late or twice is harmless. Tests drive the same calls with a fake clock.
 ///
-/// Conforming: `SessionMachine` (CastDaemon), `RealtimeClient` (CastSignaling), `ICEAgent`
-/// (CastWebRTC). Older components (the video sender) still answer in their own shapes and
-/// converge on this one when they are next reworked.
+/// Conforming: `SessionMachine` (CastDaemon), `RealtimeClient` (CastSignaling), `ICEAgent`,
+/// `TURNClient` (CastWebRTC), `VideoSender` (CastRTP); each has a contract test (outputs in
+/// decision order, a drained queue answers nil, the deadline after draining, `handleTimeout`
+/// early or twice harmless). Not yet: `TURNRelays` (named input methods, `poll()` to nil),
+/// `PeerSession` and `DatagramCore` (`pollTransmit`/`pollEvent`), `AudioSender` (`.timeout`
+/// as its last output), `DTLSTransport`, `MDNSResolver`, `SendSideBandwidthEstimator`
+/// (`nextDeadline` a property); they converge when next reworked.
 public protocol SansIO {
     associatedtype Input
     associatedtype Output

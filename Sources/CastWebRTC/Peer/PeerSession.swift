@@ -465,9 +465,9 @@ public final class PeerSession {
     private func pumpRelays(now: Instant) {
         while true {
             switch relays.poll() {
-            case .transmit(let t):
+            case .transmit(let t)?:
                 transmits.append(t)
-            case .allocated(let server, let index, let relayed, let mapped):
+            case .allocated(let server, let index, let relayed, let mapped)?:
                 ice.handle(.relayCandidate(.init(relayed: relayed, mapped: mapped, server: server.address,
                                                  transport: server.transport, serverIndex: index)), now: now)
                 events.append(.relayAllocated(server: server.name, relayed: relayed))
@@ -475,14 +475,14 @@ public final class PeerSession {
                 drainICE(now: now)
                 // Let the receiver's checks in before ours went out to it (RFC 8656 §9).
                 for c in ice.remoteCandidates { if let a = c.socketAddress { relays.permit(a.ip, now: now) } }
-            case .data(let from, let to, let bytes):
+            case .data(let from, let to, let bytes)?:
                 receive(bytes, from: from, to: to, now: now)
-            case .failed(let server, let error):
+            case .failed(let server, let error)?:
                 events.append(.relayFailed(server: server.name, message: error.message))
-            case .gatheringFinished:
+            case .gatheringFinished?:
                 relaysGathered = true
                 reportGatheringIfDone()
-            case .timeout:
+            case nil:
                 return
             }
         }
