@@ -397,8 +397,8 @@ public struct VideoSender: Sendable, SansIO {
 
     /// Everything due at `now`: paced RTP packets, probe padding, then an SR + SDES compound when due.
     public mutating func handleTimeout(now: Instant) {
-        if let d = estimator.nextDeadline, d <= now {
-            estimator.handle(.timeout, now: now)
+        if let d = estimator.nextDeadline(), d <= now {
+            estimator.handleTimeout(now: now)
             drainEstimator(now: now)
             applyTarget(estimator.target, now: now)   // the retransmission overhead moves with time too
         }
@@ -425,7 +425,7 @@ public struct VideoSender: Sendable, SansIO {
         // Pairwise, not through an array: the driver asks on every turn.
         var d = Instant.earliest(pacer.nextDeadline, reports.nextReportAt)
         d = Instant.earliest(d, protection.nextDeadline)
-        d = Instant.earliest(d, estimator.nextDeadline)
+        d = Instant.earliest(d, estimator.nextDeadline())
         d = Instant.earliest(d, probe?.next)
         return Instant.earliest(d, firstQueuedExpiry)
     }
