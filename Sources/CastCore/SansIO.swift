@@ -13,9 +13,13 @@
 /// after draining (a deadline that has not moved needs no new timer); calling `handleTimeout`
 /// early, late or twice is harmless. Tests drive the same calls with a fake clock.
 ///
-/// Conforming: `SessionMachine` (CastDaemon), `RealtimeClient` (CastSignaling). Older
-/// components (the ICE agent, the video sender) still answer in their own shapes and
-/// converge on this one when they are next reworked.
+/// Conforming: `SessionMachine` (CastDaemon), `RealtimeClient` (CastSignaling), `ICEAgent`,
+/// `TURNClient` (CastWebRTC), `VideoSender`, `SendSideBandwidthEstimator` (CastRTP); each
+/// has a contract test (outputs in decision order, a drained queue answers nil, the deadline
+/// after draining, `handleTimeout` early or twice harmless). Not yet: `TURNRelays` (named
+/// input methods, `poll()` to nil), `PeerSession` and `DatagramCore` (`pollTransmit`/
+/// `pollEvent`), `AudioSender` (`.timeout` as its last output), `DTLSTransport`,
+/// `MDNSResolver`; they converge when next reworked.
 public protocol SansIO {
     associatedtype Input
     associatedtype Output
@@ -26,9 +30,12 @@ public protocol SansIO {
 }
 
 /// The outputs a `SansIO` component has decided and its owner has not taken yet, first in
-/// first out, O(1) per push and pop (the storage is reused once drained).
+/// first out, O(1) per push and pop (the storage is reused once drained, so a steady flow
+/// allocates nothing here). `pop` moves the element out and keeps no reference to it: a
+/// datagram's bytes taken from here are the owner's alone, and change in place without a
+/// copy (SRTP protects them where they lie, issue 19).
 public struct OutputQueue<Element: Sendable>: Sendable {
-    private var items: [Element] = []
+    private var items: [Element?] = []
     private var head = 0
 
     public init() {}
@@ -36,11 +43,11 @@ public struct OutputQueue<Element: Sendable>: Sendable {
     public var isEmpty: Bool { head == items.count }
 
     public mutating func push(_ e: Element) { items.append(e) }
-    public mutating func push(contentsOf es: [Element]) { items.append(contentsOf: es) }
+    public mutating func push(contentsOf es: [Element]) { for e in es { items.append(e) } }
 
     public mutating func pop() -> Element? {
         guard head < items.count else { return nil }
-        let e = items[head]
+        let e = items[head].take()
         head += 1
         if head == items.count { items.removeAll(keepingCapacity: true); head = 0 }
         return e

@@ -16,12 +16,15 @@
 //            AimdRateControl, AcknowledgedBitrate, LossBasedControl, probes,
 //            ALR, SentPacketLog), one handle/poll/nextDeadline contract.
 //
-//     send(accessUnit:captureTime:now:) → packetizer → pacer
-//     poll(now:) → pacer → header extensions stamped → history → [.rtp(bytes)]
-//                  + SR/SDES when due → [.rtcp(bytes)]; then nextDeadline
-//     handleRTCP(bytes, now:) → [.retransmit, .keyframeRequested,
-//                                .bandwidthEstimate, .receiverReport, .targetRate]
-//     takeEvents() → what arose in send/poll (.targetRate, .keyframeRequested(.congestion))
+//   VideoSender keeps the one sans-IO contract (`SansIO` in CastCore):
+//     handle(.accessUnit(bytes, captureTime:), now:) → packetizer → pacer
+//     handle(.rtcp(bytes), now:) → retransmissions queued, estimator fed
+//     handle(.maximumBitrate(b), now:) → the estimator's ceiling
+//     handleTimeout(now:) → pacer → header extensions stamped → history
+//                           → probe padding → SR/SDES when due
+//     poll() → .transmit(.rtp / .rtcp) and .event(.retransmit, .keyframeRequested,
+//              .bandwidthEstimate, .receiverReport, .targetRate, .accessUnitRejected)
+//              in decision order until nil; then nextDeadline()
 //
-// The owner (PeerSession) protects what poll returns with SRTP and hands it to
-// ICE; it unprotects SRTCP and passes the plaintext to handleRTCP.
+// The owner (PeerSession) protects each .transmit with SRTP in place and hands it to
+// ICE; it unprotects SRTCP and passes the plaintext in as .rtcp.

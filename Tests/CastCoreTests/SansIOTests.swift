@@ -15,3 +15,16 @@ import Testing
         #expect(!q.isEmpty && q.pop() == 5 && q.pop() == nil)
     }
 }
+
+@Suite struct OutputQueueOwnershipTests {
+    final class Box: Sendable {}
+
+    @Test func aPoppedElementIsReferencedOnlyByItsTaker() {
+        var q = OutputQueue<Box>()
+        q.push(Box())
+        q.push(Box())   // not drained: the queue's storage is still in use
+        var first = q.pop()!
+        // The queue let go of it: the bytes of a popped datagram can change in place.
+        #expect(isKnownUniquelyReferenced(&first))
+    }
+}

@@ -125,8 +125,8 @@ import CastCore
         var audio = try sender()
         let capture = ms(5000)
         let au: [UInt8] = [0, 0, 0, 1, 0x65, 0x88, 0x84, 0x00]
-        try video.send(accessUnit: au, captureTime: capture, now: ms(5004))
-        let vOut = video.poll(now: ms(5004))
+        video.handle(.accessUnit(au, captureTime: capture), now: ms(5004))
+        let vOut = video.datagrams(at: ms(5004))
         try audio.handle(.frame(EncodedAudioFrame(opus: [0xfc, 1, 2], samples: 960, captureTime: capture),
                                 transportSequenceNumber: 9), now: ms(5001))
         let aOut = drain(&audio, now: ms(5021)).outputs

@@ -19,8 +19,8 @@ import CastCore
         let audio = (0..<3).compactMap { s.registerCompanionPacket(size: 180, now: ms(Int64($0) * 20)) }
         #expect(audio == [1, 2, 3])
         let au: [UInt8] = [0, 0, 0, 1, 0x65] + Array(repeating: 0x5a, count: 500)
-        try s.send(accessUnit: au, captureTime: ms(60), now: ms(60))
-        let video = try s.poll(now: ms(60)).compactMap { d -> UInt16? in
+        s.handle(.accessUnit(au, captureTime: ms(60)), now: ms(60))
+        let video = try s.datagrams(at: ms(60)).compactMap { d -> UInt16? in
             guard case .rtp(let b) = d else { return nil }
             return try RTPExtensionValue.parseTransportSequence(try RTPPacket.parse(b).header.extensions!.element(id: 3)!)
         }
@@ -43,7 +43,7 @@ import CastCore
         deltas += Array(repeating: Int16(160), count: 1) + Array(repeating: Int16(80), count: 7)
         let fb = TransportCCFeedback(senderSSRC: 1, mediaSSRC: s.ssrc, baseSequenceNumber: 1, referenceTime: 0,
                                      feedbackPacketCount: 0, receiveDeltas: deltas)
-        _ = s.handleRTCP(try RTCPCompound.serialize([.transportCC(fb)]), now: ms(250))
+        _ = s.events(afterRTCP: try RTCPCompound.serialize([.transportCC(fb)]), now: ms(250))
         #expect(s.statistics.lossesConfirmed == 1)
     }
 }

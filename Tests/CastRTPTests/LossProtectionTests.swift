@@ -147,10 +147,10 @@ import CastCore
 
         while now < end {
             if now >= nextFrame {
-                try sender.send(accessUnit: [0, 0, 0, 1, 0x41] + Array(repeating: 0x33, count: 700), captureTime: now, now: now)
+                sender.handle(.accessUnit([0, 0, 0, 1, 0x41] + Array(repeating: 0x33, count: 700), captureTime: now), now: now)
                 nextFrame = nextFrame + .nanoseconds(33_333_333)
             }
-            for d in sender.poll(now: now) {
+            for d in sender.datagrams(at: now) {
                 guard case .rtp(let b) = d else { continue }
                 let p = try RTPPacket.parse(b)
                 if p.header.ssrc == sender.ssrc, sentAt[p.header.sequenceNumber] == nil { sentAt[p.header.sequenceNumber] = now }
@@ -183,12 +183,12 @@ import CastCore
                         link.append(InFlight(at: now + oneWay, toReceiver: false, bytes: nack))
                     }
                 } else {
-                    _ = sender.handleRTCP(f.bytes, now: now)
+                    _ = sender.events(afterRTCP: f.bytes, now: now)
                 }
             }
             link.removeAll { $0.at <= now }
             var next = nextFrame
-            if let d = sender.nextDeadline, d > now { next = min(next, d) }
+            if let d = sender.nextDeadline(), d > now { next = min(next, d) }
             if let l = link.map(\.at).min() { next = min(next, max(l, now + .nanoseconds(1))) }
             now = max(next, now + .nanoseconds(1))
         }

@@ -150,3 +150,33 @@ import CastCore
         #expect(AimdRateControl.etaPower(0) == 1)
     }
 }
+
+/// The estimator keeps the one sans-IO contract (`SansIO` in CastCore).
+@Suite struct SendSideBandwidthEstimatorContractTests {
+    @Test func outputsComeInDecisionOrderAndDrainingLeavesOnlyTheDeadline() throws {
+        var e = SendSideBandwidthEstimator(configuration: .init(startBitrate: 1_000_000, maximumBitrate: 10_000_000))
+        e.handle(.packetSent(transportSequenceNumber: 1, size: 1200, probeCluster: nil), now: ms(0))
+        // The first packet asks for the start probes (3×, then 6×), then the first target follows.
+        var outs: [SendSideBandwidthEstimator.Output] = []
+        while let o = e.poll() { outs.append(o) }
+        guard outs.count == 3, case .probe(let p1) = outs[0], case .probe(let p2) = outs[1], case .target(let t) = outs[2] else {
+            Issue.record("outputs \(outs)"); return
+        }
+        #expect(p1.bitsPerSecond == 3_000_000 && p2.bitsPerSecond == 6_000_000)
+        #expect(t.bitsPerSecond == 1_000_000)
+        #expect(e.poll() == nil)
+        #expect(e.nextDeadline() == ms(100))   // only the deadline is left: the periodic processing
+    }
+
+    @Test func handleTimeoutEarlyOrTwiceIsHarmless() throws {
+        var e = SendSideBandwidthEstimator(configuration: .init(startBitrate: 1_000_000, probing: false))
+        e.handleTimeout(now: ms(0))
+        guard case .target(let t)? = e.poll() else { Issue.record("no first target"); return }
+        #expect(e.poll() == nil)
+        e.handleTimeout(now: ms(40))    // early: nothing changed, nothing comes out
+        e.handleTimeout(now: ms(40))    // twice at the same instant: the same
+        #expect(e.poll() == nil)
+        #expect(e.target == t)
+        #expect(e.nextDeadline() == ms(140))
+    }
+}

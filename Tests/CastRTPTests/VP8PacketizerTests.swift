@@ -96,9 +96,9 @@ import CastCore
         var s = try VideoSender(configuration: .init(codec: .vp8, payloadType: 96, rtxPayloadType: 97, cname: "c",
                                                      wallclockOffset: .zero), random: &rng)
         #expect(s.packetizer.codec == .vp8)
-        try s.send(accessUnit: key, captureTime: .zero, now: .zero)
+        s.handle(.accessUnit(key, captureTime: .zero), now: .zero)
         #expect(s.statistics.keyframesSent == 1)
-        let rtp = s.poll(now: .zero).compactMap { d -> [UInt8]? in if case .rtp(let b) = d { b } else { nil } }
+        let rtp = s.datagrams(at: .zero).compactMap { d -> [UInt8]? in if case .rtp(let b) = d { b } else { nil } }
         #expect(rtp.count == 1)
         let pkt = try RTPPacket.parse(rtp[0])
         #expect(pkt.header.payloadType == 96)

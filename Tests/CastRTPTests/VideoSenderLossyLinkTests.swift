@@ -84,10 +84,10 @@ import CastCore
                     ? sps + [0, 0, 0, 1, 0x65] + Array(repeating: 0x11, count: 20_000)
                     : [0, 0, 0, 1, 0x41] + Array(repeating: 0x22, count: 4_000)
                 keyframeWanted = false
-                try sender.send(accessUnit: au, captureTime: now, now: now)
+                sender.handle(.accessUnit(au, captureTime: now), now: now)
                 nextFrame = nextFrame + .nanoseconds(33_333_333)
             }
-            for d in sender.poll(now: now) {
+            for d in sender.datagrams(at: now) {
                 switch d {
                 case .rtp(let b):
                     let p = try RTPPacket.parse(b)
@@ -117,7 +117,7 @@ import CastCore
                         link.append(InFlight(at: now + oneWay, toReceiver: false, bytes: nack))
                     }
                 } else {
-                    for e in sender.handleRTCP(f.bytes, now: now) {
+                    for e in sender.events(afterRTCP: f.bytes, now: now) {
                         if case .keyframeRequested = e { keyframeWanted = true }
                     }
                 }
@@ -125,7 +125,7 @@ import CastCore
             link.removeAll { $0.at <= now }
             // Advance to the next thing that happens.
             var next = nextFrame < ms(1800) ? nextFrame : end
-            if let d = sender.nextDeadline, d > now { next = min(next, d) }
+            if let d = sender.nextDeadline(), d > now { next = min(next, d) }
             if let l = link.map(\.at).min() { next = min(next, max(l, now + .nanoseconds(1))) }
             if pliSentAt == nil, ms(1000) > now { next = min(next, ms(1000)) }
             now = max(next, now + .nanoseconds(1))

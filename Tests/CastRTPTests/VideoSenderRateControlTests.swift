@@ -19,29 +19,30 @@ import CastCore
 
     @Test func mediaPastTheTimeBoundIsDroppedToTheNextKeyframeWhichIsRequested() throws {
         var s = try sender(transportCC: false)
-        s.setMaximumBitrate(100_000, now: ms(0))   // paced at 250 kbit/s: ~31 bytes per ms
-        _ = s.takeEvents()
+        s.handle(.maximumBitrate(100_000), now: ms(0))   // paced at 250 kbit/s: ~31 bytes per ms
+        _ = s.events()
         var now = ms(0)
         var waits: [Duration] = []
         var queuedAt: [UInt16: Instant] = [:]
         var events: [VideoSender.Event] = []
-        try s.send(accessUnit: idr + Array(repeating: 0x11, count: 3000), captureTime: now, now: now)
+        s.handle(.accessUnit(idr + Array(repeating: 0x11, count: 3000), captureTime: now), now: now)
         // 5 kB P-frames at 30 fps: 1.2 Mbit/s into a 250 kbit/s pacer.
         var frame = 1
         while now < ms(2000) {
             if now >= ms(Int64(frame) * 33) {
                 let seqBefore = s.packetizer.nextSequenceNumber
-                try s.send(accessUnit: pFrame(5000), captureTime: now, now: now)
+                s.handle(.accessUnit(pFrame(5000), captureTime: now), now: now)
                 var q = seqBefore
                 while q != s.packetizer.nextSequenceNumber { queuedAt[q] = now; q &+= 1 }
                 frame += 1
             }
-            for d in s.poll(now: now) {
+            let out = s.drained(at: now)
+            for d in out.datagrams {
                 if case .rtp(let b) = d, let p = try? RTPPacket.parse(b), p.header.ssrc == s.ssrc,
                    let t = queuedAt[p.header.sequenceNumber] { waits.append(now - t) }
             }
-            events += s.takeEvents()
-            now = min(s.nextDeadline ?? ms(Int64(frame) * 33), ms(Int64(frame) * 33))
+            events += out.events
+            now = min(s.nextDeadline() ?? ms(Int64(frame) * 33), ms(Int64(frame) * 33))
         }
         #expect(events.contains(.keyframeRequested(.congestion)))
         // Once at the first drop (~0.5 s), again a second later as no keyframe came; not per dropped frame.
@@ -53,8 +54,8 @@ import CastCore
         #expect(waits.allSatisfy { $0 <= .milliseconds(540) }, "\(waits.max() ?? .zero)")
         // A keyframe is taken again, and P-frames after it.
         let dropped = s.statistics.framesDroppedByPacer
-        try s.send(accessUnit: idr + Array(repeating: 0x11, count: 500), captureTime: now, now: now)
-        try s.send(accessUnit: pFrame(100), captureTime: now, now: now)
+        s.handle(.accessUnit(idr + Array(repeating: 0x11, count: 500), captureTime: now), now: now)
+        s.handle(.accessUnit(pFrame(100), captureTime: now), now: now)
         #expect(s.statistics.framesDroppedByPacer == dropped)
         #expect(s.statistics.keyframesSent == 2)
     }
@@ -64,16 +65,16 @@ import CastCore
         var s = try VideoSender(configuration: .init(payloadType: 102, rtxPayloadType: 103, cname: "rc",
                                                      wallclockOffset: .seconds(1_700_000_000), maxQueueBytes: 20_000),
                                 random: &rng)
-        try s.send(accessUnit: idr + Array(repeating: 0x11, count: 15_000), captureTime: ms(0), now: ms(0))
-        try s.send(accessUnit: pFrame(5000), captureTime: ms(1), now: ms(1))   // ~15.2 kB queued + 5 kB > 20 kB
+        s.handle(.accessUnit(idr + Array(repeating: 0x11, count: 15_000), captureTime: ms(0)), now: ms(0))
+        s.handle(.accessUnit(pFrame(5000), captureTime: ms(1)), now: ms(1))   // ~15.2 kB queued + 5 kB > 20 kB
         #expect(s.statistics.framesDroppedByPacer == 1 && s.statistics.framesSent == 1)
-        #expect(s.takeEvents() == [.keyframeRequested(.congestion)])
+        #expect(s.events() == [.keyframeRequested(.congestion)])
         #expect(s.queuedBytes > 15_000 && s.queuedBytes <= 20_000)
         // Frames are dropped until a keyframe; the request is repeated once a second, not per frame.
-        try s.send(accessUnit: pFrame(10), captureTime: ms(500), now: ms(500))
-        #expect(s.takeEvents().isEmpty)
-        try s.send(accessUnit: pFrame(10), captureTime: ms(1001), now: ms(1001))
-        #expect(s.takeEvents() == [.keyframeRequested(.congestion)])
+        s.handle(.accessUnit(pFrame(10), captureTime: ms(500)), now: ms(500))
+        #expect(s.events().isEmpty)
+        s.handle(.accessUnit(pFrame(10), captureTime: ms(1001)), now: ms(1001))
+        #expect(s.events() == [.keyframeRequested(.congestion)])
         #expect(s.statistics.framesDroppedByPacer == 3 && s.statistics.framesSent == 1)
     }
 
@@ -82,36 +83,36 @@ import CastCore
         // sent longer ago than max(50 ms, RTT/2), and it must have been answered.
         var s = try sender(transportCC: false)
         for i in 0..<3 {
-            try s.send(accessUnit: pFrame(300), captureTime: ms(Int64(i)), now: ms(Int64(i)))
+            s.handle(.accessUnit(pFrame(300), captureTime: ms(Int64(i))), now: ms(Int64(i)))
         }
-        let sent = s.poll(now: ms(2)).compactMap { d -> UInt16? in
+        let sent = s.datagrams(at: ms(2)).compactMap { d -> UInt16? in
             if case .rtp(let b) = d { return try? RTPPacket.parse(b).header.sequenceNumber } else { return nil }
         }
         #expect(sent.count == 3)
         func nack(_ seq: UInt16) throws -> [UInt8] {
             try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 9, mediaSSRC: s.ssrc, lost: [seq]))])
         }
-        _ = s.handleRTCP(try nack(sent[0]), now: ms(20))   // 20 ms after sending: maybe only late
+        _ = s.events(afterRTCP: try nack(sent[0]), now: ms(20))   // 20 ms after sending: maybe only late
         #expect(!s.isProtecting(now: ms(20)))
-        _ = s.handleRTCP(try nack(sent[0]), now: ms(70))   // resent < 1 RTT ago: ignored, not evidence
+        _ = s.events(afterRTCP: try nack(sent[0]), now: ms(70))   // resent < 1 RTT ago: ignored, not evidence
         #expect(s.statistics.nacksIgnored == 1 && !s.isProtecting(now: ms(70)))
-        _ = s.handleRTCP(try nack(sent[1] &+ 1000), now: ms(80))   // unknown: ignored, not evidence
+        _ = s.events(afterRTCP: try nack(sent[1] &+ 1000), now: ms(80))   // unknown: ignored, not evidence
         #expect(!s.isProtecting(now: ms(80)))
-        _ = s.handleRTCP(try nack(sent[1]), now: ms(80))   // 79 ms old and answered: evidence
+        _ = s.events(afterRTCP: try nack(sent[1]), now: ms(80))   // 79 ms old and answered: evidence
         #expect(s.isProtecting(now: ms(80)))
     }
 
     @Test func withTransportCCANACKIsNotEvidenceButAConfirmedLossIs() throws {
         var s = try sender(transportCC: true)
-        for i in 0..<20 { try s.send(accessUnit: pFrame(300), captureTime: ms(Int64(i) * 10), now: ms(Int64(i) * 10)); _ = s.poll(now: ms(Int64(i) * 10)) }
+        for i in 0..<20 { s.handle(.accessUnit(pFrame(300), captureTime: ms(Int64(i) * 10)), now: ms(Int64(i) * 10)); _ = s.datagrams(at: ms(Int64(i) * 10)) }
         let seq0 = s.packetizer.nextSequenceNumber &- 20
-        _ = s.handleRTCP(try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 9, mediaSSRC: s.ssrc, lost: [seq0]))]), now: ms(300))
+        _ = s.events(afterRTCP: try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 9, mediaSSRC: s.ssrc, lost: [seq0]))]), now: ms(300))
         #expect(s.statistics.retransmissionsSent == 0 && !s.isProtecting(now: ms(300)))
         // transport-cc: #1 (transport numbers start at 1) missing, the 19 after it received, up to 180 ms later.
         let deltas: [Int16?] = [nil] + (1..<20).map { _ in 40 }
         let fb = TransportCCFeedback(senderSSRC: 9, mediaSSRC: s.ssrc, baseSequenceNumber: 1, referenceTime: 0,
                                      feedbackPacketCount: 0, receiveDeltas: deltas)
-        _ = s.handleRTCP(try RTCPCompound.serialize([.transportCC(fb)]), now: ms(310))
+        _ = s.events(afterRTCP: try RTCPCompound.serialize([.transportCC(fb)]), now: ms(310))
         #expect(s.statistics.lossesConfirmed == 1)
         #expect(s.isProtecting(now: ms(310)))
     }
@@ -123,14 +124,14 @@ import CastCore
         var rtxBytes = 0
         var now = ms(0)
         while now < ms(3000) {
-            if now.nanoseconds % 33_000_000 == 0 { try s.send(accessUnit: pFrame(4000), captureTime: now, now: now) }
-            for d in s.poll(now: now) {
+            if now.nanoseconds % 33_000_000 == 0 { s.handle(.accessUnit(pFrame(4000), captureTime: now), now: now) }
+            for d in s.datagrams(at: now) {
                 guard case .rtp(let b) = d, let p = try? RTPPacket.parse(b) else { continue }
                 if p.header.ssrc == s.ssrc { sent.append(p.header.sequenceNumber) } else if now >= ms(1000) { rtxBytes += b.count }
             }
             if now.nanoseconds % 10_000_000 == 0, !sent.isEmpty {
                 let nack = GenericNACK(senderSSRC: 9, mediaSSRC: s.ssrc, lost: Array(sent.suffix(60)))
-                _ = s.handleRTCP(try RTCPCompound.serialize([.nack(nack)]), now: now)
+                _ = s.events(afterRTCP: try RTCPCompound.serialize([.nack(nack)]), now: now)
             }
             now = now + .milliseconds(1)
         }

@@ -33,8 +33,8 @@ import CastCore
 
     @Test func anAccessUnitLeavesAsStampedRTPFollowedByAnSR() throws {
         var s = try sender()
-        try s.send(accessUnit: keyframe(size: 3000), captureTime: ms(0), now: ms(0))
-        let out = s.poll(now: ms(0))
+        s.handle(.accessUnit(keyframe(size: 3000), captureTime: ms(0)), now: ms(0))
+        let out = s.datagrams(at: ms(0))
         let packets = try rtp(out)
         // STAP-A(SPS, PPS) + 3 FU-As: budget 1200 − 12 − 16 (extensions) − 16 (SRTP) − 2 (RTX) = 1154.
         #expect(packets.count == 4)
@@ -56,19 +56,19 @@ import CastCore
         #expect(sr.octetCount == UInt32(packets.reduce(0) { $0 + $1.payload.count }))
         #expect(sr.rtpTimestamp == packets[0].header.timestamp)
         #expect(sdes.cname(of: s.ssrc) == "castd-test")
-        #expect(s.nextDeadline == ms(100))   // the estimator's periodic processing; the next SR at 1 s
+        #expect(s.nextDeadline() == ms(100))   // the estimator's periodic processing; the next SR at 1 s
         #expect(s.statistics.framesSent == 1 && s.statistics.keyframesSent == 1 && s.statistics.packetsSent == 4)
     }
 
     @Test func aNACKedPacketIsResentOverRTXOncePerRTT() throws {
         var s = try sender()
-        try s.send(accessUnit: keyframe(size: 3000), captureTime: ms(0), now: ms(0))
-        let sent = try rtp(s.poll(now: ms(0)))
+        s.handle(.accessUnit(keyframe(size: 3000), captureTime: ms(0)), now: ms(0))
+        let sent = try rtp(s.datagrams(at: ms(0)))
         let lost = sent[2]
         let nack = try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 0x9999, mediaSSRC: s.ssrc,
                                                                  lost: [lost.header.sequenceNumber]))])
-        #expect(s.handleRTCP(nack, now: ms(30)) == [.retransmit(sequenceNumber: lost.header.sequenceNumber)])
-        let resent = try rtp(s.poll(now: ms(30)))
+        #expect(s.events(afterRTCP: nack, now: ms(30)) == [.retransmit(sequenceNumber: lost.header.sequenceNumber)])
+        let resent = try rtp(s.datagrams(at: ms(30)))
         #expect(resent.count == 1)
         let r = resent[0]
         #expect(r.header.ssrc == s.rtxSSRC && r.header.payloadType == 103 && r.header.timestamp == lost.header.timestamp)
@@ -76,24 +76,24 @@ import CastCore
         #expect(Array(r.payload.dropFirst(2)) == lost.payload)
         #expect(try RTPExtensionValue.parseTransportSequence(r.header.extensions!.element(id: 3)!) == 5)
         // The same NACK again within the (initial, 100 ms) RTT is not served twice.
-        #expect(s.handleRTCP(nack, now: ms(60)).isEmpty)
+        #expect(s.events(afterRTCP: nack, now: ms(60)).isEmpty)
         // Nor is a NACK for a packet never sent.
         let unknown = try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 0x9999, mediaSSRC: s.ssrc,
                                                                     lost: [lost.header.sequenceNumber &+ 500]))])
-        #expect(s.handleRTCP(unknown, now: ms(60)).isEmpty)
+        #expect(s.events(afterRTCP: unknown, now: ms(60)).isEmpty)
         #expect(s.statistics.nacksReceived == 3 && s.statistics.nacksIgnored == 2 && s.statistics.retransmissionsSent == 1)
-        #expect(s.handleRTCP(nack, now: ms(131)) == [.retransmit(sequenceNumber: lost.header.sequenceNumber)])
+        #expect(s.events(afterRTCP: nack, now: ms(131)) == [.retransmit(sequenceNumber: lost.header.sequenceNumber)])
     }
 
     @Test func withoutRTXTheSamePacketIsResentAsIs() throws {
         var s = try sender(rtx: false)
         #expect(s.packetizer.configuration.payloadBudget == 1156)
-        try s.send(accessUnit: keyframe(size: 3000), captureTime: ms(0), now: ms(0))
-        let sent = try rtp(s.poll(now: ms(0)))
+        s.handle(.accessUnit(keyframe(size: 3000), captureTime: ms(0)), now: ms(0))
+        let sent = try rtp(s.datagrams(at: ms(0)))
         let nack = try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 1, mediaSSRC: s.ssrc,
                                                                  lost: [sent[1].header.sequenceNumber]))])
-        _ = s.handleRTCP(nack, now: ms(20))
-        let resent = try rtp(s.poll(now: ms(20)))
+        _ = s.events(afterRTCP: nack, now: ms(20))
+        let resent = try rtp(s.datagrams(at: ms(20)))
         #expect(resent.count == 1)
         #expect(resent[0].header.ssrc == s.ssrc && resent[0].header.sequenceNumber == sent[1].header.sequenceNumber)
         #expect(resent[0].payload == sent[1].payload)
@@ -102,15 +102,15 @@ import CastCore
     @Test func pliBecomesAKeyframeRequestAtMostEvery500ms() throws {
         var s = try sender()
         let pli = try RTCPCompound.serialize([.pictureLoss(PictureLossIndication(senderSSRC: 1, mediaSSRC: s.ssrc))])
-        #expect(s.handleRTCP(pli, now: ms(0)) == [.keyframeRequested(.pictureLoss)])
-        #expect(s.handleRTCP(pli, now: ms(100)).isEmpty)
-        #expect(s.handleRTCP(pli, now: ms(600)) == [.keyframeRequested(.pictureLoss)])
+        #expect(s.events(afterRTCP: pli, now: ms(0)) == [.keyframeRequested(.pictureLoss)])
+        #expect(s.events(afterRTCP: pli, now: ms(100)).isEmpty)
+        #expect(s.events(afterRTCP: pli, now: ms(600)) == [.keyframeRequested(.pictureLoss)])
         // The IDR the encoder sends answers any request for the next 500 ms.
-        try s.send(accessUnit: keyframe(size: 100), captureTime: ms(1200), now: ms(1200))
-        #expect(s.handleRTCP(pli, now: ms(1300)).isEmpty)
+        s.handle(.accessUnit(keyframe(size: 100), captureTime: ms(1200)), now: ms(1200))
+        #expect(s.events(afterRTCP: pli, now: ms(1300)).isEmpty)
         // A PLI about another stream is not ours.
         let other = try RTCPCompound.serialize([.pictureLoss(PictureLossIndication(senderSSRC: 1, mediaSSRC: s.ssrc &+ 1))])
-        #expect(s.handleRTCP(other, now: ms(5000)).isEmpty)
+        #expect(s.events(afterRTCP: other, now: ms(5000)).isEmpty)
         #expect(s.statistics.pictureLossReceived == 4 && s.statistics.keyframesRequested == 2)
     }
 
@@ -119,20 +119,20 @@ import CastCore
         func fir(_ n: UInt8) throws -> [UInt8] {
             try RTCPCompound.serialize([.fullIntraRequest(FullIntraRequest(senderSSRC: 1, entries: [.init(ssrc: s.ssrc, sequenceNumber: n)]))])
         }
-        #expect(s.handleRTCP(try fir(1), now: ms(0)) == [.keyframeRequested(.fullIntraRequest)])
-        #expect(s.handleRTCP(try fir(1), now: ms(800)).isEmpty)
-        #expect(s.handleRTCP(try fir(2), now: ms(800)) == [.keyframeRequested(.fullIntraRequest)])
+        #expect(s.events(afterRTCP: try fir(1), now: ms(0)) == [.keyframeRequested(.fullIntraRequest)])
+        #expect(s.events(afterRTCP: try fir(1), now: ms(800)).isEmpty)
+        #expect(s.events(afterRTCP: try fir(2), now: ms(800)) == [.keyframeRequested(.fullIntraRequest)])
     }
 
     @Test func receiverReportsGiveLossJitterAndRTT() throws {
         var s = try sender()
-        try s.send(accessUnit: keyframe(size: 100), captureTime: ms(0), now: ms(0))
-        let srs = try rtcp(s.poll(now: ms(0)))
+        s.handle(.accessUnit(keyframe(size: 100), captureTime: ms(0)), now: ms(0))
+        let srs = try rtcp(s.datagrams(at: ms(0)))
         guard case .senderReport(let sr) = srs[0][0] else { Issue.record("no SR"); return }
         let block = ReportBlock(ssrc: s.ssrc, fractionLost: 128, cumulativeLost: 3, extendedHighestSequence: 1,
                                 jitter: 90, lastSenderReport: sr.ntpTime.compact, delaySinceLastSenderReport: 0x0800)
         let rr = try RTCPCompound.serialize([.receiverReport(ReceiverReport(ssrc: 0x9999, reports: [block]))])
-        let events = s.handleRTCP(rr, now: ms(250))   // 250 ms after the SR
+        let events = s.events(afterRTCP: rr, now: ms(250))   // 250 ms after the SR
         let expected = ReceiverStatistics(fractionLost: 0.5, cumulativeLost: 3, extendedHighestSequence: 1,
                                           jitter: .milliseconds(1), roundTripTime: .milliseconds(218) + .microseconds(750))
         // 250 ms − 31.25 ms (DLSR 0x800); 50 % loss (> 10 %) cuts the target by a quarter (gcc-02 §6).
@@ -144,13 +144,13 @@ import CastCore
     @Test func rembAndTransportCCSurfaceAsBandwidthEstimates() throws {
         var s = try sender()
         let remb = try RTCPCompound.serialize([.remb(ReceiverEstimatedMaxBitrate(senderSSRC: 1, bitrate: 6_000_000, ssrcs: [s.ssrc]))])
-        #expect(s.handleRTCP(remb, now: ms(0)) == [.bandwidthEstimate(BandwidthEstimate(source: .remb, bitsPerSecond: 6_000_000))])
-        try s.send(accessUnit: keyframe(size: 3000), captureTime: ms(0), now: ms(0))
-        _ = s.poll(now: ms(0))
+        #expect(s.events(afterRTCP: remb, now: ms(0)) == [.bandwidthEstimate(BandwidthEstimate(source: .remb, bitsPerSecond: 6_000_000))])
+        s.handle(.accessUnit(keyframe(size: 3000), captureTime: ms(0)), now: ms(0))
+        _ = s.datagrams(at: ms(0))
         let fb = try RTCPCompound.serialize([.transportCC(TransportCCFeedback(
             senderSSRC: 1, mediaSSRC: s.ssrc, baseSequenceNumber: 1, referenceTime: 0, feedbackPacketCount: 0,
             receiveDeltas: [0, 4, nil, 4]))])
-        guard case .bandwidthEstimate(let e)? = s.handleRTCP(fb, now: ms(50)).first else { Issue.record("no estimate"); return }
+        guard case .bandwidthEstimate(let e)? = s.events(afterRTCP: fb, now: ms(50)).first else { Issue.record("no estimate"); return }
         #expect(e.source == .transportCC)
         #expect(e.lossFraction == 0.25)
         #expect(e.bitsPerSecond > 0)
@@ -159,8 +159,8 @@ import CastCore
 
     @Test func malformedRTCPIsCountedAndDropped() throws {
         var s = try sender()
-        #expect(s.handleRTCP([0x80, 0xc9, 0x00], now: ms(0)).isEmpty)
-        #expect(s.handleRTCP([], now: ms(0)).isEmpty)
+        #expect(s.events(afterRTCP: [0x80, 0xc9, 0x00], now: ms(0)).isEmpty)
+        #expect(s.events(afterRTCP: [], now: ms(0)).isEmpty)
         #expect(s.statistics.malformedRTCP == 2)
     }
 
@@ -170,13 +170,13 @@ import CastCore
         c.congestion = .init(startBitrate: 32_000_000, maximumBitrate: 32_000_000, probing: false)
         var rng = SeededRandom(seed: 42)
         var s = try VideoSender(configuration: c, random: &rng)
-        try s.send(accessUnit: keyframe(size: 150_000), captureTime: ms(0), now: ms(0))
-        var sent = try rtp(s.poll(now: ms(0))).count
+        s.handle(.accessUnit(keyframe(size: 150_000), captureTime: ms(0)), now: ms(0))
+        var sent = try rtp(s.datagrams(at: ms(0))).count
         #expect(sent < 20)
         var now = ms(0)
-        while let d = s.nextDeadline, d < ms(1000), s.queuedBytes > 0 {
+        while let d = s.nextDeadline(), d < ms(1000), s.queuedBytes > 0 {
             now = d
-            sent += try rtp(s.poll(now: now)).count
+            sent += try rtp(s.datagrams(at: now)).count
         }
         #expect(sent == 132)   // 1 STAP-A + ceil(149 999 / 1152) FU-As
         #expect(now > ms(10) && now < ms(20))
@@ -186,8 +186,8 @@ import CastCore
         var rng = SeededRandom(seed: 5)
         var s = try VideoSender(configuration: configuration(), ssrc: 0x1111_2222, rtxSSRC: 0x3333_4444, random: &rng)
         #expect(s.ssrc == 0x1111_2222 && s.rtxSSRC == 0x3333_4444)
-        try s.send(accessUnit: keyframe(size: 100), captureTime: ms(0), now: ms(0))
-        #expect(try rtp(s.poll(now: ms(0))).allSatisfy { $0.header.ssrc == 0x1111_2222 })
+        s.handle(.accessUnit(keyframe(size: 100), captureTime: ms(0)), now: ms(0))
+        #expect(try rtp(s.datagrams(at: ms(0))).allSatisfy { $0.header.ssrc == 0x1111_2222 })
         var rng2 = SeededRandom(seed: 5)
         #expect(errorCode { _ = try VideoSender(configuration: configuration(), ssrc: 7, rtxSSRC: 7, random: &rng2) } == .usage)
     }
@@ -195,15 +195,15 @@ import CastCore
     @Test func thePacingRateFollowsTheTargetUnderTheOwnersCeiling() throws {
         var s = try sender()
         // Start: 1 Mbit/s target, paced at 2.5 ×.
-        #expect(s.takeEvents().isEmpty && s.targetBitsPerSecond == 1_000_000)
-        s.setMaximumBitrate(400_000, now: ms(0))   // 720p-like ceiling: the pacer slows to 1 Mbit/s
-        #expect(s.takeEvents() == [.targetRate(bitsPerSecond: 400_000, pacingBitsPerSecond: 1_000_000, usage: .normal)])
+        #expect(s.events().isEmpty && s.targetBitsPerSecond == 1_000_000)
+        s.handle(.maximumBitrate(400_000), now: ms(0))   // 720p-like ceiling: the pacer slows to 1 Mbit/s
+        #expect(s.events() == [.targetRate(bitsPerSecond: 400_000, pacingBitsPerSecond: 1_000_000, usage: .normal)])
         #expect(s.targetBitsPerSecond == 400_000)
-        try s.send(accessUnit: keyframe(size: 30_000), captureTime: ms(0), now: ms(0))
+        s.handle(.accessUnit(keyframe(size: 30_000), captureTime: ms(0)), now: ms(0))
         #expect(s.queuedDuration > .milliseconds(240) && s.queuedDuration < .milliseconds(250))
         var now = ms(0)
-        _ = s.poll(now: now)
-        while let d = s.nextDeadline, d < ms(1000), s.queuedBytes > 0 { now = d; _ = s.poll(now: now) }
+        _ = s.datagrams(at: now)
+        while let d = s.nextDeadline(), d < ms(1000), s.queuedBytes > 0 { now = d; _ = s.datagrams(at: now) }
         // 30 kB + headers at 125 bytes/ms, less the first burst (20 ms at the start's 2.5 Mbit/s: 6250 bytes).
         #expect(now > ms(185) && now < ms(200), "\(now)")
         #expect(s.queuedBytes == 0 && s.queuedDuration == .zero)
@@ -214,5 +214,54 @@ import CastCore
         guard case .rtcp(let bytes)? = s.goodbye(reason: "done") else { Issue.record("no BYE"); return }
         let packets = try RTCPCompound.parse(bytes)
         #expect(packets.last == .goodbye(Goodbye(sources: [s.ssrc, s.rtxSSRC!], reason: "done")))
+    }
+}
+
+/// The sender keeps the one sans-IO contract (`SansIO` in CastCore).
+@Suite struct VideoSenderContractTests {
+    let t = VideoSenderTests()
+
+    @Test func outputsComeInDecisionOrderAndDrainingLeavesOnlyTheDeadline() throws {
+        var s = try t.sender()
+        s.handle(.accessUnit(t.keyframe(size: 3000), captureTime: ms(0)), now: ms(0))
+        #expect(s.poll() == nil)   // queued in the pacer: nothing leaves before handleTimeout
+        s.handleTimeout(now: ms(0))
+        var kinds: [String] = []
+        while let o = s.poll() {
+            switch o {
+            case .transmit(.rtp): kinds.append("rtp")
+            case .transmit(.rtcp): kinds.append("rtcp")
+            case .event: kinds.append("event")
+            }
+        }
+        // Decided in this order: the paced RTP packets, then the SR + SDES that counts them.
+        #expect(kinds == ["rtp", "rtp", "rtp", "rtp", "rtcp"])
+        #expect(s.poll() == nil)
+        #expect(s.nextDeadline() == ms(100))   // only the deadline is left
+    }
+
+    @Test func anEventIsDecidedInItsPlaceAmongTheDatagrams() throws {
+        var s = try t.sender()
+        let pli = try RTCPCompound.serialize([.pictureLoss(PictureLossIndication(senderSSRC: 9, mediaSSRC: s.ssrc))])
+        s.handle(.rtcp(pli), now: ms(0))
+        s.handle(.accessUnit(t.keyframe(size: 500), captureTime: ms(0)), now: ms(0))
+        s.handleTimeout(now: ms(0))
+        // The PLI's request was decided before the picture's packets went out.
+        #expect(s.poll() == .event(.keyframeRequested(.pictureLoss)))
+        guard case .transmit(.rtp)? = s.poll() else { Issue.record("no RTP after the event"); return }
+    }
+
+    @Test func handleTimeoutEarlyOrTwiceIsHarmless() throws {
+        var s = try t.sender()
+        s.handle(.accessUnit(t.keyframe(size: 3000), captureTime: ms(0)), now: ms(0))
+        let first = s.datagrams(at: ms(0))
+        #expect(first.count == 5)
+        let due = try #require(s.nextDeadline())
+        s.handleTimeout(now: due - .milliseconds(1))   // early: nothing is due yet
+        #expect(s.poll() == nil)
+        #expect(s.nextDeadline() == due)
+        s.handleTimeout(now: ms(0))                    // again at the same instant: nothing more
+        #expect(s.poll() == nil)
+        #expect(s.statistics.packetsSent == 4 && s.statistics.senderReportsSent == 1)
     }
 }

@@ -66,13 +66,16 @@ struct Link {
         var progress = true
         while progress {
             progress = false
-            while let e = agent.pollEvent() { events.append((now, e)) }
-            while let t = agent.pollTransmit() {
+            while let o = agent.poll() {
+                guard case .transmit(let t) = o else {
+                    if case .event(let e) = o { events.append((now, e)) }
+                    continue
+                }
                 progress = true
                 sent.append((now, t))
                 if drop(sent.count - 1, t) { continue }
                 if let server = stunServer, let r = server(t) {
-                    agent.handle(datagram: r.datagram, from: r.from, to: r.to, now: now)
+                    agent.handle(.datagram(r.datagram, from: r.from, to: r.to), now: now)
                 } else if peer.addresses.contains(t.to) {
                     peer.handle(t)
                 }
@@ -80,9 +83,8 @@ struct Link {
             while !peer.outbox.isEmpty {
                 progress = true
                 let t = peer.outbox.removeFirst()
-                agent.handle(datagram: t.datagram, from: t.from, to: t.to, now: now)
+                agent.handle(.datagram(t.datagram, from: t.from, to: t.to), now: now)
             }
-            while let e = agent.pollEvent() { events.append((now, e)) }
             // Like the real owner: a deadline that is already due is served at once.
             if let d = agent.nextDeadline(), d <= now {
                 agent.handleTimeout(now: now)
@@ -107,6 +109,27 @@ struct Link {
     }
 }
 
+extension ICEAgent {
+    /// Drains every output: the datagrams and the events, each in its order.
+    mutating func drain() -> (transmits: [ICETransmit], events: [ICEEvent]) {
+        var t: [ICETransmit] = [], e: [ICEEvent] = []
+        while let o = poll() {
+            switch o {
+            case .transmit(let x): t.append(x)
+            case .event(let x): e.append(x)
+            }
+        }
+        return (t, e)
+    }
+
+    /// What PeerSession does with a signalled candidate: asks `admission(of:)`, then hands it in.
+    mutating func admitThenHandle(_ c: ICECandidate, now: Instant) -> RemoteCandidateOutcome {
+        let outcome = admission(of: c)
+        handle(.remoteCandidate(c), now: now)
+        return outcome
+    }
+}
+
 @Suite struct ICEAgentTests {
     static let v4 = SocketAddress("192.0.2.10:5000")!
     static let v6 = SocketAddress("[fd00::10]:5002")!
@@ -124,21 +147,21 @@ struct Link {
     static func link(hosts: [SocketAddress] = [v4, v6], remote: [ICECandidate] = peerCands,
                      config: ICEConfig = config()) -> Link {
         var a = ICEAgent(config: config)
-        for h in hosts { a.addHostCandidate(h, now: .zero) }
-        a.endOfLocalCandidates(now: .zero)
-        a.setRemoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22", now: .zero)
-        for c in remote { a.addRemoteCandidate(c, now: .zero) }
+        for h in hosts { a.handle(.hostCandidate(h), now: .zero) }
+        a.handle(.endOfLocalCandidates, now: .zero)
+        a.handle(.remoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22"), now: .zero)
+        for c in remote { a.handle(.remoteCandidate(c), now: .zero) }
         return Link(agent: a, peer: ControlledPeer(addresses: [peer4, peer6]))
     }
 
     @Test func hostCandidatesArePrioritizedIPv6First() {
         var a = ICEAgent(config: Self.config())
-        a.addHostCandidate(Self.v4, now: .zero)
-        a.addHostCandidate(Self.v6, now: .zero)
-        a.addHostCandidate(SocketAddress("198.51.100.3:5004")!, now: .zero)
+        a.handle(.hostCandidate(Self.v4), now: .zero)
+        a.handle(.hostCandidate(Self.v6), now: .zero)
+        a.handle(.hostCandidate(SocketAddress("198.51.100.3:5004")!), now: .zero)
         #expect(a.localCandidates.map(\.candidate.priority) == [2_122_317_823, 2_130_706_431, 2_122_317_567])
         var cands: [ICECandidate] = []
-        while let e = a.pollEvent() { if case .localCandidate(let c) = e { cands.append(c) } }
+        for e in a.drain().events { if case .localCandidate(let c) = e { cands.append(c) } }
         #expect(cands.count == 3)
         #expect(cands[1].attributeValue.hasSuffix(" 2130706431 fd00::10 5002 typ host generation 0 ufrag castd"))
         // Same type and base ⇒ same foundation; different base ⇒ different.
@@ -213,7 +236,7 @@ struct Link {
     @Test func checkingFailsAfterEveryTransmissionTimesOut() {
         var l = Self.link(hosts: [Self.v4], remote: [Self.peerCands[0]])
         l.peer.answering = false
-        l.agent.endOfRemoteCandidates(now: .zero)
+        l.agent.handle(.endOfRemoteCandidates, now: .zero)
         l.run(until: .zero + .milliseconds(12_749))
         #expect(l.agent.state == .checking)
         #expect(l.sent.count == 7)   // Rc = 7
@@ -258,7 +281,7 @@ struct Link {
         l.run(until: .zero + .seconds(2), stop: { $0.agent.state == .connected })
         #expect(l.agent.selectedPair?.remote == prflx)
         // When the same address is signalled later, it replaces the prflx candidate.
-        l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:9 1 udp 2113937151 192.0.2.2 40000 typ host ufrag peer"), now: l.now)
+        l.agent.handle(.remoteCandidate(try ICECandidate(parsing: "candidate:9 1 udp 2113937151 192.0.2.2 40000 typ host ufrag peer")), now: l.now)
         #expect(l.agent.remoteCandidates.map(\.type) == [.host])
     }
 
@@ -287,11 +310,11 @@ struct Link {
         let lo = SocketAddress("127.0.0.1:5004")!
         var l = Self.link(hosts: [lo, Self.v4], remote: [])
         let hidden = try ICECandidate(parsing: "candidate:1 1 udp 2113937151 87c85f0a-3708-455f-894d-a0a402bf58a9.local 53694 typ host ufrag peer")
-        l.agent.addRemoteCandidate(hidden, now: .zero)
+        l.agent.handle(.remoteCandidate(hidden), now: .zero)
         l.peer.sendCheck(from: Self.peer4, to: lo)
         l.run(until: .zero)
         #expect(l.agent.pairs.isEmpty)
-        l.agent.resolved(hostname: "87c85f0a-3708-455f-894d-a0a402bf58a9.local", to: [Self.peer4.ip], now: l.now)
+        l.agent.handle(.resolved(hostname: "87c85f0a-3708-455f-894d-a0a402bf58a9.local", addresses: [Self.peer4.ip]), now: l.now)
         #expect(l.agent.remoteCandidates.map(\.type) == [.host])
         #expect(l.agent.pairs.count == 1)
         l.run(until: .zero + .seconds(2), stop: { $0.agent.state == .connected })
@@ -374,7 +397,7 @@ struct Link {
                 let noIntegrity = StunMessage(class: .successResponse, transactionID: req.transactionID,
                                               attributes: [.xorMappedAddress(t.from)]).encode(fingerprint: true)
                 for d in [wrongKey, noIntegrity] {
-                    l.agent.handle(datagram: d, from: t.to, to: t.from, now: l.now)
+                    l.agent.handle(.datagram(d, from: t.to, to: t.from), now: l.now)
                     forged += 1
                 }
             }
@@ -446,7 +469,7 @@ struct Link {
         let err = StunMessage(class: .errorResponse, transactionID: req.transactionID,
                               attributes: [.errorCode(code: 487, reason: "Role Conflict")])
             .encode(integrityKey: Array("peerPasswordIsLongEnough22".utf8), fingerprint: true)
-        l.agent.handle(datagram: err, from: Self.peer4, to: Self.v4, now: l.now)
+        l.agent.handle(.datagram(err, from: Self.peer4, to: Self.v4), now: l.now)
         #expect(!l.agent.controlling)
         l.run(until: l.now + .milliseconds(50))
         let retry = try StunMessage(decoding: try #require(l.sent.last).t.datagram)
@@ -464,10 +487,10 @@ struct Link {
         let r = try StunMessage(decoding: l.sent[0].t.datagram)
         #expect(r.errorCode?.code == 401)
         let dropped = l.agent.droppedDatagrams
-        l.agent.handle(datagram: [0, 1, 2], from: Self.peer4, to: Self.v4, now: l.now)
+        l.agent.handle(.datagram([0, 1, 2], from: Self.peer4, to: Self.v4), now: l.now)
         // A response to a transaction we never started.
         let stray = StunMessage(class: .successResponse, transactionID: .random()).encode(fingerprint: true)
-        l.agent.handle(datagram: stray, from: Self.peer4, to: Self.v4, now: l.now)
+        l.agent.handle(.datagram(stray, from: Self.peer4, to: Self.v4), now: l.now)
         #expect(l.agent.droppedDatagrams == dropped + 2)
     }
 
@@ -479,7 +502,7 @@ struct Link {
         let ok = StunMessage(class: .successResponse, transactionID: req.transactionID,
                              attributes: [.xorMappedAddress(Self.v4)])
             .encode(integrityKey: Array("peerPasswordIsLongEnough22".utf8), fingerprint: true)
-        l.agent.handle(datagram: ok, from: SocketAddress("192.0.2.99:1")!, to: Self.v4, now: l.now)
+        l.agent.handle(.datagram(ok, from: SocketAddress("192.0.2.99:1")!, to: Self.v4), now: l.now)
         #expect(l.agent.pairs[0].state == .failed)
         #expect(!l.agent.pairs[0].valid)
     }
@@ -490,8 +513,8 @@ struct Link {
         let mapped = SocketAddress("203.0.113.7:61234")!
         cfg.stunServers = [server, SocketAddress("[2001:db8::3478]:3478")!]
         var a = ICEAgent(config: cfg)
-        a.addHostCandidate(Self.v4, now: .zero)
-        a.endOfLocalCandidates(now: .zero)
+        a.handle(.hostCandidate(Self.v4), now: .zero)
+        a.handle(.endOfLocalCandidates, now: .zero)
         var l = Link(agent: a, peer: ControlledPeer(addresses: []))
         l.stunServer = { t in
             guard t.to == server, let m = try? StunMessage(decoding: t.datagram) else { return nil }
@@ -515,8 +538,8 @@ struct Link {
         var cfg = Self.config()
         cfg.stunServers = [SocketAddress("198.51.100.1:3478")!]
         var a = ICEAgent(config: cfg)
-        a.addHostCandidate(Self.v4, now: .zero)
-        a.endOfLocalCandidates(now: .zero)
+        a.handle(.hostCandidate(Self.v4), now: .zero)
+        a.handle(.endOfLocalCandidates, now: .zero)
         var l = Link(agent: a, peer: ControlledPeer(addresses: []))
         l.run(until: .zero + .seconds(12))
         #expect(!l.events.contains { $0.e == .gatheringComplete })
@@ -527,11 +550,11 @@ struct Link {
     @Test func mdnsCandidatesWaitForResolution() throws {
         var l = Self.link(hosts: [Self.v4], remote: [])
         let hidden = try ICECandidate(parsing: "candidate:1411999973 1 udp 2113937151 87c85f0a-3708-455f-894d-a0a402bf58a9.local 53694 typ host generation 0 ufrag peer network-cost 999")
-        l.agent.addRemoteCandidate(hidden, now: .zero)
+        l.agent.handle(.remoteCandidate(hidden), now: .zero)
         l.flush()
         #expect(l.events.contains { $0.e == .needsResolution(hostname: "87c85f0a-3708-455f-894d-a0a402bf58a9.local") })
         #expect(l.agent.pairs.isEmpty)
-        l.agent.resolved(hostname: "87c85f0a-3708-455f-894d-a0a402bf58a9.local", to: [IPAddress("192.0.2.2")!], now: .zero)
+        l.agent.handle(.resolved(hostname: "87c85f0a-3708-455f-894d-a0a402bf58a9.local", addresses: [IPAddress("192.0.2.2")!]), now: .zero)
         #expect(l.agent.pairs.count == 1)
         l.run(until: .zero + .seconds(1), stop: { $0.agent.state == .connected })
         #expect(l.agent.selectedPair?.remote == Self.peer4)
@@ -539,19 +562,19 @@ struct Link {
 
     @Test func candidatesOfAnotherGenerationAreIgnored() throws {
         var l = Self.link(hosts: [Self.v4], remote: [])
-        l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 udp 2113937151 192.0.2.2 53694 typ host ufrag old1"), now: .zero)
+        l.agent.handle(.remoteCandidate(try ICECandidate(parsing: "candidate:1 1 udp 2113937151 192.0.2.2 53694 typ host ufrag old1")), now: .zero)
         #expect(l.agent.remoteCandidates.isEmpty)
-        l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 tcp 2113937151 192.0.2.2 9 typ host tcptype active"), now: .zero)
+        l.agent.handle(.remoteCandidate(try ICECandidate(parsing: "candidate:1 1 tcp 2113937151 192.0.2.2 9 typ host tcptype active")), now: .zero)
         #expect(l.agent.remoteCandidates.isEmpty)
     }
 
     @Test func closeStopsEverything() {
         var l = Self.link()
         l.flush()
-        l.agent.close()
+        l.agent.handle(.close, now: l.now)
         #expect(l.agent.state == .closed)
         #expect(l.agent.nextDeadline() == nil)
-        #expect(l.agent.pollEvent() == .stateChanged(.closed))
+        #expect(l.agent.poll() == .event(.stateChanged(.closed)))
     }
 }
 
@@ -560,10 +583,10 @@ struct Link {
         // Two remote candidates with the same foundation and our one host: the pairs share
         // the pair foundation, so only the better one starts Waiting (RFC 8445 §6.1.2.6).
         var a = ICEAgent(config: ICEAgentTests.config())
-        a.addHostCandidate(ICEAgentTests.v4, now: .zero)
-        a.setRemoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22", now: .zero)
-        a.addRemoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937151 192.0.2.2 53694 typ host"), now: .zero)
-        a.addRemoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937000 192.0.2.3 53694 typ host"), now: .zero)
+        a.handle(.hostCandidate(ICEAgentTests.v4), now: .zero)
+        a.handle(.remoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22"), now: .zero)
+        a.handle(.remoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937151 192.0.2.2 53694 typ host")), now: .zero)
+        a.handle(.remoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937000 192.0.2.3 53694 typ host")), now: .zero)
         #expect(a.pairs.map(\.state) == [.waiting, .frozen])
         var l = Link(agent: a, peer: ControlledPeer(addresses: [ICEAgentTests.peer4]))
         l.flush()
@@ -573,10 +596,10 @@ struct Link {
 
     @Test func aFrozenPairIsCheckedWhenNothingIsWaiting() throws {
         var a = ICEAgent(config: ICEAgentTests.config())
-        a.addHostCandidate(ICEAgentTests.v4, now: .zero)
-        a.setRemoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22", now: .zero)
-        a.addRemoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937151 192.0.2.2 53694 typ host"), now: .zero)
-        a.addRemoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937000 192.0.2.3 53694 typ host"), now: .zero)
+        a.handle(.hostCandidate(ICEAgentTests.v4), now: .zero)
+        a.handle(.remoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22"), now: .zero)
+        a.handle(.remoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937151 192.0.2.2 53694 typ host")), now: .zero)
+        a.handle(.remoteCandidate(try ICECandidate(parsing: "candidate:7 1 udp 2113937000 192.0.2.3 53694 typ host")), now: .zero)
         var l = Link(agent: a, peer: ControlledPeer(addresses: []))   // nobody answers
         l.run(until: .zero + .milliseconds(50))
         #expect(l.sent.map(\.t.to) == [SocketAddress("192.0.2.2:53694")!, SocketAddress("192.0.2.3:53694")!])
@@ -599,7 +622,7 @@ struct Link {
         let attrs: [StunAttribute] = [.username("castd:peer"), .priority(1), .iceControlling(tieBreaker: .max), .useCandidate]
         let b = StunMessage(class: .request, transactionID: .random(), attributes: attrs)
             .encode(integrityKey: Array("castdPasswordIsLongEnough".utf8), fingerprint: true)
-        l.agent.handle(datagram: b, from: ICEAgentTests.peer4, to: ICEAgentTests.v4, now: l.now)
+        l.agent.handle(.datagram(b, from: ICEAgentTests.peer4, to: ICEAgentTests.v4), now: l.now)
         l.flush()
         #expect(l.agent.state == .connected)
         #expect(l.agent.selectedPair?.remote == ICEAgentTests.peer4)
@@ -608,8 +631,8 @@ struct Link {
     @Test func remoteCandidatesAreBounded() throws {
         var l = ICEAgentTests.link(hosts: [ICEAgentTests.v4], remote: [])
         for i in 0..<200 {
-            l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 10.0.\(i / 250).\(i % 250 + 1) 9 typ host"), now: .zero)
-            l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 h\(i).local 9 typ host"), now: .zero)
+            l.agent.handle(.remoteCandidate(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 10.0.\(i / 250).\(i % 250 + 1) 9 typ host")), now: .zero)
+            l.agent.handle(.remoteCandidate(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 h\(i).local 9 typ host")), now: .zero)
         }
         #expect(l.agent.remoteCandidates.count == 64)
         #expect(l.agent.pairs.count == 64)
@@ -621,14 +644,14 @@ struct Link {
         var l = ICEAgentTests.link(hosts: [ICEAgentTests.v4], remote: [])
         var kept = 0, dropped = 0
         for i in 0..<100 {
-            let ok = l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 10.0.0.\(i + 1) 9 typ host"), now: .zero)
+            let ok = l.agent.admitThenHandle(try ICECandidate(parsing: "candidate:\(i) 1 udp 1 10.0.0.\(i + 1) 9 typ host"), now: .zero)
             if ok == .kept { kept += 1 } else if ok == .overBound { dropped += 1 }
         }
         #expect(kept == 64 && dropped == 36)
         // A refused address is reported as such even with the bound reached.
-        #expect(l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 udp 1 224.0.0.1 9 typ host"), now: .zero) == .refusedAddress)
+        #expect(l.agent.admitThenHandle(try ICECandidate(parsing: "candidate:1 1 udp 1 224.0.0.1 9 typ host"), now: .zero) == .refusedAddress)
         // Unusable candidates are skipped, not reported: that is not the bound speaking.
-        #expect(l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:1 1 tcp 1 10.0.0.1 9 typ host tcptype active"), now: .zero) == .skipped)
+        #expect(l.agent.admitThenHandle(try ICECandidate(parsing: "candidate:1 1 tcp 1 10.0.0.1 9 typ host tcptype active"), now: .zero) == .skipped)
     }
 
     @Test func candidatesThatAreNoUnicastDestinationAreRefusedAndNeverChecked() throws {
@@ -637,17 +660,17 @@ struct Link {
                    "240.0.0.1 9", "192.0.2.9 0", ":: 9", "ff02::fb 5353", "::ffff:192.0.2.9 9"]
         for (i, a) in bad.enumerated() {
             let c = try ICECandidate(parsing: "candidate:\(i) 1 udp 2113937151 \(a) typ host")
-            #expect(l.agent.addRemoteCandidate(c, now: .zero) == .refusedAddress, "\(a)")
+            #expect(l.agent.admitThenHandle(c, now: .zero) == .refusedAddress, "\(a)")
         }
         // An mDNS name that resolves to a multicast address is refused the same way.
         let hidden = try ICECandidate(parsing: "candidate:20 1 udp 2113937151 trap.local 9 typ host")
-        #expect(l.agent.addRemoteCandidate(hidden, now: .zero) == .kept)
-        l.agent.resolved(hostname: "trap.local", to: [IPAddress("224.0.0.1")!], now: .zero)
+        #expect(l.agent.admitThenHandle(hidden, now: .zero) == .kept)
+        l.agent.handle(.resolved(hostname: "trap.local", addresses: [IPAddress("224.0.0.1")!]), now: .zero)
         #expect(l.agent.remoteCandidates.isEmpty && l.agent.pairs.isEmpty)
         l.run(until: .zero + .seconds(5))
         #expect(l.sent.isEmpty)
         // A unicast one is still taken (the documentation range counts as unicast here).
-        #expect(l.agent.addRemoteCandidate(try ICECandidate(parsing: "candidate:30 1 udp 1 192.0.2.9 9 typ host"), now: l.now) == .kept)
+        #expect(l.agent.admitThenHandle(try ICECandidate(parsing: "candidate:30 1 udp 1 192.0.2.9 9 typ host"), now: l.now) == .kept)
     }
 
     @Test func oneHostnameRepeatedCannotGrowThePendingListWithoutBound() throws {
@@ -655,10 +678,48 @@ struct Link {
         var dropped = 0
         for i in 0..<1000 {
             let c = try ICECandidate(parsing: "candidate:\(i) 1 udp 1 same.local \(1000 + i) typ host")
-            if l.agent.addRemoteCandidate(c, now: .zero) == .overBound { dropped += 1 }
+            if l.agent.admitThenHandle(c, now: .zero) == .overBound { dropped += 1 }
         }
         #expect(dropped == 1000 - 64)
-        l.agent.resolved(hostname: "same.local", to: [IPAddress("192.0.2.2")!], now: .zero)
+        l.agent.handle(.resolved(hostname: "same.local", addresses: [IPAddress("192.0.2.2")!]), now: .zero)
         #expect(l.agent.remoteCandidates.count == 64)
+    }
+}
+
+/// The agent keeps the one sans-IO contract (`SansIO` in CastCore).
+@Suite struct ICEAgentContractTests {
+    static let server = SocketAddress("198.51.100.1:3478")!
+
+    @Test func outputsComeInDecisionOrderAndDrainingLeavesOnlyTheDeadline() throws {
+        var cfg = ICEAgentTests.config()
+        cfg.stunServers = [Self.server]
+        var a = ICEAgent(config: cfg)
+        a.handle(.hostCandidate(ICEAgentTests.v4), now: .zero)
+        // Decided in this order: the host candidate (to trickle), then its Binding request.
+        guard case .event(.localCandidate(let c)) = a.poll() else { Issue.record("no candidate first"); return }
+        #expect(c.type == .host)
+        guard case .transmit(let t) = a.poll() else { Issue.record("no request second"); return }
+        #expect(t.from == ICEAgentTests.v4 && t.to == Self.server)
+        #expect(a.poll() == nil && a.poll() == nil)
+        // After draining, only the deadline is left: the request's first RTO (RFC 8489 §6.2.1).
+        #expect(a.nextDeadline() == Instant.zero + cfg.initialRTO)
+    }
+
+    @Test func handleTimeoutEarlyOrTwiceIsHarmless() throws {
+        var cfg = ICEAgentTests.config()
+        cfg.stunServers = [Self.server]
+        var a = ICEAgent(config: cfg)
+        a.handle(.hostCandidate(ICEAgentTests.v4), now: .zero)
+        let first = a.drain().transmits
+        #expect(first.count == 1)
+        let due = try #require(a.nextDeadline())
+        a.handleTimeout(now: due - .milliseconds(1))      // early: nothing is due yet
+        #expect(a.poll() == nil)
+        #expect(a.nextDeadline() == due)
+        a.handleTimeout(now: due)                         // due: one retransmission …
+        #expect(a.drain().transmits == first)
+        a.handleTimeout(now: due)                         // … and not a second one at the same instant
+        #expect(a.poll() == nil)
+        #expect(a.nextDeadline() == due + cfg.initialRTO * 2)
     }
 }

@@ -70,15 +70,20 @@ asyncio.run(main())
         cfg.seed = 7
         var agent = ICEAgent(config: cfg)
         let clock = SystemMonotonicClock()
-        agent.addHostCandidate(sock.local, now: clock.now())
-        agent.endOfLocalCandidates(now: clock.now())
+        agent.handle(.hostCandidate(sock.local), now: clock.now())
+        agent.handle(.endOfLocalCandidates, now: clock.now())
         var ours: [String] = []
-        while let e = agent.pollEvent() { if case .localCandidate(let c) = e { ours.append(c.attributeValue) } }
-        agent.setRemoteCredentials(ufrag: peer["ufrag"] as! String, pwd: peer["pwd"] as! String, now: clock.now())
-        for line in peer["candidates"] as! [String] {
-            agent.addRemoteCandidate(try ICECandidate(parsing: line), now: clock.now())
+        while let o = agent.poll() {
+            switch o {
+            case .transmit(let t): sock.send(t.datagram, to: t.to)
+            case .event(let e): if case .localCandidate(let c) = e { ours.append(c.attributeValue) }
+            }
         }
-        agent.endOfRemoteCandidates(now: clock.now())
+        agent.handle(.remoteCredentials(ufrag: peer["ufrag"] as! String, pwd: peer["pwd"] as! String), now: clock.now())
+        for line in peer["candidates"] as! [String] {
+            agent.handle(.remoteCandidate(try ICECandidate(parsing: line)), now: clock.now())
+        }
+        agent.handle(.endOfRemoteCandidates, now: clock.now())
         let reply = try JSONSerialization.data(withJSONObject: ["ufrag": "cstd", "pwd": "castdInteropPassword22chars", "candidates": ours])
         toPeer.fileHandleForWriting.write(reply + Data("\n".utf8))
 
@@ -86,19 +91,28 @@ asyncio.run(main())
         var result: [String: Any]?
         let start = clock.now()
         while clock.now() - start < .seconds(15), result == nil || agent.state != .connected {
-            while let t = agent.pollTransmit() { sock.send(t.datagram, to: t.to) }
-            while let e = agent.pollEvent() { if case .stateChanged(let s) = e { states.append(s) } }
+            while let o = agent.poll() {
+                switch o {
+                case .transmit(let t): sock.send(t.datagram, to: t.to)
+                case .event(let e): if case .stateChanged(let s) = e { states.append(s) }
+                }
+            }
             if agent.state == .failed { break }
             let wait = agent.nextDeadline().map { max(0, min(50, ($0 - clock.now()).totalNanoseconds / 1_000_000)) } ?? 50
             if let (bytes, from) = sock.receive(timeoutMs: Int32(wait)) {
-                agent.handle(datagram: bytes, from: from, to: sock.local, now: clock.now())
+                agent.handle(.datagram(bytes, from: from, to: sock.local), now: clock.now())
             }
             if let d = agent.nextDeadline(), d <= clock.now() { agent.handleTimeout(now: clock.now()) }
             if result == nil, let l = lines.next(timeoutMs: 0) {
                 result = try JSONSerialization.jsonObject(with: Data(l.utf8)) as? [String: Any]
             }
         }
-        while let e = agent.pollEvent() { if case .stateChanged(let s) = e { states.append(s) } }
+        while let o = agent.poll() {
+            switch o {
+            case .transmit(let t): sock.send(t.datagram, to: t.to)
+            case .event(let e): if case .stateChanged(let s) = e { states.append(s) }
+            }
+        }
         #expect(states == [.checking, .connected])
         #expect(result?["ok"] as? Bool == true, "aioice: \(result ?? [:])")
         let sel = try #require(agent.selectedPair)
@@ -109,9 +123,9 @@ asyncio.run(main())
         // Consent keeps flowing for a moment without dropping to disconnected.
         let until = clock.now() + .seconds(1)
         while clock.now() < until {
-            while let t = agent.pollTransmit() { sock.send(t.datagram, to: t.to) }
+            while let o = agent.poll() { if case .transmit(let t) = o { sock.send(t.datagram, to: t.to) } }
             if let (bytes, from) = sock.receive(timeoutMs: 20) {
-                agent.handle(datagram: bytes, from: from, to: sock.local, now: clock.now())
+                agent.handle(.datagram(bytes, from: from, to: sock.local), now: clock.now())
             }
             if let d = agent.nextDeadline(), d <= clock.now() { agent.handleTimeout(now: clock.now()) }
         }

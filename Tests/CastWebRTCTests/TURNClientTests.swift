@@ -38,20 +38,21 @@ import Testing
         }
 
         mutating func drain() {
-            while true {
-                switch client.poll() {
+            while let o = client.poll() {
+                switch o {
                 case .transmit(let b): sent.append(b)
                 case .event(let e): events.append(e)
-                case .timeout(let d): deadline = d; return
                 }
             }
+            deadline = client.nextDeadline()
         }
 
         /// Advance the clock to the next deadline and fire it.
         mutating func fire() {
             guard let d = deadline else { Issue.record("no deadline to fire"); return }
             now = d
-            handle(.timeout)
+            client.handleTimeout(now: now)
+            drain()
         }
 
         mutating func lastRequest() throws -> StunMessage { try StunMessage(decoding: sent.last!) }
@@ -442,5 +443,26 @@ import Testing
         guard case .failed(let e)? = h.events.last else { Issue.record("no failure"); return }
         #expect(e.code == .malformed)
         #expect(e.message.contains("turn:turn.castd.test"))
+    }
+}
+
+/// The client keeps the one sans-IO contract (`SansIO` in CastCore).
+@Suite struct TURNClientContractTests {
+    @Test func startDrainsToOneAllocateAndThenOnlyItsDeadlineIsLeft() throws {
+        var c = TURNClient(server: TURNClientTests.server())
+        c.handle(.start, now: .zero)
+        guard case .transmit(let first)? = c.poll() else { Issue.record("no Allocate"); return }
+        #expect(try StunMessage(decoding: first).method == StunMessage.allocateMethod)
+        #expect(c.poll() == nil && c.poll() == nil)
+        let due = try #require(c.nextDeadline())   // the Allocate's retransmission (RFC 8489 §6.2.1)
+        c.handleTimeout(now: due - .milliseconds(1))   // early: nothing is due yet
+        #expect(c.poll() == nil)
+        #expect(c.nextDeadline() == due)
+        c.handleTimeout(now: due)                      // due: the same request again …
+        #expect(c.poll() == .transmit(first))
+        #expect(c.poll() == nil)
+        c.handleTimeout(now: due)                      // … once, not twice at the same instant
+        #expect(c.poll() == nil)
+        #expect(try #require(c.nextDeadline()) > due)
     }
 }

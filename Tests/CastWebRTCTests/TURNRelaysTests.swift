@@ -15,10 +15,9 @@ import Testing
 
     @Test func relayCandidatesRankBelowHostAndByTransportToTheServer() {
         var agent = ICEAgent(config: ICEConfig(localUfrag: "castd", localPwd: "castdPasswordIsLongEnough", tieBreaker: 1))
-        agent.addHostCandidate(Self.base, now: .zero)
+        agent.handle(.hostCandidate(Self.base), now: .zero)
         for (i, t) in [TURNTransport.tls, .tcp, .udp].enumerated() {
-            agent.addRelayCandidate(relayed: SocketAddress(Self.relayed.ip, 49160 + UInt16(i)), mapped: Self.mapped,
-                                    server: Self.server.address, transport: t, serverIndex: 0, now: .zero)
+            agent.handle(.relayCandidate(.init(relayed: SocketAddress(Self.relayed.ip, 49160 + UInt16(i)), mapped: Self.mapped, server: Self.server.address, transport: t, serverIndex: 0)), now: .zero)
         }
         let cands = agent.localCandidates.map(\.candidate)
         let host = cands.first { $0.type == .host }!
@@ -35,14 +34,13 @@ import Testing
 
     @Test func checksFromARelayCandidateLeaveFromTheRelayedAddress() {
         var agent = ICEAgent(config: ICEConfig(localUfrag: "castd", localPwd: "castdPasswordIsLongEnough", tieBreaker: 1))
-        agent.addRelayCandidate(relayed: Self.relayed, mapped: Self.mapped, server: Self.server.address,
-                                transport: .udp, serverIndex: 0, now: .zero)
-        agent.setRemoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22", now: .zero)
+        agent.handle(.relayCandidate(.init(relayed: Self.relayed, mapped: Self.mapped, server: Self.server.address, transport: .udp, serverIndex: 0)), now: .zero)
+        agent.handle(.remoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22"), now: .zero)
         let remote = ICECandidate(foundation: "1", priority: 100, address: .ip(Self.peer.ip), port: Self.peer.port, type: .srflx)
-        agent.addRemoteCandidate(remote, now: .zero)
+        agent.handle(.remoteCandidate(remote), now: .zero)
         agent.handleTimeout(now: .zero + .milliseconds(100))
         var sent: [ICETransmit] = []
-        while let t = agent.pollTransmit() { sent.append(t) }
+        sent += agent.drain().transmits
         #expect(!sent.isEmpty)
         #expect(sent.allSatisfy { $0.from == Self.relayed && $0.to == Self.peer })
     }
@@ -50,8 +48,7 @@ import Testing
     private func drain(_ r: inout TURNRelays) -> [TURNRelays.Output] {
         var out: [TURNRelays.Output] = []
         while true {
-            let o = r.poll()
-            if case .timeout = o { return out }
+            guard let o = r.poll() else { return out }
             out.append(o)
         }
     }

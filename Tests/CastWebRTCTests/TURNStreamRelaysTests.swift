@@ -20,8 +20,7 @@ import Testing
     private func drain(_ r: inout TURNRelays) -> [TURNRelays.Output] {
         var out: [TURNRelays.Output] = []
         while true {
-            let o = r.poll()
-            if case .timeout = o { return out }
+            guard let o = r.poll() else { return out }
             out.append(o)
         }
     }

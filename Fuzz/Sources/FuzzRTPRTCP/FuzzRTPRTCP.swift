@@ -37,10 +37,12 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard var sender = try? VideoSender(configuration: config, random: &rng) else { fatalError("sender init") }
     let au: [UInt8] = [0, 0, 0, 1, 0x67, 0x42, 0xc0, 0x1f, 0, 0, 0, 1, 0x68, 0xce, 0x3c, 0x80, 0, 0, 0, 1, 0x65]
         + Array(repeating: 0x5a, count: 3000)
-    try? sender.send(accessUnit: au, captureTime: .zero, now: .zero)
-    _ = sender.poll(now: .zero)
-    _ = sender.handleRTCP(bytes, now: Instant(nanoseconds: 10_000_000))
-    _ = sender.poll(now: Instant(nanoseconds: 20_000_000))
+    sender.handle(.accessUnit(au, captureTime: .zero), now: .zero)
+    sender.handleTimeout(now: .zero)
+    while sender.poll() != nil {}
+    sender.handle(.rtcp(bytes), now: Instant(nanoseconds: 10_000_000))
+    sender.handleTimeout(now: Instant(nanoseconds: 20_000_000))
+    while sender.poll() != nil {}
     return 0
 }
 

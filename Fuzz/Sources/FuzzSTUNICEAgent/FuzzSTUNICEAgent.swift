@@ -22,17 +22,17 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     cfg.stunServers = [sources[2]]
     var agent = ICEAgent(config: cfg)
     var now = Instant.zero
-    agent.addHostCandidate(local, now: now)
-    agent.endOfLocalCandidates(now: now)
-    agent.setRemoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22", now: now)
-    agent.addRemoteCandidate(ICECandidate(foundation: "1", priority: 2_113_937_151,
-                                          address: .ip(sources[0].ip), port: sources[0].port, type: .host), now: now)
+    agent.handle(.hostCandidate(local), now: now)
+    agent.handle(.endOfLocalCandidates, now: now)
+    agent.handle(.remoteCredentials(ufrag: "peer", pwd: "peerPasswordIsLongEnough22"), now: now)
+    agent.handle(.remoteCandidate(ICECandidate(foundation: "1", priority: 2_113_937_151,
+                                          address: .ip(sources[0].ip), port: sources[0].port, type: .host)), now: now)
     var tids: [StunTransactionID] = []
     func drain() {
-        while let t = agent.pollTransmit() {
+        while let o = agent.poll() {
+            guard case .transmit(let t) = o else { continue }
             if let m = try? StunMessage(decoding: t.datagram), m.messageClass == .request { tids.append(m.transactionID) }
         }
-        while agent.pollEvent() != nil {}
     }
     drain()
     var i = 0
@@ -46,7 +46,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
             now = now + .milliseconds(Int64(body.first ?? 1) * 40)
             agent.handleTimeout(now: now)
         } else if op & 0x80 != 0 {
-            agent.handle(datagram: body, from: from, to: local, now: now)
+            agent.handle(.datagram(body, from: from, to: local), now: now)
         } else {
             let cls: StunClass = [.request, .indication, .successResponse, .errorResponse][Int(op >> 4) & 3]
             let tid = (op & 8 != 0 && !tids.isEmpty) ? tids[Int(body.first ?? 0) % tids.count] : StunTransactionID.random()
@@ -66,7 +66,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
             w.set16(UInt16(w.count - 20 + 8), at: 2)
             let crc = CRC32.checksum(w.bytes) ^ 0x5354_554E
             w.u16(0x8028); w.u16(4); w.u32(crc)
-            agent.handle(datagram: w.bytes, from: from, to: local, now: now)
+            agent.handle(.datagram(w.bytes, from: from, to: local), now: now)
         }
         drain()
         if let d = agent.nextDeadline() { precondition(d >= Instant.zero, "deadline before the start") }

@@ -5,11 +5,11 @@ import CastCore
 /// leaves room): what the encoder should produce and how fast the pacer should
 /// drain, from transport-cc feedback, REMB and receiver reports.
 ///
-/// Contract (str0m's shape, STYLE.md "one output contract"):
+/// It keeps the one sans-IO contract (`SansIO` in CastCore):
 ///
-///     estimator.handle(input, now: now)        // a sent packet, feedback, a report, a timeout
+///     estimator.handle(input, now: now)        // a sent packet, feedback, a report, a ceiling
 ///     while let out = estimator.poll() { … }   // .target(RateTarget) when it changed, .probe(ProbeCluster)
-///     estimator.nextDeadline                   // call handle(.timeout, now:) then
+///     estimator.nextDeadline()                 // call handleTimeout(now:) then (early calls are harmless)
 ///
 /// Time only arrives as `now`; nothing here reads a clock, sleeps or does IO.
 ///
@@ -24,7 +24,7 @@ import CastCore
 /// estimate is below the rate before it; a probe's measured rate raises the
 /// estimate at once. While application-limited the estimate neither grows
 /// beyond 1.5 × what is acknowledged nor decays for lack of traffic.
-public struct SendSideBandwidthEstimator: Sendable {
+public struct SendSideBandwidthEstimator: Sendable, SansIO {
     public struct Configuration: Sendable, Equatable {
         public var startBitrate: Int64
         public var minimumBitrate: Int64
@@ -71,7 +71,6 @@ public struct SendSideBandwidthEstimator: Sendable {
         case remb(bitsPerSecond: UInt64)
         case receiverReport(fractionLost: Double, roundTripTime: Duration?)
         case maximumBitrate(Int64)
-        case timeout
     }
 
     public enum Output: Equatable, Sendable {
@@ -160,7 +159,7 @@ public struct SendSideBandwidthEstimator: Sendable {
 
     public var roundTripTime: Duration? { rtt }
     public var target: RateTarget { lastTarget ?? makeTarget() }
-    public var nextDeadline: Instant? { (lastProcess ?? .zero) + Self.processInterval }
+    public func nextDeadline() -> Instant? { (lastProcess ?? .zero) + Self.processInterval }
     public var usage: BandwidthUsage { detector.state }
 
     public mutating func handle(_ input: Input, now: Instant) {
@@ -191,11 +190,12 @@ public struct SendSideBandwidthEstimator: Sendable {
             }
         case .maximumBitrate(let bps):
             configuration.maximumBitrate = min(max(configuration.minimumBitrate, bps), Configuration.absoluteMaximum)
-        case .timeout:
-            break
         }
         process(now: now)
     }
+
+    /// The periodic processing (every `processInterval`); an early call only processes early.
+    public mutating func handleTimeout(now: Instant) { process(now: now) }
 
     public mutating func poll() -> Output? {
         guard outputHead < outputs.count else {

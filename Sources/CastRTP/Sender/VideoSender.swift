@@ -3,9 +3,17 @@ import CastCore
 /// The video send path in one visible place (pion's interceptor chain, without
 /// goroutines): access units in → packetizer → pacer → header extensions →
 /// history → RTP datagrams; RTCP in → retransmissions, keyframe requests,
-/// bandwidth estimates and statistics; `poll(now:)` → datagrams (RTP and the
-/// periodic SR + SDES) and `nextDeadline`. Transport-agnostic: bytes in,
-/// bytes out; SRTP and ICE wrap it.
+/// bandwidth estimates and statistics. Transport-agnostic: bytes in, bytes
+/// out; SRTP and ICE wrap it.
+///
+/// It keeps the one sans-IO contract (`SansIO` in CastCore): `handle(.accessUnit
+/// / .rtcp / .maximumBitrate, now:)` and `handleTimeout(now:)` in (media leaves
+/// only at `handleTimeout`: the pacer decides when; the owner may call it after
+/// every input, early calls send nothing early); `poll()` gives `.transmit`
+/// (RTP, then probe padding, then an SR + SDES when due) and `.event` outputs
+/// in the order they were decided until nil; then `nextDeadline()`. Each
+/// datagram's bytes are referenced only by the output it leaves in, so SRTP
+/// protects them in place.
 ///
 /// Rate control (issue 14): every packet that leaves is reported to the
 /// `SendSideBandwidthEstimator`, and feedback, REMB and receiver reports go to
@@ -13,10 +21,28 @@ import CastCore
 /// the encoder. The pacer is bounded in time and bytes (media past the bound
 /// is dropped up to the next keyframe, and one is asked for); retransmissions
 /// and loss-protection copies spend only a share of the target; probes leave
-/// as RTX copies of recent packets. Events that arise outside `handleRTCP`
-/// (a new target after a timeout, a congestion keyframe request) wait in
-/// `takeEvents()` and are also returned by the next `handleRTCP`.
-public struct VideoSender: Sendable {
+/// as RTX copies of recent packets.
+public struct VideoSender: Sendable, SansIO {
+    public enum Input: Sendable {
+        /// An encoded picture of the configured codec (an H.264 access unit, or a VP8
+        /// frame), packetized and queued in the pacer. After the pacer dropped media,
+        /// frames other than keyframes are dropped (counted) until a keyframe comes; so
+        /// is a frame that would pass `maxQueueBytes`. One that cannot be packetized
+        /// gives `.accessUnitRejected`.
+        case accessUnit([UInt8], captureTime: Instant)
+        /// One (compound or reduced-size) RTCP datagram. Malformed input is counted in
+        /// `statistics.malformedRTCP` and dropped.
+        case rtcp([UInt8])
+        /// The owner's ceiling for the estimate (e.g. 4 Mbit/s at 1080p, 2.5 at 720p; spec §7).
+        case maximumBitrate(Int64)
+    }
+
+    /// What the sender decided, in order: a datagram to send, or an event.
+    public enum Output: Equatable, Sendable {
+        case transmit(Datagram)
+        case event(Event)
+    }
+
     public struct ExtensionIDs: Sendable, Equatable {
         public var absSendTime: UInt8?
         public var transportCC: UInt8?
@@ -159,6 +185,8 @@ public struct VideoSender: Sendable {
         /// retransmissions and copies use); the pacer now sends at `pacingBitsPerSecond`.
         /// Sent when either moves by 2 % or more, or the detector's verdict changes.
         case targetRate(bitsPerSecond: Int64, pacingBitsPerSecond: Int64, usage: BandwidthUsage)
+        /// An access unit the packetizer refused (the reason); nothing of it was sent.
+        case accessUnitRejected(CastError)
     }
 
     public struct Statistics: Equatable, Sendable {
@@ -212,7 +240,7 @@ public struct VideoSender: Sendable {
     /// Retransmission and copy bytes over `overheadWindow`.
     private var overhead: RateWindow
     private var announced: (bitsPerSecond: Int64, pacing: Int64, usage: BandwidthUsage)?
-    private var pendingEvents: [Event] = []
+    private var outputs = OutputQueue<Output>()
     /// Set when media was dropped: frames are not queued until the next keyframe.
     private var awaitingKeyframe = false
     private var congestionKeyframeRequestedAt: Instant?
@@ -281,19 +309,31 @@ public struct VideoSender: Sendable {
         overhead = RateWindow(length: configuration.overheadWindow)
         applyTarget(estimator.target, now: nil)
         pacer = Pacer(configuration: pacer.configuration)   // its first burst sized for the start rate
-        pendingEvents.removeAll()   // the start target is `targetBitsPerSecond`, not news
+        outputs = OutputQueue()   // the start target is `targetBitsPerSecond`, not news
     }
 
     /// Whether packets sent now would get redundant copies.
     public func isProtecting(now: Instant) -> Bool { protection.isActive(now: now) }
 
+    // MARK: The contract
+
+    public mutating func handle(_ input: Input, now: Instant) {
+        switch input {
+        case .accessUnit(let au, let captureTime):
+            do { try send(accessUnit: au, captureTime: captureTime, now: now) }
+            catch { emit(.accessUnitRejected(error as? CastError ?? CastError(.malformed, "\(error)"))) }
+        case .rtcp(let bytes): handleRTCP(bytes, now: now)
+        case .maximumBitrate(let b): setMaximumBitrate(b, now: now)
+        }
+    }
+
+    public mutating func poll() -> Output? { outputs.pop() }
+
+    private mutating func emit(_ e: Event) { outputs.push(.event(e)) }
+
     // MARK: Media in
 
-    /// Packetizes an encoded picture of the configured codec (an H.264 access
-    /// unit, or a VP8 frame) and queues it in the pacer; call `poll(now:)` next.
-    /// After the pacer dropped media, frames other than keyframes are dropped here
-    /// (counted) until a keyframe comes; so is a frame that would pass `maxQueueBytes`.
-    public mutating func send(accessUnit: [UInt8], captureTime: Instant, now: Instant) throws {
+    private mutating func send(accessUnit: [UInt8], captureTime: Instant, now: Instant) throws {
         let isKeyframe = packetizer.isKeyframe(accessUnit)
         if awaitingKeyframe, !isKeyframe {
             statistics.framesDroppedByPacer += 1
@@ -338,8 +378,7 @@ public struct VideoSender: Sendable {
         return seq
     }
 
-    /// The owner's ceiling for the estimate (e.g. 4 Mbit/s at 1080p, 2.5 at 720p; spec §7).
-    public mutating func setMaximumBitrate(_ bitsPerSecond: Int64, now: Instant) {
+    private mutating func setMaximumBitrate(_ bitsPerSecond: Int64, now: Instant) {
         estimator.handle(.maximumBitrate(bitsPerSecond), now: now)
         drainEstimator(now: now)
     }
@@ -354,27 +393,12 @@ public struct VideoSender: Sendable {
     /// What the encoder should produce now (the last `.targetRate`).
     public var targetBitsPerSecond: Int64 { statistics.mediaTargetBitsPerSecond }
 
-    /// Events that arose in `poll` or `send` (a new target, a congestion keyframe request).
-    public mutating func takeEvents() -> [Event] {
-        defer { pendingEvents.removeAll() }
-        return pendingEvents
-    }
-
     // MARK: Datagrams out
 
     /// Everything due at `now`: paced RTP packets, probe padding, then an SR + SDES compound when due.
-    public mutating func poll(now: Instant) -> [Datagram] {
-        var out: [Datagram] = []
-        poll(now: now, into: &out)
-        return out
-    }
-
-    /// `poll(now:)` onto the end of `out`: the owner keeps one array for every turn,
-    /// and each datagram's bytes are referenced only from it (so SRTP can protect
-    /// them in place).
-    public mutating func poll(now: Instant, into out: inout [Datagram]) {
-        if let d = estimator.nextDeadline, d <= now {
-            estimator.handle(.timeout, now: now)
+    public mutating func handleTimeout(now: Instant) {
+        if let d = estimator.nextDeadline(), d <= now {
+            estimator.handleTimeout(now: now)
             drainEstimator(now: now)
             applyTarget(estimator.target, now: now)   // the retransmission overhead moves with time too
         }
@@ -387,21 +411,21 @@ public struct VideoSender: Sendable {
         }
         enforceQueueBound(now: now)
         while let item = pacer.next(now: now) {
-            if let d = transmit(item, now: now) { out.append(d) }
+            if let d = transmit(item, now: now) { outputs.push(.transmit(d)) }
         }
-        sendProbe(now: now, into: &out)
+        sendProbe(now: now)
         if let compound = reports.poll(now: now), let bytes = try? RTCPCompound.serialize(compound) {
             statistics.senderReportsSent += 1
-            out.append(.rtcp(bytes))
+            outputs.push(.transmit(.rtcp(bytes)))
         }
     }
 
-    /// When `poll` should be called next (nil: only when new input arrives).
-    public var nextDeadline: Instant? {
+    /// When `handleTimeout` should be called next (nil: only when new input arrives).
+    public func nextDeadline() -> Instant? {
         // Pairwise, not through an array: the driver asks on every turn.
         var d = Instant.earliest(pacer.nextDeadline, reports.nextReportAt)
         d = Instant.earliest(d, protection.nextDeadline)
-        d = Instant.earliest(d, estimator.nextDeadline)
+        d = Instant.earliest(d, estimator.nextDeadline())
         d = Instant.earliest(d, probe?.next)
         return Instant.earliest(d, firstQueuedExpiry)
     }
@@ -471,40 +495,37 @@ public struct VideoSender: Sendable {
 
     // MARK: RTCP in
 
-    /// Reads one (compound or reduced-size) RTCP datagram. Malformed input is
-    /// counted in `statistics.malformedRTCP` and dropped.
-    public mutating func handleRTCP(_ bytes: [UInt8], now: Instant) -> [Event] {
+    private mutating func handleRTCP(_ bytes: [UInt8], now: Instant) {
         guard let packets = try? RTCPCompound.parse(bytes) else {
             statistics.malformedRTCP += 1
-            return []
+            return
         }
-        var events = takeEvents()
         for p in packets {
             switch p {
-            case .receiverReport(let rr): handle(rr.reports, now: now, into: &events)
-            case .senderReport(let sr): handle(sr.reports, now: now, into: &events)
+            case .receiverReport(let rr): handle(rr.reports, now: now)
+            case .senderReport(let sr): handle(sr.reports, now: now)
             case .nack(let nack) where nack.mediaSSRC == ssrc:
                 statistics.nacksReceived += 1
-                for seq in nack.lostSequenceNumbers { handleNACK(seq, now: now, into: &events) }
+                for seq in nack.lostSequenceNumbers { handleNACK(seq, now: now) }
             case .pictureLoss(let pli) where pli.mediaSSRC == ssrc:
                 statistics.pictureLossReceived += 1
                 if keyframes.pictureLoss(now: now) {
                     statistics.keyframesRequested += 1
-                    events.append(.keyframeRequested(.pictureLoss))
+                    emit(.keyframeRequested(.pictureLoss))
                 }
             case .fullIntraRequest(let fir):
                 for e in fir.entries where e.ssrc == ssrc {
                     statistics.fullIntraRequestsReceived += 1
                     if keyframes.fullIntraRequest(from: fir.senderSSRC, sequenceNumber: e.sequenceNumber, now: now) {
                         statistics.keyframesRequested += 1
-                        events.append(.keyframeRequested(.fullIntraRequest))
+                        emit(.keyframeRequested(.fullIntraRequest))
                     }
                 }
             case .remb(let remb):
                 let e = BandwidthEstimate(source: .remb, bitsPerSecond: remb.bitrate)
                 statistics.bandwidth = e
                 estimator.handle(.remb(bitsPerSecond: remb.bitrate), now: now)
-                events.append(.bandwidthEstimate(e))
+                emit(.bandwidthEstimate(e))
             case .transportCC(let fb):
                 let confirmed = estimator.lossesConfirmed
                 estimator.handle(.transportFeedback(fb), now: now)
@@ -514,29 +535,27 @@ public struct VideoSender: Sendable {
                 statistics.latePacketsReported = estimator.lateReports
                 if let e = transportCC.estimate(fb) {
                     statistics.bandwidth = e
-                    events.append(.bandwidthEstimate(e))
+                    emit(.bandwidthEstimate(e))
                 }
             default:
                 break
             }
         }
         drainEstimator(now: now)
-        events += takeEvents()
-        return events
     }
 
-    private mutating func handle(_ blocks: [ReportBlock], now: Instant, into events: inout [Event]) {
+    private mutating func handle(_ blocks: [ReportBlock], now: Instant) {
         for b in blocks where b.ssrc == ssrc {
             if b.fractionLost > 0 { protection.lossSeen(now: now) }
             let s = reports.received(b, now: now)
             statistics.receiver = s
             if let rtt = s.roundTripTime { statistics.roundTripTime = rtt }
             estimator.handle(.receiverReport(fractionLost: s.fractionLost, roundTripTime: s.roundTripTime), now: now)
-            events.append(.receiverReport(s))
+            emit(.receiverReport(s))
         }
     }
 
-    private mutating func handleNACK(_ seq: UInt16, now: Instant, into events: inout [Event]) {
+    private mutating func handleNACK(_ seq: UInt16, now: Instant) {
         // The budget first: a NACK storm on a congested link must not multiply the load.
         if let p = history.packet(seq), !canSpendOverhead(p.encodedLength + (rtx == nil ? 0 : 2), now: now) {
             statistics.nacksIgnoredForBudget += 1
@@ -549,7 +568,7 @@ public struct VideoSender: Sendable {
             _ = spendOverhead(size, now: now)
             pacer.enqueue(PacedPacket(packet: p, captureTime: now, isRetransmission: true, queuedAt: now),
                           size: size, urgent: true)
-            events.append(.retransmit(sequenceNumber: seq))
+            emit(.retransmit(sequenceNumber: seq))
             // Without transport-cc a NACK is the loss evidence there is, if the packet is
             // older than the reordering window (else it may just be late, and still arrive).
             // With it, feedback tells lost from late (webrtcbin NACKs packets 2–30 ms late).
@@ -595,7 +614,7 @@ extension VideoSender {
             return
         }
         announced = (media, t.pacingBitsPerSecond, t.usage)
-        pendingEvents.append(.targetRate(bitsPerSecond: media, pacingBitsPerSecond: t.pacingBitsPerSecond, usage: t.usage))
+        emit(.targetRate(bitsPerSecond: media, pacingBitsPerSecond: t.pacingBitsPerSecond, usage: t.usage))
     }
 
     /// Whether `bytes` more of retransmissions or copies fit the share of the estimate over the window.
@@ -653,7 +672,7 @@ extension VideoSender {
         if let last = congestionKeyframeRequestedAt, now - last < .seconds(1) { return }
         congestionKeyframeRequestedAt = now
         statistics.keyframesRequested += 1
-        pendingEvents.append(.keyframeRequested(.congestion))
+        emit(.keyframeRequested(.congestion))
     }
 
     private mutating func rememberMedia(_ seq: UInt16) {
@@ -663,7 +682,7 @@ extension VideoSender {
 
     /// Sends the current probe cluster's padding due at `now`: RTX copies of recent
     /// media packets at the cluster's rate, until its packets and bytes are out.
-    private mutating func sendProbe(now: Instant, into out: inout [Datagram]) {
+    private mutating func sendProbe(now: Instant) {
         if probe == nil, !probeQueue.isEmpty {
             let c = probeQueue.removeFirst()
             probe = (c, 0, 0, now)
@@ -677,7 +696,7 @@ extension VideoSender {
             k += 1
             let item = PacedPacket(packet: original, captureTime: now, isRetransmission: true, queuedAt: now)
             guard let d = transmit(item, now: now, probeCluster: p.cluster.id), case .rtp(let b) = d else { break }
-            out.append(d)
+            outputs.push(.transmit(d))
             p.bytes += b.count
             p.packets += 1
             p.next = p.next + .nanoseconds(Int64(b.count) * 8_000_000_000 / max(p.cluster.bitsPerSecond, 1))

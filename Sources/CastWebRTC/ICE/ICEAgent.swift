@@ -1,16 +1,56 @@
 import CastCore
 
 /// castd's ICE agent (RFC 8445 full agent, controlling; RFC 8838 trickle; RFC 7675
-/// consent), as a pure state machine in the manner of str0m:
-///
-/// - inputs: `addHostCandidate`, `endOfLocalCandidates`, `setRemoteCredentials`,
-///   `addRemoteCandidate`, `resolved(hostname:to:)`, `endOfRemoteCandidates`,
-///   `handle(datagram:from:to:now:)`, `handleTimeout(now:)`, `close()`;
-/// - outputs: `pollTransmit()`, `pollEvent()`, `nextDeadline()`.
+/// consent), as a pure state machine following the one sans-IO contract (`SansIO` in
+/// CastCore): `handle(Input, now:)` and `handleTimeout(now:)` in; `poll()` gives
+/// `.transmit` and `.event` outputs in the order they were decided until nil; then
+/// `nextDeadline()`. Whether a remote candidate would be kept is a question asked
+/// beforehand (`admission(of:)`), not an output.
 ///
 /// It never reads a clock, sleeps or touches a socket. One data stream with one
 /// component (BUNDLE + rtcp-mux), so every candidate has component id 1.
-public struct ICEAgent: Sendable {
+public struct ICEAgent: Sendable, SansIO {
+    public enum Input: Sendable {
+        /// A usable interface address with a bound UDP socket (from the shell).
+        case hostCandidate(SocketAddress)
+        /// A TURN allocation succeeded (see `RelayCandidate`).
+        case relayCandidate(RelayCandidate)
+        /// The shell has reported every interface.
+        case endOfLocalCandidates
+        case remoteCredentials(ufrag: String, pwd: String)
+        /// A candidate from the answer or a trickled `ice_candidate` row (`admission(of:)` says
+        /// beforehand whether it is kept). Hostnames (mDNS) are held until `.resolved`.
+        case remoteCandidate(ICECandidate)
+        /// The mDNS answer for a hostname from a remote candidate (empty: unresolvable).
+        case resolved(hostname: String, addresses: [IPAddress])
+        /// The receiver's `endOfCandidates` (RFC 8838 §4.4): failure may now be declared.
+        case endOfRemoteCandidates
+        /// A datagram that arrived on our socket bound to `to`, from `from`. The owner passes
+        /// only what `PacketKind` classifies as STUN.
+        case datagram([UInt8], from: SocketAddress, to: SocketAddress)
+        case close
+    }
+
+    /// What the agent decided, in order: a datagram to send, or an event to act on.
+    public enum Output: Sendable, Equatable {
+        case transmit(ICETransmit)
+        case event(ICEEvent)
+    }
+
+    /// An allocation on a TURN server: its relayed address, the mapped address the server
+    /// saw (raddr/rport), the server, and its place in ice-config.
+    public struct RelayCandidate: Sendable, Equatable {
+        public var relayed: SocketAddress
+        public var mapped: SocketAddress?
+        public var server: SocketAddress
+        public var transport: TURNTransport
+        public var serverIndex: Int
+        public init(relayed: SocketAddress, mapped: SocketAddress?, server: SocketAddress, transport: TURNTransport, serverIndex: Int) {
+            self.relayed = relayed; self.mapped = mapped; self.server = server
+            self.transport = transport; self.serverIndex = serverIndex
+        }
+    }
+
     public let config: ICEConfig
     public private(set) var state: ICEConnectionState = .new
     public private(set) var controlling = true
@@ -36,8 +76,7 @@ public struct ICEAgent: Sendable {
     private var selectedKey: PairKey?
     private var lastConsent: Instant?
     private var nextConsentAt: Instant?
-    private var transmits: [ICETransmit] = []
-    private var events: [ICEEvent] = []
+    private var outputs = OutputQueue<Output>()
     private var jitter: JitterRandom
     private let newTransactionID: @Sendable () -> StunTransactionID
 
@@ -73,10 +112,26 @@ public struct ICEAgent: Sendable {
         self.newTransactionID = transactionIDs
     }
 
-    // MARK: Outputs
+    // MARK: The contract
 
-    public mutating func pollTransmit() -> ICETransmit? { transmits.isEmpty ? nil : transmits.removeFirst() }
-    public mutating func pollEvent() -> ICEEvent? { events.isEmpty ? nil : events.removeFirst() }
+    public mutating func handle(_ input: Input, now: Instant) {
+        switch input {
+        case .hostCandidate(let base): addHostCandidate(base, now: now)
+        case .relayCandidate(let r): addRelayCandidate(r, now: now)
+        case .endOfLocalCandidates: endOfLocalCandidates()
+        case .remoteCredentials(let ufrag, let pwd): setRemoteCredentials(ufrag: ufrag, pwd: pwd, now: now)
+        case .remoteCandidate(let c): addRemoteCandidate(c, now: now)
+        case .resolved(let hostname, let addresses): resolved(hostname: hostname, to: addresses, now: now)
+        case .endOfRemoteCandidates: endOfRemoteCandidates()
+        case .datagram(let bytes, let from, let to): handle(datagram: bytes, from: from, to: to, now: now)
+        case .close: close()
+        }
+    }
+
+    public mutating func poll() -> Output? { outputs.pop() }
+
+    private mutating func emit(_ e: ICEEvent) { outputs.push(.event(e)) }
+    private mutating func transmit(_ t: ICETransmit) { outputs.push(.transmit(t)) }
 
     /// The selected pair once connected (media flows local → remote).
     public var selectedPair: (local: SocketAddress, remote: SocketAddress)? {
@@ -109,9 +164,9 @@ public struct ICEAgent: Sendable {
 
     // MARK: Local candidates
 
-    /// A usable interface address with a bound UDP socket (from the shell). Emits the host
-    /// candidate for trickling and starts server-reflexive gathering from it (RFC 8445 §5.1.1).
-    public mutating func addHostCandidate(_ base: SocketAddress, now: Instant) {
+    /// Emits the host candidate for trickling and starts server-reflexive gathering from it
+    /// (RFC 8445 §5.1.1).
+    private mutating func addHostCandidate(_ base: SocketAddress, now: Instant) {
         guard state != .closed, state != .failed, !localCandidates.contains(where: { $0.base == base }) else { return }
         // RFC 8421 §4: prefer IPv6; among one family, earlier interfaces first.
         let sameFamily = localCandidates.filter { $0.candidate.type == .host && $0.base.ip.isIPv6 == base.ip.isIPv6 }.count
@@ -123,7 +178,7 @@ public struct ICEAgent: Sendable {
             extensions: [.init("generation", "0"), .init("ufrag", config.localUfrag)])
         let local = LocalCandidate(candidate: c, base: base, localPreference: pref)
         localCandidates.append(local)
-        events.append(.localCandidate(c))
+        emit(.localCandidate(c))
         for r in remoteCandidates { addPair(local, r) }
         for server in config.stunServers where server.ip.isIPv6 == base.ip.isIPv6 && !base.ip.isLoopback {
             let tid = newTransactionID()
@@ -140,8 +195,8 @@ public struct ICEAgent: Sendable {
     /// owner relays through the TURN client. RFC 8445 §5.1.2.2: relay has type preference 0,
     /// the lowest; the local preference ranks UDP above TCP above TLS to the server, then
     /// ice-config's order of servers.
-    public mutating func addRelayCandidate(relayed: SocketAddress, mapped: SocketAddress?, server: SocketAddress,
-                                           transport: TURNTransport, serverIndex: Int, now: Instant) {
+    private mutating func addRelayCandidate(_ r: RelayCandidate, now: Instant) {
+        let (relayed, mapped, server, transport, serverIndex) = (r.relayed, r.mapped, r.server, r.transport, r.serverIndex)
         guard state != .closed, state != .failed, !localCandidates.contains(where: { $0.base == relayed }) else { return }
         let rank: UInt32 = switch transport { case .udp: 3; case .tcp: 2; case .tls: 1 }
         let pref = rank << 14 | (0x3FFF - UInt32(min(serverIndex, 0x3FFF)))
@@ -157,20 +212,20 @@ public struct ICEAgent: Sendable {
         }
         let local = LocalCandidate(candidate: c, base: relayed, localPreference: pref)
         localCandidates.append(local)
-        events.append(.localCandidate(c))
+        emit(.localCandidate(c))
         for r in remoteCandidates { addPair(local, r) }
         startCheckingIfReady(now: now)
     }
 
-    /// The shell has reported every interface; gathering completes when the STUN servers answered or timed out.
-    public mutating func endOfLocalCandidates(now: Instant) {
+    /// Gathering completes when the STUN servers answered or timed out.
+    private mutating func endOfLocalCandidates() {
         localEnded = true
         maybeCompleteGathering()
     }
 
     // MARK: Remote side
 
-    public mutating func setRemoteCredentials(ufrag: String, pwd: String, now: Instant) {
+    private mutating func setRemoteCredentials(ufrag: String, pwd: String, now: Instant) {
         remoteUfrag = ufrag
         remotePwd = pwd
         // Drop candidates of another generation (RFC 8838 §5.4: the ufrag names the generation).
@@ -178,9 +233,7 @@ public struct ICEAgent: Sendable {
         startCheckingIfReady(now: now)
     }
 
-    /// A candidate from the answer or a trickled `ice_candidate` row. Hostnames (mDNS) are
-    /// held until `resolved(hostname:to:now:)`.
-    /// What became of a remote candidate.
+    /// What becomes of a remote candidate given to `handle(.remoteCandidate(_:), now:)`.
     public enum RemoteCandidateOutcome: Equatable, Sendable {
         /// Kept (or held for its hostname's resolution).
         case kept
@@ -194,10 +247,10 @@ public struct ICEAgent: Sendable {
         case refusedAddress
     }
 
-    /// A candidate from the answer or a trickled `ice_candidate` row. Hostnames (mDNS) are
-    /// held until `resolved(hostname:to:now:)`.
-    @discardableResult
-    public mutating func addRemoteCandidate(_ c: ICECandidate, now: Instant) -> RemoteCandidateOutcome {
+    /// What `handle(.remoteCandidate(c), now:)` would do with `c` in the agent's present
+    /// state: a question (no state changes), asked before the input by an owner that reports
+    /// refusals.
+    public func admission(of c: ICECandidate) -> RemoteCandidateOutcome {
         guard state != .closed, state != .failed, c.isUDP, c.component == 1 else { return .skipped }
         if let u = c.ufrag, let r = remoteUfrag, u != r { return .skipped }
         if let addr = c.socketAddress, !addr.ip.isUnicastDestination || addr.port == 0 { return .refusedAddress }
@@ -208,29 +261,40 @@ public struct ICEAgent: Sendable {
             guard pendingHostnames[name] != nil || pendingHostnames.count < Self.maxPendingHostnames,
                   pendingHostnames[name, default: []].count + remoteCandidates.count < Self.maxRemoteCandidates
             else { return .overBound }
-            if pendingHostnames[name] == nil { events.append(.needsResolution(hostname: name)) }
-            pendingHostnames[name, default: []].append(c)
             return .kept
         }
         if let i = remoteCandidates.firstIndex(where: { $0.socketAddress == addr }) {
             // A signalled candidate replaces a peer-reflexive one learned from a check (§7.3.1.3).
             guard remoteCandidates[i].type == .prflx, c.type != .prflx else { return .skipped }
+        }
+        return .kept
+    }
+
+    /// Hostnames (mDNS) are held until `.resolved`.
+    private mutating func addRemoteCandidate(_ c: ICECandidate, now: Instant) {
+        guard admission(of: c) == .kept else { return }
+        guard let addr = c.socketAddress else {
+            let name = c.address.text
+            if pendingHostnames[name] == nil { emit(.needsResolution(hostname: name)) }
+            pendingHostnames[name, default: []].append(c)
+            return
+        }
+        if let i = remoteCandidates.firstIndex(where: { $0.socketAddress == addr }) {
+            // Admitted, so a signalled candidate that replaces a peer-reflexive one (§7.3.1.3).
             remoteCandidates[i] = c
             for j in pairs.indices where pairs[j].remote == addr { pairs[j].remotePriority = c.priority }
             sortPairs()
             // The prflx candidate was paired only with the socket its check arrived on.
             for l in localCandidates where l.isOwnBase { addPair(l, c) }
             startCheckingIfReady(now: now)
-            return .kept
+            return
         }
         remoteCandidates.append(c)
         for l in localCandidates where l.isOwnBase { addPair(l, c) }
         startCheckingIfReady(now: now)
-        return .kept
     }
 
-    /// The mDNS answer for a hostname from a remote candidate (empty: unresolvable).
-    public mutating func resolved(hostname: String, to addresses: [IPAddress], now: Instant) {
+    private mutating func resolved(hostname: String, to addresses: [IPAddress], now: Instant) {
         guard let cands = pendingHostnames.removeValue(forKey: hostname) else { return }
         for c in cands {
             for ip in addresses {
@@ -242,13 +306,12 @@ public struct ICEAgent: Sendable {
         checkForFailure()
     }
 
-    /// The receiver's `endOfCandidates` (RFC 8838 §4.4): failure may now be declared.
-    public mutating func endOfRemoteCandidates(now: Instant) {
+    private mutating func endOfRemoteCandidates() {
         remoteEnded = true
         checkForFailure()
     }
 
-    public mutating func close() {
+    private mutating func close() {
         guard state != .closed else { return }
         stopAll()
         setState(.closed)
@@ -256,9 +319,7 @@ public struct ICEAgent: Sendable {
 
     // MARK: Datagrams
 
-    /// A datagram that arrived on our socket bound to `to`, from `from`. The owner passes
-    /// only what `PacketKind` classifies as STUN.
-    public mutating func handle(datagram: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
+    private mutating func handle(datagram: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
         guard state != .closed, state != .failed else { return }
         guard let msg = try? StunMessage(decoding: datagram) else { droppedDatagrams += 1; return }
         guard msg.method == StunMessage.bindingMethod else { droppedDatagrams += 1; return }
@@ -285,7 +346,7 @@ public struct ICEAgent: Sendable {
                 u.deadline = now + u.rto
                 u.rto = min(u.rto * 2, config.maxRTO)
                 transactions[id] = u
-                transmits.append(ICETransmit(from: t.from, to: t.to, datagram: t.request))
+                transmit(ICETransmit(from: t.from, to: t.to, datagram: t.request))
             }
         }
         if state == .failed { return }
@@ -401,7 +462,7 @@ public struct ICEAgent: Sendable {
         t.deadline = now + t.rto
         t.rto = min(t.rto * 2, config.maxRTO)
         transactions[id] = t
-        transmits.append(ICETransmit(from: t.from, to: t.to, datagram: t.request))
+        transmit(ICETransmit(from: t.from, to: t.to, datagram: t.request))
     }
 
     private mutating func transactionTimedOut(_ t: Transaction, now: Instant) {
@@ -453,7 +514,7 @@ public struct ICEAgent: Sendable {
         transactions = transactions.filter { if case .check = $0.value.kind { return false } else { return true } }
         lastConsent = now
         nextConsentAt = now + jitter.scale(config.consentInterval, lo: 0.8, hi: 1.2)
-        events.append(.selectedPair(local: k.local, remote: k.remote))
+        emit(.selectedPair(local: k.local, remote: k.remote))
         setState(.connected)
     }
 
@@ -475,7 +536,7 @@ public struct ICEAgent: Sendable {
                     relatedAddress: base.ip.description, relatedPort: base.port,
                     extensions: [.init("generation", "0"), .init("ufrag", config.localUfrag)])
                 localCandidates.append(LocalCandidate(candidate: c, base: base, localPreference: host.localPreference))
-                events.append(.localCandidate(c))
+                emit(.localCandidate(c))
             }
             maybeCompleteGathering()
 
@@ -505,7 +566,7 @@ public struct ICEAgent: Sendable {
                 if m.errorCode?.code == 487 {
                     // §7.2.5.1: role conflict; switch role and retry the check.
                     controlling.toggle()
-                    events.append(.roleChanged(controlling: controlling))
+                    emit(.roleChanged(controlling: controlling))
                     nominating = nil
                     sortPairs()
                     if let j = index(key) { pairs[j].state = .waiting }
@@ -583,7 +644,7 @@ public struct ICEAgent: Sendable {
         let resp = StunMessage(class: .successResponse, transactionID: m.transactionID,
                                attributes: [.xorMappedAddress(from)])
             .encode(integrityKey: Array(config.localPwd.utf8), fingerprint: true)
-        transmits.append(ICETransmit(from: to, to: from, datagram: resp))
+        transmit(ICETransmit(from: to, to: from, datagram: resp))
 
         // §7.3.1.3: a source we did not know is a peer-reflexive remote candidate.
         if !remoteCandidates.contains(where: { $0.socketAddress == from }), remoteCandidates.count < Self.maxRemoteCandidates {
@@ -618,7 +679,7 @@ public struct ICEAgent: Sendable {
     private mutating func switchRole() {
         controlling.toggle()
         nominating = nil
-        events.append(.roleChanged(controlling: controlling))
+        emit(.roleChanged(controlling: controlling))
         sortPairs()
     }
 
@@ -630,7 +691,7 @@ public struct ICEAgent: Sendable {
         let key: [UInt8]? = (code == 487 || code == 420) ? Array(config.localPwd.utf8) : nil
         let resp = StunMessage(class: .errorResponse, transactionID: m.transactionID, attributes: attrs)
             .encode(integrityKey: key, fingerprint: true)
-        transmits.append(ICETransmit(from: from, to: to, datagram: resp))
+        transmit(ICETransmit(from: from, to: to, datagram: resp))
     }
 
     // MARK: State
@@ -640,7 +701,7 @@ public struct ICEAgent: Sendable {
         let gathering = transactions.values.contains { if case .gather = $0.kind { return true } else { return false } }
         if !gathering {
             gatheringCompleteSent = true
-            events.append(.gatheringComplete)
+            emit(.gatheringComplete)
         }
     }
 
@@ -668,7 +729,7 @@ public struct ICEAgent: Sendable {
     private mutating func setState(_ s: ICEConnectionState) {
         guard s != state else { return }
         state = s
-        events.append(.stateChanged(s))
+        emit(.stateChanged(s))
     }
 
     /// RFC 8445 §5.1.1.3: same type, base IP and STUN server ⇒ same foundation.

@@ -137,9 +137,6 @@ public final class PeerSession {
     private var dtlsConnected = false
     /// O(1) at both ends (issue 19): the driver pops one datagram per packet.
     private var transmits = RingBuffer<Transmit>()
-    /// The video sender's datagrams of one turn: one array reused, so that each
-    /// datagram's bytes are referenced only from here while SRTP protects them in place.
-    private var mediaOut: [VideoSender.Datagram] = []
     private var events: [Event] = []
 
     /// Builds the offer: fresh ICE credentials, the certificate's fingerprint,
@@ -216,7 +213,7 @@ public final class PeerSession {
 
     /// A local address with a bound UDP socket: becomes a host candidate (and srflx via STUN).
     public func addLocalAddress(_ base: SocketAddress, now: Instant) {
-        ice.addHostCandidate(base, now: now)
+        ice.handle(.hostCandidate(base), now: now)
         relays.addBase(base, now: now)
         pump(now: now)
     }
@@ -237,7 +234,7 @@ public final class PeerSession {
 
     /// Every local address has been added.
     public func endOfLocalAddresses(now: Instant) {
-        ice.endOfLocalCandidates(now: now)
+        ice.handle(.endOfLocalCandidates, now: now)
         relays.endOfBases()
         pump(now: now)
     }
@@ -267,12 +264,12 @@ public final class PeerSession {
         events.append(.videoCodec(a.video.codec))
         if audio != nil { events.append(.audioAccepted) }
         else if let why = a.audioRejection { events.append(.audioRejected(why)) }
-        ice.setRemoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd, now: now)
+        ice.handle(.remoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd), now: now)
         for c in a.candidates {
-            ice.addRemoteCandidate(c, now: now)
+            ice.handle(.remoteCandidate(c), now: now)
             if let addr = c.socketAddress { relays.permit(addr.ip, now: now) }
         }
-        if a.endOfCandidates { ice.endOfRemoteCandidates(now: now) }
+        if a.endOfCandidates { ice.handle(.endOfRemoteCandidates, now: now) }
         pump(now: now)
     }
 
@@ -280,7 +277,8 @@ public final class PeerSession {
     public func addRemoteCandidate(_ line: String, now: Instant) throws {
         let c = try ICECandidate(parsing: line)
         guard c.transport.lowercased() == "udp" else { return }   // castd speaks ICE over UDP only
-        let outcome = ice.addRemoteCandidate(c, now: now)
+        let outcome = ice.admission(of: c)
+        ice.handle(.remoteCandidate(c), now: now)
         if outcome == .kept, let addr = c.socketAddress { relays.permit(addr.ip, now: now) }
         pump(now: now)
         switch outcome {
@@ -293,13 +291,13 @@ public final class PeerSession {
     }
 
     public func remoteEndOfCandidates(now: Instant) {
-        ice.endOfRemoteCandidates(now: now)
+        ice.handle(.endOfRemoteCandidates, now: now)
         pump(now: now)
     }
 
     /// The shell resolved a `.local` name (mDNS).
     public func resolved(hostname: String, to addresses: [IPAddress], now: Instant) {
-        ice.resolved(hostname: hostname, to: addresses, now: now)
+        ice.handle(.resolved(hostname: hostname, addresses: addresses), now: now)
         pump(now: now)
     }
 
@@ -310,8 +308,7 @@ public final class PeerSession {
     /// and counted (a frame is sent now or never).
     public func sendAccessUnit(_ au: [UInt8], captureTime: Instant, now: Instant) {
         guard mediaFlows else { statistics.accessUnitsDropped += 1; return }
-        do { try video.send(accessUnit: au, captureTime: captureTime, now: now) }
-        catch { statistics.accessUnitsDropped += 1 }
+        video.handle(.accessUnit(au, captureTime: captureTime), now: now)   // a rejected one is counted when drained
         pump(now: now)
     }
 
@@ -354,7 +351,8 @@ public final class PeerSession {
     public func close(now: Instant) {
         if state == .connected, var bye = video.goodbye(reason: "castd closed") { sendMedia(&bye, now: now) }
         if state == .connected, var bye = audio?.goodbye(reason: "castd closed") { sendMedia(&bye, now: now) }
-        ice.close()
+        ice.handle(.close, now: now)
+        drainICE(now: now)
         dtls?.close()
         // RFC 8656 §8: release the allocations (one Refresh with LIFETIME 0 each; the shell
         // sends what is queued and stops, and an unanswered release just expires on the server).
@@ -414,9 +412,6 @@ public final class PeerSession {
 
     private func pumpOnce(now: Instant) {
         pumpICEAndMDNS(now: now)
-        while let t = ice.pollTransmit() {
-            route(t.datagram, from: t.from, to: t.to, now: now)
-        }
         while let q = mdns.pollQuery() {
             for e in mdnsEndpoints {
                 transmits.append(Transmit(bytes: q, from: e, to: SocketAddress(e.ip.isIPv6 ? MDNS.ipv6Group : MDNS.ipv4Group, MDNS.port)))
@@ -437,17 +432,14 @@ public final class PeerSession {
                 case .resolved(let name, let addresses, let fromCache):
                     statistics.mdnsResolved += 1
                     events.append(.mdnsResolved(hostname: name, addresses: addresses, fromCache: fromCache))
-                    ice.resolved(hostname: name, to: addresses, now: now)
+                    ice.handle(.resolved(hostname: name, addresses: addresses), now: now)
                 case .unresolved(let name):
                     statistics.mdnsUnresolved += 1
                     events.append(.mdnsUnresolved(hostname: name))
-                    ice.resolved(hostname: name, to: [], now: now)
+                    ice.handle(.resolved(hostname: name, addresses: []), now: now)
                 }
             }
-            while let e = ice.pollEvent() {
-                busy = true
-                handleICEEvent(e, now: now)
-            }
+            busy = drainICE(now: now) || busy
         }
         // A peer-reflexive remote that the signalled (or resolved) host candidate replaces
         // after selection: the selected pair's remote is that host candidate from now on.
@@ -473,24 +465,24 @@ public final class PeerSession {
     private func pumpRelays(now: Instant) {
         while true {
             switch relays.poll() {
-            case .transmit(let t):
+            case .transmit(let t)?:
                 transmits.append(t)
-            case .allocated(let server, let index, let relayed, let mapped):
-                ice.addRelayCandidate(relayed: relayed, mapped: mapped, server: server.address,
-                                      transport: server.transport, serverIndex: index, now: now)
+            case .allocated(let server, let index, let relayed, let mapped)?:
+                ice.handle(.relayCandidate(.init(relayed: relayed, mapped: mapped, server: server.address,
+                                                 transport: server.transport, serverIndex: index)), now: now)
                 events.append(.relayAllocated(server: server.name, relayed: relayed))
                 // Its candidate event now, so that it is trickled before endOfCandidates.
-                while let e = ice.pollEvent() { handleICEEvent(e, now: now) }
+                drainICE(now: now)
                 // Let the receiver's checks in before ours went out to it (RFC 8656 §9).
                 for c in ice.remoteCandidates { if let a = c.socketAddress { relays.permit(a.ip, now: now) } }
-            case .data(let from, let to, let bytes):
+            case .data(let from, let to, let bytes)?:
                 receive(bytes, from: from, to: to, now: now)
-            case .failed(let server, let error):
+            case .failed(let server, let error)?:
                 events.append(.relayFailed(server: server.name, message: error.message))
-            case .gatheringFinished:
+            case .gatheringFinished?:
                 relaysGathered = true
                 reportGatheringIfDone()
-            case .timeout:
+            case nil:
                 return
             }
         }
@@ -500,6 +492,21 @@ public final class PeerSession {
         guard iceGathered, relaysGathered, !gatheringReported else { return }
         gatheringReported = true
         events.append(.gatheringComplete)
+    }
+
+    /// Carries out what ICE decided, in its order (its datagrams go out through `route`);
+    /// true when there was anything.
+    @discardableResult
+    private func drainICE(now: Instant) -> Bool {
+        var any = false
+        while let o = ice.poll() {
+            any = true
+            switch o {
+            case .transmit(let t): route(t.datagram, from: t.from, to: t.to, now: now)
+            case .event(let e): handleICEEvent(e, now: now)
+            }
+        }
+        return any
     }
 
     private func handleICEEvent(_ e: ICEEvent, now: Instant) {
@@ -561,19 +568,30 @@ public final class PeerSession {
             }
         }
         lastMediaTurn = now
-        if mediaFlows {
-            video.poll(now: now, into: &mediaOut)
-            for i in mediaOut.indices { sendMedia(&mediaOut[i], now: now) }
-            mediaOut.removeAll(keepingCapacity: true)
-            pumpAudio(now: now)
-        }
-        // What sending produced: a congestion keyframe request (the pacer dropped media);
-        // new targets are read through `targetBitrate` by the shell after each turn.
-        for e in video.takeEvents() {
-            if case .keyframeRequested = e { events.append(.keyframeRequested) }
-        }
+        // The sender's due work at every turn (calling it early is harmless: the pacer decides).
+        if mediaFlows { video.handleTimeout(now: now) }
+        drainVideo(now: now)
+        if mediaFlows { pumpAudio(now: now) }
         statistics.video = video.statistics
         statistics.audio = audio?.statistics
+    }
+
+    /// Carries out what the video sender decided, in its order: each datagram is protected
+    /// in place and queued (its bytes are referenced only by the output it came in); new
+    /// targets are read through `targetBitrate` by the shell after each turn.
+    private func drainVideo(now: Instant) {
+        // The switch takes the output itself (no binding of it stays alive), so the
+        // datagram's bytes are referenced once and SRTP does not copy them.
+        loop: while true {
+            switch video.poll() {
+            case .transmit(var d)?: sendMedia(&d, now: now)
+            case .event(.keyframeRequested)?: events.append(.keyframeRequested)
+            case .event(.bandwidthEstimate(let b))?: events.append(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
+            case .event(.accessUnitRejected)?: statistics.accessUnitsDropped += 1
+            case .event(.retransmit)?, .event(.receiverReport)?, .event(.targetRate)?: break
+            case nil: break loop
+            }
+        }
     }
 
     /// Drains the audio sender (its RTP at once, its sender reports when due, its
@@ -626,13 +644,8 @@ public final class PeerSession {
             audio = a
             pumpAudio(now: now)
         }
-        for e in video.handleRTCP(plain, now: now) {
-            switch e {
-            case .keyframeRequested: events.append(.keyframeRequested)
-            case .bandwidthEstimate(let b): events.append(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
-            case .retransmit, .receiverReport, .targetRate: break
-            }
-        }
+        video.handle(.rtcp(plain), now: now)
+        drainVideo(now: now)
     }
 }
 
@@ -659,7 +672,7 @@ extension PeerSession: DatagramCore {
         statistics.datagramsIn += 1
         switch PacketKind(classifying: bytes) {
         case .stun:
-            ice.handle(datagram: bytes, from: from, to: to, now: now)
+            ice.handle(.datagram(bytes, from: from, to: to), now: now)
         case .dtls:
             // Only from the peer ICE validated (RFC 8842 §4: DTLS over the selected pair).
             if let d = dtls, let pair = ice.selectedPair, pair.remote == from { d.handleDatagram(bytes, now: now) }
@@ -699,7 +712,7 @@ extension PeerSession: DatagramCore {
         var d = Instant.earliest(ice.nextDeadline(), relays.nextDeadline())
         d = Instant.earliest(d, mdns.nextDeadline())
         d = Instant.earliest(d, dtls?.nextDeadline())
-        d = Instant.earliest(d, mediaFlows ? video.nextDeadline : nil)
+        d = Instant.earliest(d, mediaFlows ? video.nextDeadline() : nil)
         return Instant.earliest(d, mediaFlows ? audio?.nextDeadline : nil)
     }
 }

@@ -7,8 +7,6 @@ public enum TURNInput: Sendable, Equatable {
     case start
     /// Bytes from the server: one datagram over UDP, any slice of the stream over TCP/TLS.
     case received([UInt8])
-    /// A deadline passed (or the owner merely woke up; early calls are harmless).
-    case timeout
     /// Install a permission for a remote candidate's IP (RFC 8656 §9); refreshed every 4 min.
     case createPermission(IPAddress)
     /// Bind a channel to a peer (the selected pair, RFC 8656 §12); data then goes as ChannelData.
@@ -44,16 +42,14 @@ public enum TURNOutput: Sendable, Equatable {
     /// Bytes for the server, over the one socket or stream of this allocation.
     case transmit([UInt8])
     case event(TURNEvent)
-    /// Nothing else is pending: call `handle(.timeout, now:)` at this instant (nil: no timer).
-    case timeout(Instant?)
 }
 
 /// A TURN client for one allocation on one server (RFC 8656), sans-IO in str0m's shape.
 ///
-/// Contract: after every `handle(input, now:)` the owner calls `poll()` until it answers
-/// `.timeout(deadline)`, sending each `.transmit` to the server and acting on each
-/// `.event`; then it calls `handle(.timeout, now:)` at that deadline. The client never
-/// reads a clock, sleeps or touches a socket.
+/// It keeps the one sans-IO contract (`SansIO` in CastCore): after every `handle(input, now:)`
+/// the owner calls `poll()` until nil, sending each `.transmit` to the server and acting on
+/// each `.event` in that order; then it calls `handleTimeout(now:)` at `nextDeadline()`
+/// (early calls are harmless). The client never reads a clock, sleeps or touches a socket.
 ///
 /// Authentication is the long-term credential mechanism (RFC 8489 §9.2): the first
 /// Allocate goes without credentials, the 401 brings REALM and NONCE, the retry carries
@@ -61,7 +57,7 @@ public enum TURNOutput: Sendable, Equatable {
 /// offered PASSWORD-ALGORITHMS), and every later request does the same. A 438 brings a
 /// new nonce and the request is retried; a 401 after the authenticated retry fails with
 /// a sentence naming the server. Credentials never appear in an error.
-public struct TURNClient: Sendable {
+public struct TURNClient: Sendable, SansIO {
     public let server: TURNServer
     public let timing: TURNTiming
     public private(set) var phase: Phase = .idle
@@ -124,8 +120,7 @@ public struct TURNClient: Sendable {
     private var channels: [SocketAddress: Channel] = [:]
     private var nextChannel: UInt16 = ChannelData.channelRange.lowerBound
     private var framer = TURNStreamFramer()
-    private var outputs: [TURNOutput] = []
-    private var outputIndex = 0
+    private var outputs = OutputQueue<TURNOutput>()
     private let newTransactionID: @Sendable () -> StunTransactionID
 
     /// `transactionIDs` is replaceable for tests; the default draws from OpenSSL's RNG.
@@ -154,8 +149,6 @@ public struct TURNClient: Sendable {
             begin(.allocate, now: now)
         case .received(let bytes):
             received(bytes, now: now)
-        case .timeout:
-            timeout(now: now)
         case .createPermission(let ip):
             guard relayedAddress != nil, permissions[ip] == nil else { return }
             permissions[ip] = Permission()
@@ -171,15 +164,10 @@ public struct TURNClient: Sendable {
         }
     }
 
-    public mutating func poll() -> TURNOutput {
-        if outputIndex < outputs.count {
-            let o = outputs[outputIndex]
-            outputIndex += 1
-            if outputIndex == outputs.count { outputs.removeAll(keepingCapacity: true); outputIndex = 0 }
-            return o
-        }
-        return .timeout(nextDeadline())
-    }
+    /// A deadline passed (or the owner merely woke up; early calls are harmless).
+    public mutating func handleTimeout(now: Instant) { timeout(now: now) }
+
+    public mutating func poll() -> TURNOutput? { outputs.pop() }
 
     public func nextDeadline() -> Instant? {
         guard phase != .closed, phase != .failed else { return nil }
@@ -520,7 +508,7 @@ public struct TURNClient: Sendable {
 
     // MARK: Helpers
 
-    private mutating func emit(_ o: TURNOutput) { outputs.append(o) }
+    private mutating func emit(_ o: TURNOutput) { outputs.push(o) }
 
     private static func name(_ k: Kind) -> String {
         switch k {

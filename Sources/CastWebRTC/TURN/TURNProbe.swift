@@ -56,21 +56,21 @@ public struct TURNProbe: Sendable {
         let elapsed = started.map { now - $0 } ?? .zero
         loop: while true {
             switch relays.poll() {
-            case .transmit(let t):
+            case .transmit(let t)?:
                 transmits.append(t)
-            case .allocated(_, let index, let relayed, let mapped):
+            case .allocated(_, let index, let relayed, let mapped)?:
                 if outcomes[index] == nil { outcomes[index] = .allocated(relayed: relayed, mapped: mapped, after: elapsed) }
-            case .failed(let server, let error):
+            case .failed(let server, let error)?:
                 // A failure after the allocation (the connection closing on release) changes nothing.
                 if let i = servers.firstIndex(of: server), outcomes[i] == nil { outcomes[i] = .failed(error, after: elapsed) }
-            case .data:
+            case .data?:
                 break
-            case .gatheringFinished:
+            case .gatheringFinished?:
                 // Every server answered: release what was allocated; the probe is over
                 // (an unanswered release just expires on the server).
                 relays.close(now: now)
                 finished = true
-            case .timeout:
+            case nil:
                 break loop
             }
         }

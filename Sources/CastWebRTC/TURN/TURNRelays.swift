@@ -2,8 +2,9 @@ import CastCore
 
 /// The TURN allocations of one peer connection: one `TURNClient` per TURN server of
 /// ice-config, allocated from a host socket of the server's address family (the socket
-/// the host candidate uses, as browsers do). Pure, in the same contract as `TURNClient`:
-/// `handle…(now:)`, then `poll()` until `.timeout(deadline)`.
+/// the host candidate uses, as browsers do). Pure: its inputs are the named methods
+/// below (each with `now`), then `poll()` until nil (outputs in decision order), then
+/// `handleTimeout(now:)` at `nextDeadline()`; its clients keep the `SansIO` contract.
 ///
 /// To ICE, a relayed address is one more local socket (RFC 8445 §5.1.1.2: a relayed
 /// candidate is its own base): what ICE, DTLS and SRTP send "from" it goes through
@@ -28,7 +29,6 @@ public struct TURNRelays: Sendable {
         case failed(server: TURNServer, CastError)
         /// Every allocation that was started has succeeded or failed (for endOfCandidates).
         case gatheringFinished
-        case timeout(Instant?)
     }
 
     private struct Entry: Sendable {
@@ -44,7 +44,7 @@ public struct TURNRelays: Sendable {
     public let servers: [TURNServer]
     public let timing: TURNTiming
     private var entries: [Entry] = []
-    private var outputs: [Output] = []
+    private var outputs = OutputQueue<Output>()
     private var gatheringReported = false
     private var basesEnded = false
     /// Connections that ended before `addStream` named them: the shell's thread may poll a
@@ -188,7 +188,7 @@ public struct TURNRelays: Sendable {
 
     public mutating func handleTimeout(now: Instant) {
         for i in entries.indices {
-            entries[i].client.handle(.timeout, now: now)
+            entries[i].client.handleTimeout(now: now)
             drain(i)
         }
     }
@@ -203,34 +203,32 @@ public struct TURNRelays: Sendable {
 
     public func nextDeadline() -> Instant? { entries.compactMap { $0.client.nextDeadline() }.min() }
 
-    public mutating func poll() -> Output {
-        outputs.isEmpty ? .timeout(nextDeadline()) : outputs.removeFirst()
-    }
+    public mutating func poll() -> Output? { outputs.pop() }
 
     private mutating func drain(_ i: Int) {
         let base = entries[i].base
         let server = entries[i].client.server
         loop: while true {
             switch entries[i].client.poll() {
-            case .transmit(let b):
-                outputs.append(.transmit(Transmit(bytes: b, from: base, to: server.address)))
-            case .event(let e):
+            case .transmit(let b)?:
+                outputs.push(.transmit(Transmit(bytes: b, from: base, to: server.address)))
+            case .event(let e)?:
                 switch e {
                 case .allocated(let relayed, let mapped, _):
                     entries[i].finishedGathering = true
                     entries[i].relayed = relayed
-                    outputs.append(.allocated(server: server, index: entries[i].index, relayed: relayed, mapped: mapped))
+                    outputs.push(.allocated(server: server, index: entries[i].index, relayed: relayed, mapped: mapped))
                 case .failed(let err):
                     entries[i].finishedGathering = true
-                    outputs.append(.failed(server: server, err))
+                    outputs.push(.failed(server: server, err))
                 case .data(let from, let bytes):
                     if let relayed = entries[i].client.relayedAddress {
-                        outputs.append(.data(from: from, to: relayed, bytes))
+                        outputs.push(.data(from: from, to: relayed, bytes))
                     }
                 case .refreshed, .permissionInstalled, .permissionFailed, .channelBound, .closed:
                     break
                 }
-            case .timeout:
+            case nil:
                 break loop
             }
         }
@@ -240,6 +238,6 @@ public struct TURNRelays: Sendable {
     private mutating func reportGatheringIfDone() {
         guard basesEnded, !gatheringReported, !gathering else { return }
         gatheringReported = true
-        outputs.append(.gatheringFinished)
+        outputs.push(.gatheringFinished)
     }
 }

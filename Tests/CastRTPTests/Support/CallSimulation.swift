@@ -66,8 +66,8 @@ struct CallSimulation {
             au = [0, 0, 0, 1, 0x41] + Array(repeating: 0x22, count: pSize)
         }
         framesEncoded += 1
-        try sender.send(accessUnit: au, captureTime: now, now: now)
-        absorb(sender.takeEvents())
+        sender.handle(.accessUnit(au, captureTime: now), now: now)
+        absorb(sender.events())
     }
 
     private mutating func absorb(_ es: [VideoSender.Event]) {
@@ -92,10 +92,11 @@ struct CallSimulation {
                 try encode()
                 nextFrame = nextFrame + .nanoseconds(33_333_333)
             }
-            for d in sender.poll(now: now) {
+            let out = sender.drained(at: now)
+            for d in out.datagrams {
                 switch d { case .rtp(let b), .rtcp(let b): link.send(b, now: now) }
             }
-            absorb(sender.takeEvents())
+            absorb(out.events)
             for b in link.deliver(now: now) {
                 for r in try receiver.receive(b, now: now) { back.append((now + oneWay, r)) }
             }
@@ -106,7 +107,7 @@ struct CallSimulation {
             }
             var i = 0
             while i < back.count {
-                if back[i].at <= now { absorb(sender.handleRTCP(back[i].bytes, now: now)); back.remove(at: i) } else { i += 1 }
+                if back[i].at <= now { absorb(sender.events(afterRTCP: back[i].bytes, now: now)); back.remove(at: i) } else { i += 1 }
             }
             if now >= nextSample {
                 let s = sender.statistics
@@ -115,7 +116,7 @@ struct CallSimulation {
                 nextSample = nextSample + .milliseconds(100)
             }
             var next = min(nextFrame, nextSample, end)
-            for t in [sender.nextDeadline, link.nextDelivery, receiver.nextTick, back.map(\.at).min()] {
+            for t in [sender.nextDeadline(), link.nextDelivery, receiver.nextTick, back.map(\.at).min()] {
                 if let t { next = min(next, t) }
             }
             now = max(next, now + .microseconds(10))
