@@ -148,7 +148,7 @@ struct PacketPathBench {
         if let n = ProcessInfo.processInfo.environment["CASTD_BENCH_TRACE"].flatMap(Int.init) {
             // Where the packet path allocates: the next n allocations' stacks on stderr.
             castd_trace_allocations_on_this_thread(Int32(n))
-            rig.run(frames: 30, send: true)
+            rig.run(frames: 300, send: true)   // ten seconds: keyframes, reports and the paced turns
             castd_trace_allocations_on_this_thread(0)
         }
         let path = rig.measure(frames: frames, send: false)
