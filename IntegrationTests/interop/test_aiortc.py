@@ -8,8 +8,9 @@ import pytest
 from castkit.devsender import BARS, DevSender, answer_with_aiortc, assert_sent_cleanly, bar_colours
 
 
-@pytest.mark.asyncio
-async def test_aiortc_decodes_castds_colour_bars(bars_clip):
+async def bars_decoded_by_aiortc(bars_clip) -> dict:
+    """castd casts the colour bars, aiortc answers and decodes 60 frames whose bars must be
+    right; dev-send must exit cleanly (no SRTP error). Its last statistics."""
     sender = await DevSender.start(bars_clip, "--fps", "30", "--seconds", "20")
     pc = None
     try:
@@ -25,7 +26,12 @@ async def test_aiortc_decodes_castds_colour_bars(bars_clip):
         if pc:
             await pc.close()
         rc = await sender.stop()
-    stats = assert_sent_cleanly(sender, rc, frames=60)
+    return assert_sent_cleanly(sender, rc, frames=60)
+
+
+@pytest.mark.asyncio
+async def test_aiortc_decodes_castds_colour_bars(bars_clip):
+    stats = await bars_decoded_by_aiortc(bars_clip)
     assert stats["senderReportsSent"] >= 1
 
 
@@ -48,3 +54,16 @@ async def test_lost_packets_are_nacked_by_aiortc_and_resent_over_rtx(bars_clip):
     assert stats["injectedDrops"] > 0
     assert stats["nacksReceived"] > 0
     assert stats["retransmissionsSent"] > 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("profile", ["SRTP_AES128_CM_SHA1_80", "SRTP_AEAD_AES_128_GCM"])
+async def test_aiortc_decodes_castds_own_srtp_with_each_profile(bars_clip, monkeypatch, profile):
+    # castd protects outgoing RTP itself (issue 19), with both profiles it offers. aiortc
+    # (libsrtp underneath) is made to offer only one, so the handshake must choose it, and
+    # every frame it decodes went through castd's transform of that profile.
+    import aiortc.rtcdtlstransport as dtls
+    only = [p for p in dtls.SRTP_PROFILES if p.openssl_profile.decode() == profile]
+    assert only, f"this aiortc has no {profile}"
+    monkeypatch.setattr(dtls, "SRTP_PROFILES", only)
+    await bars_decoded_by_aiortc(bars_clip)

@@ -138,12 +138,19 @@ final class PacketPathRig {
 /// Allocations per RTP packet and packets per CPU-second on the send path (issue 19).
 /// A benchmark, not a test: `CASTD_BENCH=1 swift test --filter PacketPathBench`
 /// (`-c release -Xswiftc -enable-testing` for figures worth quoting). One JSON line.
+/// `CASTD_BENCH_TRACE=N` prints the call stacks of N allocations on the path first.
 @Suite(.serialized, .enabled(if: Bench.enabled, "a benchmark: CASTD_BENCH=1 swift test --filter PacketPathBench"))
 struct PacketPathBench {
     @Test func packetsPerCPUSecondAndAllocationsPerPacket() throws {
         let rig = try PacketPathRig()
         rig.run(frames: 150, send: true)   // warm-up: the history and the queues reach their size
         let frames = 30 * max(Bench.frames, 60)   // 4 500 pictures by default (150 s of fake time)
+        if let n = ProcessInfo.processInfo.environment["CASTD_BENCH_TRACE"].flatMap(Int.init) {
+            // Where the packet path allocates: the next n allocations' stacks on stderr.
+            castd_trace_allocations_on_this_thread(Int32(n))
+            rig.run(frames: 300, send: true)   // ten seconds: keyframes, reports and the paced turns
+            castd_trace_allocations_on_this_thread(0)
+        }
         let path = rig.measure(frames: frames, send: false)
         let sent = rig.measure(frames: frames, send: true)
         #expect(path.packets > frames && sent.packets > frames)

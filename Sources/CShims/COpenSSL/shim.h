@@ -20,3 +20,12 @@ static inline long castd_bio_ctrl_pending(BIO *b) { return (long)BIO_ctrl_pendin
 static inline long castd_dtls_get_timeout(SSL *s, struct timeval *tv) { return DTLSv1_get_timeout(s, tv); }
 static inline long castd_dtls_handle_timeout(SSL *s) { return DTLSv1_handle_timeout(s); }
 static inline long castd_ssl_set_mtu(SSL *s, long mtu) { return SSL_set_mtu(s, mtu); }
+
+// SHA-1 on a caller-owned SHA_CTX (a plain struct: copying it is a memcpy), for the
+// per-packet HMAC-SHA1 of SRTP (issue 19). OpenSSL 3 deprecates these low-level
+// calls, but EVP_MAC and EVP_MD_CTX_copy allocate a provider context on every
+// re-init; a precomputed inner/outer state copied per packet allocates nothing.
+// Wrapped here so that the deprecation stays inside this system header.
+static inline int castd_sha1_init(SHA_CTX *c) { return SHA1_Init(c); }
+static inline int castd_sha1_update(SHA_CTX *c, const void *data, size_t len) { return SHA1_Update(c, data, len); }
+static inline int castd_sha1_final(unsigned char *md, SHA_CTX *c) { return SHA1_Final(md, c); }

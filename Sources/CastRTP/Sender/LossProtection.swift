@@ -132,7 +132,10 @@ public struct LossProtection: Sendable {
 
     /// When the next copy is due; nil with none waiting.
     public var nextDeadline: Instant? {
-        pending.indices.compactMap { i in pendingHead[i] < pending[i].count ? pending[i][pendingHead[i]].due : nil }.min()
+        // A loop, not compactMap + min: the driver asks on every turn (issue 19).
+        var d: Instant? = nil
+        for i in pending.indices where pendingHead[i] < pending[i].count { d = Instant.earliest(d, pending[i][pendingHead[i]].due) }
+        return d
     }
 
     public var pendingCount: Int { pending.indices.reduce(0) { $0 + pending[$1].count - pendingHead[$1] } }

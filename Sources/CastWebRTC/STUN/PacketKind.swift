@@ -13,6 +13,9 @@
 public enum PacketKind: Sendable, Equatable {
     case stun, zrtp, dtls, turnChannel, rtpOrRtcp, unknown
 
+    /// Inlinable, so that a caller in another module gets it specialised: the generic
+    /// version's `first` allocates (issue 19; the driver classifies every datagram).
+    @inlinable
     public init<C: Collection>(classifying datagram: C) where C.Element == UInt8 {
         guard let b = datagram.first else { self = .unknown; return }
         switch b {
@@ -27,6 +30,7 @@ public enum PacketKind: Sendable, Equatable {
 
     /// RTCP, not RTP, when the payload type byte is in 192...223 (RFC 5761 §4:
     /// RTCP packet types 200–204 and feedback 205/206 fall here with or without the marker bit).
+    @inlinable
     public static func isRTCP<C: Collection>(_ datagram: C) -> Bool where C.Element == UInt8, C.Index == Int {
         guard datagram.count >= 2 else { return false }
         let pt = datagram[datagram.startIndex + 1]

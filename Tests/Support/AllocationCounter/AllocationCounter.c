@@ -11,7 +11,9 @@
 #include "AllocationCounter.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <stddef.h>
+#include <unistd.h>
 
 extern void *__libc_malloc(size_t size);
 extern void *__libc_calloc(size_t count, size_t size);
@@ -25,18 +27,41 @@ static __thread uint64_t allocations __attribute__((tls_model("initial-exec")));
 
 uint64_t castd_allocations_on_this_thread(void) { return allocations; }
 
+// Where allocations come from: the next `tracing` allocations of this thread each
+// write their call stack to stderr (backtrace_symbols_fd allocates nothing; the
+// first backtrace() may load libgcc and allocate, which `tracing_now` keeps from
+// recursing). Off unless a benchmark asks for it.
+static __thread int tracing __attribute__((tls_model("initial-exec")));
+static __thread int tracing_now __attribute__((tls_model("initial-exec")));
+
+void castd_trace_allocations_on_this_thread(int count) { tracing = count; }
+
+static void trace(void) {
+    if (tracing <= 0 || tracing_now) return;
+    tracing_now = 1;
+    tracing--;
+    void *frames[24];
+    int n = backtrace(frames, 24);
+    backtrace_symbols_fd(frames, n, 2);
+    (void)!write(2, "--\n", 3);
+    tracing_now = 0;
+}
+
 void *malloc(size_t size) {
     allocations++;
+    trace();
     return __libc_malloc(size);
 }
 
 void *calloc(size_t count, size_t size) {
     allocations++;
+    trace();
     return __libc_calloc(count, size);
 }
 
 void *realloc(void *pointer, size_t size) {
     allocations++;
+    trace();
     return __libc_realloc(pointer, size);
 }
 

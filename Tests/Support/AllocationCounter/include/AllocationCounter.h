@@ -8,4 +8,8 @@
 /// do not disturb the figure.
 uint64_t castd_allocations_on_this_thread(void);
 
+/// The calling thread's next `count` allocations (malloc, calloc, realloc) each print
+/// their call stack to stderr, for finding where a hot path allocates.
+void castd_trace_allocations_on_this_thread(int count);
+
 #endif
