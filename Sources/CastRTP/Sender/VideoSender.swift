@@ -196,6 +196,12 @@ public struct VideoSender: Sendable {
         /// Losses confirmed by transport-cc (missing past the reordering window) and late packets.
         public var lossesConfirmed = 0
         public var latePacketsReported = 0
+        /// Issue 19, per frame from its capture instant: to `send(accessUnit:)` (capture,
+        /// conversion, encoding and the hand-over to this sender's thread), to its first
+        /// packet leaving the pacer, to its last.
+        public var captureToQueued = LatencyHistogram()
+        public var captureToFirstSent = LatencyHistogram()
+        public var captureToLastSent = LatencyHistogram()
     }
 
     public let configuration: Configuration
@@ -310,6 +316,7 @@ public struct VideoSender: Sendable {
         let keyframe = try packetizer.packetize(accessUnit, captureTime: captureTime, into: &packetized)
         guard !packetized.isEmpty else { return }
         statistics.framesSent += 1
+        statistics.captureToQueued.record(now - captureTime)
         if keyframe {
             statistics.keyframesSent += 1
             keyframes.keyframeSent(now: now)
@@ -387,7 +394,10 @@ public struct VideoSender: Sendable {
         }
         enforceQueueBound(now: now)
         while let item = pacer.next(now: now) {
-            if let d = transmit(item, now: now) { out.append(d) }
+            if let d = transmit(item, now: now) {
+                out.append(d)
+                recordSendLatency(item, now: now)
+            }
         }
         sendProbe(now: now, into: &out)
         if let compound = reports.poll(now: now), let bytes = try? RTCPCompound.serialize(compound) {
@@ -414,6 +424,13 @@ public struct VideoSender: Sendable {
             .receiverReport(ReceiverReport(ssrc: ssrc)), .goodbye(Goodbye(sources: sources, reason: reason)),
         ]) else { return nil }
         return .rtcp(bytes)
+    }
+
+    /// A frame's first and last media packet on their way out (issue 19's breakdown).
+    private mutating func recordSendLatency(_ item: PacedPacket, now: Instant) {
+        guard !item.isRetransmission else { return }
+        if item.startsFrame { statistics.captureToFirstSent.record(now - item.captureTime) }
+        if item.packet.header.marker { statistics.captureToLastSent.record(now - item.captureTime) }
     }
 
     private mutating func transmit(_ item: PacedPacket, now: Instant, probeCluster: Int? = nil) -> Datagram? {
