@@ -194,8 +194,8 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         rss_waiting = proctree.rss_mib(pid)
         answerer = receiver.TimecodeReceiver(rx.client, sid, screen.width, codec=codec if codec != "h264" else None)
         await answerer.start()
-        receiver.PACKETS.clear()
-        receiver.AUDIO_PACKETS.clear()
+        for record in (receiver.PACKETS, receiver.AUDIO_PACKETS, receiver.FRAMES_OUT, receiver.DECODES):
+            record.clear()
         t_approve = time.monotonic()
         await rx.client.api("session-approve", {"sessionId": sid, "approve": True, "streamPrefs": PREFS})
         end = time.monotonic() + 30
@@ -225,6 +225,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         await rx.client.close()
     samples = [x for x in answerer.rec.samples if w0 <= x.decoded <= w1]
     lat = [(x.decoded - x.drawn) * 1000 for x in samples if x.drawn is not None]
+    stages = receiver.breakdown(samples)
     times = [x.decoded for x in answerer.rec.samples if t_first <= x.decoded <= w1]
     gaps = [b - a for a, b in zip(times, times[1:])]
     pk = [p for p in receiver.PACKETS if w0 <= p[0] <= w1]
@@ -248,6 +249,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "sender": kind, "window_s": round(span, 2),
         "approval_to_first_frame_ms": round((t_first - t_approve) * 1000, 1),
         "latencies_ms": [round(v, 2) for v in lat],
+        "stages_ms": {k: [round(r[k], 2) for r in stages] for k in (stages[0] if stages else {})},
         "frames": len(samples), "fps": round(len(samples) / span, 2),
         "frames_with_readable_timecode": len(lat),
         "freezes": sum(1 for g in gaps if g > FREEZE_S), "longest_gap_ms": round(max(gaps, default=0) * 1000, 1),
@@ -290,7 +292,24 @@ def summarize(rounds: list[dict]) -> dict:
         "decoded_sizes": sorted({s for r in rounds for s in r["decoded_sizes"]}),
         "largest_frame_kb": max(r.get("largest_frame_kb", 0) for r in rounds),
         "largest_frame_packets": max(r.get("largest_frame_packets", 0) for r in rounds),
+        "latency_breakdown_ms": _summarize_stages(rounds),
     } | (_summarize_audio(rounds) if "audio_packets" in rounds[0] else {})
+
+
+def _summarize_stages(rounds: list[dict]) -> dict | None:
+    """Glass-to-glass stage by stage (receiver.STAGES, issue 19), over every frame whose
+    stages were all recorded: median, p95 and mean per stage. The means add up to the
+    mean glass-to-glass; medians do not add up."""
+    names = [k for k in rounds[0].get("stages_ms", {})]
+    if not names:
+        return None
+    out = {}
+    for k in names:
+        v = [x for r in rounds for x in r.get("stages_ms", {}).get(k, [])]
+        if v:
+            out[k] = {"p50": round(quantile(v, 0.5), 2), "p95": round(quantile(v, 0.95), 2),
+                      "mean": round(sum(v) / len(v), 2), "frames": len(v)}
+    return out
 
 
 def _summarize_audio(rounds: list[dict]) -> dict:
@@ -405,6 +424,7 @@ def brief(result: dict) -> dict:
         for rs in s["rounds"].values():
             for r in rs:
                 r.pop("latencies_ms", None)
+                r.pop("stages_ms", None)
     return b
 
 

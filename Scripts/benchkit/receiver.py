@@ -20,6 +20,12 @@ same for every sender:
   recorded (the bitrate figures and the largest frame; retransmissions are
   not counted); audio packets apart (AUDIO_PACKETS), and decoded audio is
   counted and its level measured (the audio rows: proof that audio flowed).
+
+For the latency breakdown (issue 19) it also records when each video frame
+left the jitter buffer (FRAMES_OUT) and when aiortc's decoder thread began
+and finished decoding it (DECODES), keyed by RTP timestamp, and each decoded
+frame carries its RTP timestamp and when its timecode had been read
+(`breakdown()` joins them per frame). Recording costs a list append each.
 """
 from __future__ import annotations
 
@@ -30,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 import aiortc.rtcrtpreceiver as rtcrtpreceiver
+import aiortc.codecs.h264 as aiortc_h264
+import aiortc.codecs.vpx as aiortc_vpx
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.mediastreams import MediaStreamError
 
@@ -44,6 +52,23 @@ PACKETS: list[tuple[float, int, int]] = []
 # (time.monotonic(), RTP payload bytes) of every audio packet
 AUDIO_PACKETS: list[tuple[float, int]] = []
 VIDEO_CAPACITY = 2048   # packets (a power of two, as aiortc requires)
+# (time.monotonic(), RTP timestamp) of every video frame the jitter buffer released
+FRAMES_OUT: list[tuple[float, int]] = []
+# (decode start, decode end, RTP timestamp) of every video frame, on aiortc's decoder thread
+DECODES: list[tuple[float, float, int]] = []
+
+
+def _timed(decode):
+    def wrapper(self, encoded_frame):
+        t0 = time.monotonic()
+        out = decode(self, encoded_frame)
+        DECODES.append((t0, time.monotonic(), encoded_frame.timestamp))   # list.append: one step under the GIL
+        return out
+    return wrapper
+
+
+aiortc_h264.H264Decoder.decode = _timed(aiortc_h264.H264Decoder.decode)
+aiortc_vpx.Vp8Decoder.decode = _timed(aiortc_vpx.Vp8Decoder.decode)
 
 
 class MarkerJitterBuffer(JitterBuffer):
@@ -60,6 +85,12 @@ class MarkerJitterBuffer(JitterBuffer):
     def _remove_frame(self, sequence_number: int):
         if not self._is_video:
             return super()._remove_frame(sequence_number)
+        frame = self._assemble()
+        if frame is not None:
+            FRAMES_OUT.append((time.monotonic(), frame.timestamp))
+        return frame
+
+    def _assemble(self):
         packets, timestamp = [], None
         for count in range(self.capacity):
             packet = self._packets[(self._origin + count) % self._capacity]
@@ -89,6 +120,8 @@ class Sample:
     painter_frame: int | None
     width: int
     height: int
+    rtp_timestamp: int | None = None   # the decoded frame's pts (aiortc: the RTP timestamp)
+    read: float | None = None          # time.monotonic() once its timecode had been read
 
 
 @dataclass
@@ -120,7 +153,8 @@ class TimecodeReceiver(ReceiverAnswerer):
                     if got:
                         us = timecode.unwrap(got[0], int(now * 1e6))
                         drawn, n = us / 1e6, got[1]
-                self.rec.samples.append(Sample(now, drawn, n, frame.width, frame.height))
+                self.rec.samples.append(Sample(now, drawn, n, frame.width, frame.height, frame.pts,
+                                               time.monotonic()))
                 self.recent_frames[:] = [frame]
                 self.frame_event.set()
         except MediaStreamError:
@@ -139,3 +173,56 @@ class TimecodeReceiver(ReceiverAnswerer):
                 self.rec.audio.append((time.monotonic(), len(pcm), 20 * np.log10(max(rms, 1e-9))))
         except MediaStreamError:
             return
+
+
+# The stages of glass-to-glass one frame went through, in order, as (name, from, to) on the
+# receiver's clock (the same CLOCK_MONOTONIC the painter stamps): their sum is the latency.
+STAGES = (
+    ("drawn_to_first_packet", "drawn", "first_packet"),     # the sender's whole share, and loopback
+    ("first_to_last_packet", "first_packet", "last_packet"),  # the frame's packets spread (pacing)
+    ("last_packet_to_jitter_out", "last_packet", "jitter_out"),
+    ("jitter_out_to_decode_start", "jitter_out", "decode_start"),   # to aiortc's decoder thread
+    ("decode", "decode_start", "decode_end"),                 # PyAV (libavcodec) decoding
+    ("decode_end_to_consumer", "decode_end", "decoded"),      # back to the event loop, track.recv()
+)
+
+
+def breakdown(samples: list[Sample], packets=None, frames_out=None, decodes=None) -> list[dict]:
+    """Per decoded frame with a readable timecode: the instant of each stage (see STAGES),
+    joined by RTP timestamp. aiortc hands its decoder (and the decoded frame's pts) the RTP
+    timestamp less the first frame's (its TimestampMapper), so packets and frames out of the
+    jitter buffer are mapped the same way, from the first frame out. A frame whose timestamp
+    is missing from a record is left out (one that came in twice keeps its first record)."""
+    packets = PACKETS if packets is None else packets
+    frames_out = FRAMES_OUT if frames_out is None else frames_out
+    decodes = DECODES if decodes is None else decodes
+    if not frames_out:
+        return []
+    origin = frames_out[0][1]
+    out_at: dict[int, float] = {}
+    for t, raw in frames_out:
+        out_at.setdefault((raw - origin) % 2**32, t)
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for t, _, raw in packets:
+        ts = (raw - origin) % 2**32
+        if ts in out_at and t > out_at[ts]:
+            continue   # a copy or retransmission of a packet the frame had already
+        first.setdefault(ts, t)
+        last[ts] = t
+    dec: dict[int, tuple[float, float]] = {}
+    for t0, t1, ts in decodes:
+        dec.setdefault(ts, (t0, t1))
+    rows = []
+    for s in samples:
+        ts = s.rtp_timestamp
+        if s.drawn is None or ts is None or ts not in first or ts not in out_at or ts not in dec:
+            continue
+        at = {"drawn": s.drawn, "first_packet": first[ts], "last_packet": last[ts], "jitter_out": out_at[ts],
+              "decode_start": dec[ts][0], "decode_end": dec[ts][1], "decoded": s.decoded}
+        row = {name: (at[b] - at[a]) * 1000 for name, a, b in STAGES}
+        row["glass_to_glass"] = (s.decoded - s.drawn) * 1000
+        if s.read is not None:
+            row["timecode_read"] = (s.read - s.decoded) * 1000   # after the latency was taken: not in it
+        rows.append(row)
+    return rows

@@ -166,12 +166,22 @@ extension CongestionScenarioTests {
         // 3 Mbit/s shared with a constant 1.5 Mbit/s flow (which does not back off).
         var link = LinkEmulator(bitsPerSecond: 3_000_000, buffer: .milliseconds(200), delay: .milliseconds(20))
         link.crossTrafficBitsPerSecond = 1_500_000
-        var sim = try CallSimulation(configuration: CallSimulation.configuration(), link: link)
-        try sim.run(until: seconds(30))
-        let mean = sim.meanTarget(from: seconds(15), to: seconds(30))
-        let delays = sim.queueDelays(from: seconds(15), to: seconds(30))
-        print("cross traffic 1.5 of 3M: target mean \(mbps(mean)), queue p50 \(delays.quantile(0.5))")
-        #expect(mean >= 900_000 && mean <= 1_600_000, "\(mean)")
-        #expect(delays.quantile(0.5) < .milliseconds(60))
+        func run(_ configuration: VideoSender.Configuration) throws -> (mean: Int64, queue: Duration) {
+            var sim = try CallSimulation(configuration: configuration, link: link)
+            try sim.run(until: seconds(30))
+            return (sim.meanTarget(from: seconds(15), to: seconds(30)),
+                    sim.queueDelays(from: seconds(15), to: seconds(30)).quantile(0.5))
+        }
+        let now = try run(CallSimulation.configuration())
+        // The pacer's burst before issue 19 (20 ms of the pacing rate, at most 19.2 kB), on the same link.
+        var old = CallSimulation.configuration()
+        old.pacerBurstInterval = .milliseconds(20)
+        old.pacer = .init(burstBytes: 19_200)
+        let before = try run(old)
+        print("cross traffic 1.5 of 3M: target mean \(mbps(now.mean)), queue p50 \(now.queue) "
+              + "(20 ms burst: \(mbps(before.mean)), \(before.queue))")
+        #expect(now.mean >= 900_000 && now.mean <= 1_600_000, "\(now.mean)")
+        #expect(now.queue < .milliseconds(60))
+        #expect(now.queue < before.queue + .milliseconds(5))
     }
 }

@@ -1,6 +1,7 @@
 import CastCore
 import CastEncode
 import CastOpenSSL
+import CastRTP
 import CastSignaling
 import CastSystemd
 import CastWebRTC
@@ -128,6 +129,8 @@ final class ReadinessNotifier: @unchecked Sendable {
     private var lastStatus = ""
     private var starving = false
     private var lastStats: Instant? = nil
+    /// The sender's latency histograms at the last `stats` line: each line reports its own window.
+    private var lastSendLatency = (LatencyHistogram(), LatencyHistogram(), LatencyHistogram())
 
     init(peer: LivePeerPort, log: LogSink, mediaStats: @escaping @Sendable () -> CapturePipeline.Statistics?,
          audioStats: @escaping @Sendable () -> AudioPipeline.Statistics? = { nil },
@@ -217,6 +220,7 @@ final class ReadinessNotifier: @unchecked Sendable {
                 }
                 if lastStats.map({ now - $0 >= .seconds(5) }) ?? true {
                     lastStats = now
+                    defer { lastSendLatency = (v.captureToQueued, v.captureToFirstSent, v.captureToLastSent) }
                     let m = mediaStats()
                     log.write(Self.statsLine([
                         ("captured", m?.captured ?? 0), ("encoded", m?.encoded ?? 0), ("ring_dropped", m?.ringDropped ?? 0),
@@ -233,7 +237,10 @@ final class ReadinessNotifier: @unchecked Sendable {
                         ("nacks_over_budget", v.nacksIgnoredForBudget),
                         ("keyframes_requested", v.keyframesRequested),
                         ("plis", v.pictureLossReceived), ("rtt_ms", v.roundTripTime.map { Int($0.seconds * 1000) } ?? -1),
-                        ("dropped_before_connect", s.accessUnitsDropped), ("remote_type", s.selectedRemoteType ?? "-")]
+                        ("dropped_before_connect", s.accessUnitsDropped), ("remote_type", s.selectedRemoteType ?? "-"),
+                        ("capture_to_queued_ms", v.captureToQueued.since(lastSendLatency.0).milliseconds),
+                        ("capture_to_first_sent_ms", v.captureToFirstSent.since(lastSendLatency.1).milliseconds),
+                        ("capture_to_last_sent_ms", v.captureToLastSent.since(lastSendLatency.2).milliseconds)]
                         + stageTimes().map { ($0.0, $0.1 as CustomStringConvertible) }, audio: Self.audioFields(audioStats(), s)))
                 }
             }

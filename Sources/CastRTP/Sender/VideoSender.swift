@@ -66,6 +66,7 @@ public struct VideoSender: Sendable, SansIO {
         public var extensionIDs: ExtensionIDs
         /// playout-delay values sent when its extension is negotiated (0/0: render at once).
         public var playoutDelay: (minimum: Duration, maximum: Duration)
+        /// The pacer; its rate follows the estimate, and `burstBytes` caps the burst (issue 19).
         public var pacer: Pacer<PacedPacket>.Configuration
         public var history: PacketHistory.Limits
         public var reportInterval: Duration
@@ -95,19 +96,24 @@ public struct VideoSender: Sendable, SansIO {
         /// Spare capacity each RTP datagram is built with, so that the transport appends
         /// its trailer in place (SRTP: `SRTPSession.trailerCapacity`; issue 19).
         public var trailerCapacity: Int
+        /// How much of the pacing rate may leave back to back (30 ms; libwebrtc's is 40;
+        /// capped by `pacer.burstBytes`, issue 19).
+        public var pacerBurstInterval: Duration
 
         public init(codec: VideoCodec = .h264, payloadType: UInt8, rtxPayloadType: UInt8? = nil, cname: String,
                     mtu: Int = RTPConstants.defaultMTU, srtpOverhead: Int = 16,
                     extensionIDs: ExtensionIDs = ExtensionIDs(),
                     playoutDelay: (minimum: Duration, maximum: Duration) = (.zero, .zero),
-                    pacer: Pacer<PacedPacket>.Configuration = .init(), history: PacketHistory.Limits = .init(),
+                    pacer: Pacer<PacedPacket>.Configuration = .init(burstBytes: Pacer<PacedPacket>.Configuration.maxBurstBytes),
+                    history: PacketHistory.Limits = .init(),
                     reportInterval: Duration = .seconds(1), wallclockOffset: Duration,
                     keyframeMinimumInterval: Duration = .milliseconds(500), initialRTT: Duration = .milliseconds(100),
                     lossProtection: LossProtection.Configuration = .init(),
                     congestion: SendSideBandwidthEstimator.Configuration = .init(),
                     maxQueueDelay: Duration = .milliseconds(500), maxQueueBytes: Int = 1_000_000,
                     retransmissionShare: Double = 0.5, overheadWindow: Duration = .seconds(1),
-                    trailerCapacity: Int = 0) {
+                    trailerCapacity: Int = 0,
+                    pacerBurstInterval: Duration = Pacer<PacedPacket>.Configuration.burstInterval) {
             self.codec = codec
             self.payloadType = payloadType
             self.rtxPayloadType = rtxPayloadType
@@ -129,6 +135,7 @@ public struct VideoSender: Sendable, SansIO {
             self.retransmissionShare = min(max(retransmissionShare, 0), 1)
             self.overheadWindow = max(overheadWindow, .milliseconds(100))
             self.trailerCapacity = max(0, trailerCapacity)
+            self.pacerBurstInterval = pacerBurstInterval
         }
     }
 
@@ -224,6 +231,12 @@ public struct VideoSender: Sendable, SansIO {
         /// Losses confirmed by transport-cc (missing past the reordering window) and late packets.
         public var lossesConfirmed = 0
         public var latePacketsReported = 0
+        /// Issue 19, per frame from its capture instant: to `send(accessUnit:)` (capture,
+        /// conversion, encoding and the hand-over to this sender's thread), to its first
+        /// packet leaving the pacer, to its last.
+        public var captureToQueued = LatencyHistogram()
+        public var captureToFirstSent = LatencyHistogram()
+        public var captureToLastSent = LatencyHistogram()
     }
 
     public let configuration: Configuration
@@ -350,6 +363,7 @@ public struct VideoSender: Sendable, SansIO {
         let keyframe = try packetizer.packetize(accessUnit, captureTime: captureTime, into: &packetized)
         guard !packetized.isEmpty else { return }
         statistics.framesSent += 1
+        statistics.captureToQueued.record(now - captureTime)
         if keyframe {
             statistics.keyframesSent += 1
             keyframes.keyframeSent(now: now)
@@ -411,7 +425,10 @@ public struct VideoSender: Sendable, SansIO {
         }
         enforceQueueBound(now: now)
         while let item = pacer.next(now: now) {
-            if let d = transmit(item, now: now) { outputs.push(.transmit(d)) }
+            if let d = transmit(item, now: now) {
+                outputs.push(.transmit(d))
+                recordSendLatency(item, now: now)
+            }
         }
         sendProbe(now: now)
         if let compound = reports.poll(now: now), let bytes = try? RTCPCompound.serialize(compound) {
@@ -438,6 +455,13 @@ public struct VideoSender: Sendable, SansIO {
             .receiverReport(ReceiverReport(ssrc: ssrc)), .goodbye(Goodbye(sources: sources, reason: reason)),
         ]) else { return nil }
         return .rtcp(bytes)
+    }
+
+    /// A frame's first and last media packet on their way out (issue 19's breakdown).
+    private mutating func recordSendLatency(_ item: PacedPacket, now: Instant) {
+        guard !item.isRetransmission else { return }
+        if item.startsFrame { statistics.captureToFirstSent.record(now - item.captureTime) }
+        if item.packet.header.marker { statistics.captureToLastSent.record(now - item.captureTime) }
     }
 
     private mutating func transmit(_ item: PacedPacket, now: Instant, probeCluster: Int? = nil) -> Datagram? {
@@ -597,9 +621,9 @@ extension VideoSender {
 
     private mutating func applyTarget(_ t: SendSideBandwidthEstimator.RateTarget, now: Instant?) {
         statistics.estimate = t
-        // A burst of 20 ms at the pacing rate, 2 packets at least, never more than configured.
-        let burst = min(max(t.pacingBitsPerSecond / 8 / 50, 2 * 1200), configuration.pacer.burstBytes)
-        pacer.configuration = .init(bitsPerSecond: t.pacingBitsPerSecond, burstBytes: burst)
+        // A burst like libwebrtc's (issue 19): 30 ms of the pacing rate, never more than configured.
+        pacer.configuration = .bursting(bitsPerSecond: t.pacingBitsPerSecond, interval: configuration.pacerBurstInterval,
+                                        maxBurstBytes: configuration.pacer.burstBytes)
         protection.bandwidthEstimated(bitsPerSecond: UInt64(max(t.bitsPerSecond, 0)))
         protection.congestionChanged(overusing: t.usage == .overusing)
         // The encoder gets the target less what retransmissions and copies use now
