@@ -23,7 +23,8 @@ public enum SystemThread {
             start.body()
             return nil
         }, context)
-        // A process out of threads cannot go on casting; Foundation's Thread trapped here too.
+        // Out of threads (EAGAIN) the body would never run and its owner would wait for it
+        // forever; stop with the reason instead of hanging. (Foundation's Thread ignored the failure.)
         guard r == 0 else {
             Unmanaged<ThreadBody>.fromOpaque(context).release()
             fatalError("castd: cannot start thread \(name): \(CastError.posixReason(r))")
