@@ -35,7 +35,7 @@ async def test_a_self_signed_backend_is_refused_clearly_and_nothing_reaches_the_
     async with TLSProxy("127.0.0.1", gateway_port(stack), cert) as proxy:
         rc, out, err = await run_castd(tls_env(stack, tmp_path, proxy), "pair", "--pin", "482913")
         assert rc == 1, out + err
-        assert "TLS certificate not accepted (self-signed certificate)" in err, err
+        assert "certificate of 127.0.0.1 was not accepted: self-signed certificate" in err, err
         assert "482913" not in out + err
         assert "WARNING" not in err                                  # no development mode without the flag
         assert proxy.handshakes_failed >= 1 and proxy.handshakes_ok == 0
@@ -64,7 +64,7 @@ async def test_with_the_dev_flag_pairing_and_a_cast_work_over_https_and_wss(stac
             rc2, _ = await refused.wait(timeout=20)
             said = [l for l in refused.stderr_lines if l.startswith("castd: ")]
             assert rc2 == 1, refused.stderr_lines[-20:]
-            assert any("TLS certificate not accepted" in l for l in said), said
+            assert any("certificate of 127.0.0.1 was not accepted" in l for l in said), said
             assert proxy.upstream_connections == before
 
             # With the flag (from the environment this time): a real cast, signaling over https and wss.

@@ -71,7 +71,7 @@ def rss_breakdown_mib(pid: int) -> dict:
     return {k: round(_status_kib(pid, k) / 1024, 1) for k in ("RssAnon", "RssFile", "RssShmem")}
 
 
-def smaps_breakdown_mib(pid: int, top: int = 8) -> dict:
+def smaps_breakdown_mib(pid: int, top: int = 16) -> dict:
     """Where one process's resident memory is, from /proc/PID/smaps: anonymous
     ([heap] and unnamed mappings: malloc arenas, encoder buffers), thread stacks,
     System V shared memory (castd's XShm ring), and file mappings grouped by

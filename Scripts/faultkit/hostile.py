@@ -127,7 +127,7 @@ async def tls_refused(w: World) -> Result:
         env = castd_env(w.stack, d / "state", CASTD_API_URL=p.url, CASTD_SUPABASE_URL=p.url)
         rc, out, err = await run_castd(env, "pair", "--pin", "482913")
         (d / "refused.log").write_text(out + err)
-        refused = (rc == 1 and "TLS certificate not accepted (self-signed certificate)" in err
+        refused = (rc == 1 and "certificate of 127.0.0.1 was not accepted: self-signed certificate" in err
                    and p.upstream_connections == 0 and p.bytes_up == 0 and "WARNING" not in err)
         figs["refused"] = {"exit": rc, "said": err.strip()[-200:], "handshakes_failed": p.handshakes_failed,
                            "bytes_to_gateway": p.bytes_up}

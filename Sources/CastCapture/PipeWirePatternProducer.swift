@@ -2,7 +2,7 @@ import CastCore
 import CastMedia
 import CPipeWire
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// A PipeWire Video/Source node that sends castd's PipeWire test picture,
@@ -58,7 +58,6 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
     private let changed = DispatchSemaphore(value: 0)
     private let running = Atomic<Bool>(true)
     private let paused = Atomic<Bool>(false)
-    private var ticker: Thread? = nil
     private let tickerDone = DispatchSemaphore(value: 0)
 
     public init(remote: PipeWireRemote = .daemon, options: Options) throws {
@@ -72,10 +71,7 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
             self?.changed.signal()
         }
         try connection.withLock { try connect() }
-        let t = Thread { [self] in tick() }
-        t.name = "castd-pattern-pw"
-        ticker = t
-        t.start()
+        SystemThread.start(name: "castd-pattern-pw") { [self] in tick() }
     }
 
     private static func render(_ size: FrameSize, _ format: PixelFormat) -> [UInt8] {
@@ -178,12 +174,12 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
     }
 
     private func tick() {
-        let interval = 1.0 / Double(max(1, options.fps))
+        let interval = Duration.seconds(1) / max(1, options.fps)
         while running.load(ordering: .relaxed) {
             if !paused.load(ordering: .relaxed) {
                 connection.withLock { if let stream { _ = pw_stream_trigger_process(stream) } }
             }
-            Thread.sleep(forTimeInterval: interval)
+            SystemThread.sleep(interval)
         }
         tickerDone.signal()
     }

@@ -1,5 +1,5 @@
 import CastCore
-import Foundation
+import FoundationEssentials
 
 /// The ScreenCast portal's single-use restore token on disk, next to castd's
 /// credentials (`$XDG_STATE_HOME/castd/screencast-restore-token`): directory
@@ -13,7 +13,7 @@ public struct RestoreTokenStore: Sendable {
 
     public func load() throws -> String? {
         guard let bytes = try PrivateFile.read(file, limit: 4096) else { return nil }
-        let token = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let token = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
         return token.isEmpty ? nil : token
     }
 

@@ -1,6 +1,6 @@
 import CastCore
 import CastSystemd
-import Foundation
+import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,8 @@
 import CastEncode
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Every test and debugging hook castd reads from its environment, in one place.
 /// None is an option, none is in `--help`, and no cast needs one: they exist so that
@@ -40,9 +43,32 @@ public enum TestHooks {
     }
 
     /// The dump file (created empty), or nil when the variable is unset or the file cannot be made.
-    static func h264Dump(_ environment: [String: String]) -> FileHandle? {
+    static func h264Dump(_ environment: [String: String]) -> DumpFile? {
         guard let path = environment[h264DumpVariable], !path.isEmpty else { return nil }
-        FileManager.default.createFile(atPath: path, contents: nil)
-        return FileHandle(forWritingAtPath: path)
+        return DumpFile(path: path)
+    }
+}
+
+/// An append-only file of raw bytes for the H.264 dump hook (what FileHandle
+/// did before castd stopped linking Foundation; issue 19). Writes are
+/// best-effort: a full disk must not stop a cast.
+final class DumpFile: Sendable {
+    private let fd: Int32
+
+    init?(path: String) {
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return nil }
+    }
+
+    deinit { close(fd) }
+
+    func write(_ bytes: [UInt8]) {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes[off...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            off += n
+        }
     }
 }

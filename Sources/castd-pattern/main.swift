@@ -6,7 +6,21 @@
 import CastCapture
 import CastCore
 import CastMedia
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One unbuffered write(2) of `line` and a newline: callers wait for these lines on a pipe.
+func say(_ fd: Int32, _ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    var off = 0
+    while off < bytes.count {
+        let n = bytes[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { return }
+        off += n
+    }
+}
 
 var display: String? = nil
 var fps = 30.0
@@ -25,12 +39,12 @@ while let a = args.next() {
     case "--pipewire":
         let parts = (args.next() ?? "").split(separator: "x").compactMap { Int($0) }
         guard parts.count == 2, parts[0] > 0, parts[1] > 0 else {
-            FileHandle.standardError.write("castd-pattern: --pipewire takes WIDTHxHEIGHT\n".data(using: .utf8)!)
+            say(2, "castd-pattern: --pipewire takes WIDTHxHEIGHT")
             exit(2)
         }
         pipewire = FrameSize(width: parts[0], height: parts[1])
     default:
-        FileHandle.standardError.write("castd-pattern: unknown option \(a)\n".data(using: .utf8)!)
+        say(2, "castd-pattern: unknown option \(a)")
         exit(2)
     }
 }
@@ -39,16 +53,16 @@ if let size = pipewire {
         let producer = try PipeWirePatternProducer(options: .init(size: size, fps: Int(fps), cursor: cursor))
         let node = try producer.nodeId()
         // Written unbuffered: the caller waits for this line on a pipe.
-        FileHandle.standardOutput.write("castd-pattern: pipewire node \(node) \(size)\n".data(using: .utf8)!)
+        say(1, "castd-pattern: pipewire node \(node) \(size)")
         if !animate {
-            while producer.framesSent < 3 { Thread.sleep(forTimeInterval: 0.01) }
+            while producer.framesSent < 3 { SystemThread.sleep(.milliseconds(10)) }
             producer.pause(true)
         }
-        Thread.sleep(forTimeInterval: seconds ?? 1e9)
+        SystemThread.sleep(.seconds(seconds ?? 1e9))
         producer.stop()
         exit(0)
     } catch {
-        FileHandle.standardError.write("castd-pattern: \(error)\n".data(using: .utf8)!)
+        say(2, "castd-pattern: \(error)")
         exit(1)
     }
 }
@@ -57,7 +71,7 @@ do {
     TestPattern.drawBars(painter)
     painter.sync()
     // Written unbuffered: the caller waits for this line on a pipe.
-    FileHandle.standardOutput.write("castd-pattern: drawing on \(painter.width)x\(painter.height)\n".data(using: .utf8)!)
+    say(1, "castd-pattern: drawing on \(painter.width)x\(painter.height)")
     let clock = SystemMonotonicClock()
     let start = clock.now()
     var n = 0
@@ -66,9 +80,9 @@ do {
         n += 1
         let next = start + .nanoseconds(Int64(Double(n) * 1e9 / fps))
         let wait = next - clock.now()
-        if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
+        if wait > .zero { SystemThread.sleep(wait) }
     }
 } catch {
-    FileHandle.standardError.write("castd-pattern: \(error)\n".data(using: .utf8)!)
+    say(2, "castd-pattern: \(error)")
     exit(1)
 }

@@ -39,7 +39,7 @@ struct Party {
     init(_ config: SignalingConfig, dir: String? = nil, clockSkew: Int64 = 0) {
         self.config = config
         let ip = "10.\(UInt8.random(in: 0...255)).\(UInt8.random(in: 0...255)).\(UInt8.random(in: 1...254))"
-        transport = ForwardedForTransport(inner: URLSessionTransport(), ip: ip)
+        transport = ForwardedForTransport(inner: SocketHTTPTransport(trust: .system), ip: ip)
         let e = Endpoints(config: config)
         self.dir = dir ?? NSTemporaryDirectory() + "castd-it-\(UInt32.random(in: 0...UInt32.max))"
         identity = SenderIdentity(store: CredentialStore(directory: self.dir), auth: AuthClient(endpoints: e, transport: transport),

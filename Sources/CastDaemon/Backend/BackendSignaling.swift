@@ -1,6 +1,6 @@
 import CastCore
 import CastSignaling
-import Foundation
+import FoundationEssentials
 
 /// The session's signaling through the real backend: Supabase Realtime +
 /// REST (subscribe, then backfill, de-duplicated by `SignalingSubscription`),

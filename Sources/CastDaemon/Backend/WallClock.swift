@@ -1,6 +1,6 @@
 import CastCore
 import CastSignaling
-import Foundation
+import FoundationEssentials
 
 /// Turns the backend's wall-clock times (ISO 8601, e.g. `senderAuthExpiresAt`)
 /// into the monotonic `Instant`s the session logic runs on. The only place

@@ -1,7 +1,7 @@
 import CastCore
 import CastOpenSSL
 import CastSignaling
-import Foundation
+import FoundationEssentials
 
 /// What every backend-talking command needs: configuration, the shared
 /// identity, HTTP clients. Built once per process from flags and environment.
@@ -27,21 +27,16 @@ struct Backend {
         case .failure(let missing):
             throw CastError(.usage, "\(missing.name) is not set; set it (or the matching flag). `Scripts/devstack up` prints the values for the local stack.")
         }
-        // Normally URLSession and the system CA store; with the development flag, castd's own
-        // HTTP/1.1 client over its TLS engine, which can take the extra anchor (DevTrustAnchor).
-        let transport: HTTPTransport
-        let connector: WebSocketClient.Connector
+        // castd's own HTTP/1.1 client over its TLS engine, trusting the system CA store and,
+        // with the development flag, the extra anchor (DevTrustAnchor).
         var trust = SSLEngine.Trust.system
         if let dev = try DevTrustAnchor.resolve(common, environment: environment) {
             var err = StandardStream.err
             err.writeLine(dev.warning)
-            transport = SocketHTTPTransport(trust: dev.trust)
-            connector = WebSocketClient.connector(trust: dev.trust)
             trust = dev.trust
-        } else {
-            transport = URLSessionTransport()
-            connector = WebSocketClient.defaultConnector
         }
+        let transport: HTTPTransport = SocketHTTPTransport(trust: trust)
+        let connector = WebSocketClient.connector(trust: trust)
         let endpoints = Endpoints(config: config)
         let store = CredentialStore(directory: try CredentialStore.defaultDirectory(environment: environment))
         let identity = SenderIdentity(store: store, auth: AuthClient(endpoints: endpoints, transport: transport),
@@ -63,8 +58,7 @@ struct Reporter {
             var o = fields
             o["event"] = event
             o["message"] = sentence
-            if let d = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys]),
-               let s = String(data: d, encoding: .utf8) { out.writeLine(s) }
+            if let s = JSONLine.encode(o) { out.writeLine(s) }
         } else {
             out.writeLine(sentence)
         }

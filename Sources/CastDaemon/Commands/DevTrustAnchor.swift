@@ -1,7 +1,7 @@
 import CastCore
 import CastOpenSSL
 import CastSignaling
-import Foundation
+import FoundationEssentials
 
 /// The development flag `--dev-trust-certificate PEM` (or `CASTD_DEV_TRUST_CERTIFICATE`):
 /// castd trusts the certificate(s) in that file for HTTPS, WSS and TLS to TURN servers
@@ -18,7 +18,7 @@ struct DevTrustAnchor: Equatable {
     /// The certificates castd trusts with it: the system store plus this file.
     var trust: SSLEngine.Trust { .systemAnd(pem) }
 
-    var certificateCount: Int { pem.components(separatedBy: "-----BEGIN CERTIFICATE-----").count - 1 }
+    var certificateCount: Int { pem.ranges(of: "-----BEGIN CERTIFICATE-----").count }
 
     var warning: String {
         "castd: WARNING: development mode: trusting \(certificateCount == 1 ? "the certificate" : "\(certificateCount) certificates") "

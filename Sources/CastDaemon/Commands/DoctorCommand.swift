@@ -2,8 +2,9 @@ import CastCapture
 import CastCore
 import CastEncode
 import CastMedia
+import CastSignaling
 import CastWebRTC
-import Foundation
+import FoundationEssentials
 
 /// `castd doctor`: what this machine can capture and encode, and why not
 /// (issue 5): the display server, each capture backend and encoder with a
@@ -26,16 +27,15 @@ enum DoctorCommand {
             var obj: [String: Any] = [
                 "captureBackends": report.captureBackends.map(comp), "encoders": report.encoders.map(comp),
                 "caps": ["maxWidth": report.caps.maxWidth, "maxHeight": report.caps.maxHeight, "maxFrameRate": report.caps.maxFrameRate],
-                "willUse": ["capture": report.captureBackend.map { $0.name as Any } ?? NSNull(), "encoder": report.encoder.map { $0.name as Any } ?? NSNull()],
+                "willUse": ["capture": report.captureBackend.map { $0.name as Any } ?? JSONValue.null, "encoder": report.encoder.map { $0.name as Any } ?? JSONValue.null],
                 "libraries": libraries, "version": CastdVersion.string,
                 "audio": ["available": audio.available, "detail": audioLine],
             ]
             obj["videoCodecs"] = EncoderDoctor.codecs(report.encoders).map { c -> [String: Any] in
-                ["codec": c.codec.rawValue, "encoder": c.encoder.map { $0 as Any } ?? NSNull()]
+                ["codec": c.codec.rawValue, "encoder": c.encoder.map { $0 as Any } ?? JSONValue.null]
             }
             if let s = report.screenSize { obj["screen"] = ["width": s.width, "height": s.height] }
-            if let d = try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]),
-               let s = String(data: d, encoding: .utf8) { print(s, to: &out) }
+            if let s = JSONLine.encode(obj) { print(s, to: &out) }
         } else {
             print("castd \(CastdVersion.string) doctor", to: &out)
             for line in report.lines { print("  " + line, to: &out) }

@@ -1,6 +1,6 @@
 import CastCore
 import CastSignaling
-import Foundation
+import FoundationEssentials
 
 /// `castd pair`: sign in (once per user), pair by PIN or QR URL, print the
 /// session id, then wait for the receiver's Approve or Deny (spec §3–§5).

@@ -5,7 +5,11 @@ import CastRTP
 import CastSignaling
 import CastSystemd
 import CastWebRTC
-import Foundation
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `castd --session <id>`: the daemon. Loads the identity, subscribes and
 /// backfills, fetches ice-config once, then lets the `SessionController` run
@@ -274,7 +278,7 @@ private func startAudio(_ mode: SessionOptions.Audio, log: LogSink, clock: Syste
 
 /// A reference set after the closures that read it were made (the audio thread starts before the peer port exists).
 final class LateBinding<T: AnyObject & Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var stored: T?
     var value: T? {
         get { lock.withLock { stored } }

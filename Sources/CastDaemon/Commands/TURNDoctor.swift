@@ -2,7 +2,8 @@ import CastCore
 import CastOpenSSL
 import CastSignaling
 import CastWebRTC
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -61,8 +62,7 @@ enum TURNDoctor {
         if o.common.json {
             let obj: [String: Any] = ["source": source, "skipped": skipped, "working": working,
                                       "turn": lines.map(json)]
-            if let d = try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]),
-               let s = String(data: d, encoding: .utf8) { out.writeLine(s) }
+            if let s = JSONLine.encode(obj) { out.writeLine(s) }
         } else {
             out.writeLine("castd \(CastdVersion.string) doctor --turn: \(servers.count) TURN server address\(servers.count == 1 ? "" : "es") from \(source)")
             for s in skipped { out.writeLine("  skipped: \(s)") }
@@ -147,21 +147,21 @@ enum TURNDoctor {
 
 /// The probe's outcomes, handed from the driver's thread to the waiting one exactly once.
 private final class ResultBox: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var taken = false
     private var stored: [Int: TURNProbe.Outcome] = [:]
 
     /// Stores the outcomes the first time; true then.
     func take(_ o: [Int: TURNProbe.Outcome]) -> Bool {
-        lock.lock(); defer { lock.unlock() }
-        guard !taken else { return false }
-        taken = true
-        stored = o
-        return true
+        lock.withLock {
+            guard !taken else { return false }
+            taken = true
+            stored = o
+            return true
+        }
     }
 
     var outcomes: [Int: TURNProbe.Outcome] {
-        lock.lock(); defer { lock.unlock() }
-        return stored
+        lock.withLock { stored }
     }
 }

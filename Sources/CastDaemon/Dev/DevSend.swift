@@ -2,7 +2,7 @@ import CastCore
 import CastOpenSSL
 import CastSignaling
 import CastWebRTC
-import Foundation
+import FoundationEssentials
 
 /// `castd dev-send`: castd's WebRTC send path without the backend. It prints
 /// its offer, candidates and state as JSON lines on stdout and reads the
@@ -64,8 +64,7 @@ public enum DevSend {
     }
 
     static func emit(_ object: [String: Any]) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]),
-              let line = String(data: data, encoding: .utf8) else { return }
+        guard let line = JSONLine.encode(object) else { return }
         var out = StandardStream.out
         print(line, to: &out)
     }
@@ -176,18 +175,17 @@ public enum DevSend {
         }
         let input = Task.detached {
             while let line = readLine(strippingNewline: true) {
-                guard let d = line.data(using: .utf8),
-                      let obj = try? JSONSerialization.jsonObject(with: d) as? [String: Any],
-                      let type = obj["type"] as? String else {
+                guard let obj = try? JSONCoding.decode(JSONValue.self, from: Array(line.utf8)),
+                      let type = obj["type"]?.stringValue else {
                     emit(["type": "error", "message": "stdin: not a JSON object with a type"])
                     continue
                 }
                 switch type {
                 case "answer":
-                    do { try await runner.applyAnswer(obj["sdp"] as? String ?? "") }
+                    do { try await runner.applyAnswer(obj["sdp"]?.stringValue ?? "") }
                     catch { emit(["type": "failure", "message": "answer: \(error)"]); flags.failed = "\(error)"; flags.stop = true }
                 case "candidate":
-                    do { try await runner.addRemoteCandidate(obj["candidate"] as? String ?? "") }
+                    do { try await runner.addRemoteCandidate(obj["candidate"]?.stringValue ?? "") }
                     catch { emit(["type": "error", "message": "candidate: \(error)"]) }
                 case "endOfCandidates": runner.remoteEndOfCandidates()
                 case "stop": flags.stop = true

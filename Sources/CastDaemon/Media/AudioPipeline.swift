@@ -2,7 +2,8 @@ import CastCapture
 import CastCore
 import CastEncode
 import CastRTP
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 /// Desktop audio for a cast (issue 18): one thread for the run. At `start` it
@@ -81,12 +82,10 @@ final class AudioPipeline: @unchecked Sendable {
         guard !running.exchange(true, ordering: .relaxed) else { return }
         let done = DispatchSemaphore(value: 0)
         state.withLock { $0.done = done }
-        let t = Thread { [self] in
+        SystemThread.start(name: "castd-audio") { [self] in
             run()
             done.signal()
         }
-        t.name = "castd-audio"
-        t.start()
     }
 
     /// Captures while `on` (any thread): true once an answer accepted the audio, false

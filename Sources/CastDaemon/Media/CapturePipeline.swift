@@ -3,7 +3,8 @@ import CastCore
 import CastEncode
 import CastMedia
 import CastSignaling
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 /// Screen → H.264 for a cast (issue 5 through issue 6): a capture thread that
@@ -63,7 +64,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private let wantedFrameRate = Atomic<Int>(0)
     /// The negotiated codec (`setCodec`); the encode thread follows it at its next frame.
     private let wantedCodec = Atomic<UInt8>(0)
-    private let lock = NSLock()
+    private let lock = Lock()
     private var sink: (@Sendable ([UInt8], Instant) -> Void)? = nil   // guarded by `lock`
     private var needsUser: (@Sendable (String) -> Void)? = nil          // guarded by `lock`
     private var backlog: (@Sendable () -> Duration)? = nil              // guarded by `lock`
@@ -123,12 +124,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         let caps = Self.caps(for: prefs)
         let done = DispatchSemaphore(value: 0)
         finished = done
-        let t = Thread { [self] in
+        SystemThread.start(name: "castd-capture") { [self] in
             captureLoop(caps: caps)
             done.signal()
         }
-        t.name = "castd-capture"
-        t.start()
     }
 
     public func stop() async {
@@ -242,12 +241,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         let encoderDone = DispatchSemaphore(value: 0)
         let generation = Flag(true)
         let ring = source.ring, captured = source.size
-        let encoder = Thread { [self] in
+        SystemThread.start(name: "castd-encode") { [self] in
             encodeLoop(ring: ring, captured: captured, caps: caps, published: published, alive: generation)
             encoderDone.signal()
         }
-        encoder.name = "castd-encode"
-        encoder.start()
 
         var end = GenerationEnd.stopped
         // A refresh a little under every second: with scheduling delays, a still
@@ -325,7 +322,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             let until = min(deadline, clock.now() + .milliseconds(50))
             if scheduler.pending {
                 let left = until - clock.now()
-                if left > .zero { Thread.sleep(forTimeInterval: left.seconds) }
+                if left > .zero { SystemThread.sleep(left) }
             } else if source.waitForChange(until: until) {
                 scheduler.handle(.changed, now: clock.now())
             }
@@ -346,13 +343,13 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     /// the thread hangs and ignores the stop.
     private func simulateStall(_ fault: MediaFault) {
         log.write(LogLine(.warning, "test_fault", [("fault", fault.rawValue)]))
-        if fault == .stuck { while true { Thread.sleep(forTimeInterval: 1) } }
-        while running.load(ordering: .relaxed) { Thread.sleep(forTimeInterval: 0.05) }
+        if fault == .stuck { while true { SystemThread.sleep(.seconds(1)) } }
+        while running.load(ordering: .relaxed) { SystemThread.sleep(.milliseconds(50)) }
     }
 
     private func sleepWhileRunning(_ d: Duration) {
         let end = clock.now() + d
-        while running.load(ordering: .relaxed), clock.now() < end { Thread.sleep(forTimeInterval: 0.05) }
+        while running.load(ordering: .relaxed), clock.now() < end { SystemThread.sleep(.milliseconds(50)) }
     }
 
     // MARK: - Encode thread

@@ -1,6 +1,7 @@
 import CastCore
 import CastWebRTC
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -71,12 +72,10 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     /// Starts the thread.
     public func start() {
         started = true
-        let t = Thread { [self] in
+        SystemThread.start(name: "castd-peer") { [self] in
             loop()
             finished.signal()
         }
-        t.name = "castd-peer"
-        t.start()
     }
 
     /// Stops the loop after the work queued so far, and waits for the thread.

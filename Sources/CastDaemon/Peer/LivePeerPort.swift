@@ -3,7 +3,7 @@ import CastOpenSSL
 import CastRTP
 import CastSignaling
 import CastWebRTC
-import Foundation
+import FoundationEssentials
 
 /// The `PeerPort` of a real cast: one `PeerRunner` per negotiation (spec §6:
 /// a fresh peer for every offer). It also lets the media pipeline send access
@@ -13,7 +13,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     private let certificate: Certificate
     private let clock: MonotonicClock
     private let log: LogSink
-    private let lock = NSLock()
+    private let lock = Lock()
     private var current: (nid: String, runner: PeerRunner)? = nil   // guarded by `lock`
     private var ignoredCandidates = 0                                // guarded by `lock`
     private let onKeyframeRequest: @Sendable () -> Void
@@ -58,7 +58,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
 
     /// Sends an encoded access unit to the current peer (dropped when there is none).
     public func send(accessUnit: [UInt8], captureTime: Instant) {
-        if let dump = dumpHandle { dump.write(Data(accessUnit)) }
+        if let dump = dumpHandle { dump.write(accessUnit) }
         guard let r = currentRunner(), !r.send(accessUnit: accessUnit, captureTime: captureTime) else { return }
         // Refused: the peer's thread is behind. Later frames refer to this one, so the
         // stream must restart from a keyframe.
@@ -81,7 +81,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     public func mediaBacklog() -> Duration { currentRunner()?.mediaBacklog ?? .zero }
 
     /// Test/debug only: `TestHooks.h264DumpVariable`.
-    private let dumpHandle: FileHandle? = TestHooks.h264Dump(ProcessInfo.processInfo.environment)
+    private let dumpHandle: DumpFile? = TestHooks.h264Dump(ProcessInfo.processInfo.environment)
 
     public func statistics() async -> PeerSession.Statistics? {
         await currentRunner()?.statistics()

@@ -2,7 +2,7 @@ import CastCore
 import CastOpenSSL
 import CastRTP
 import CastWebRTC
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 #if canImport(Glibc)

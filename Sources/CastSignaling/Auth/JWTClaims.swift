@@ -1,5 +1,5 @@
 import CastCore
-import Foundation
+import FoundationEssentials
 
 /// The claims castd reads from an access token: `exp` (when to refresh) and
 /// `sub` (the user id). The signature is never verified: a client only

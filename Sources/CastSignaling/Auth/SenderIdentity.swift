@@ -1,5 +1,5 @@
 import CastCore
-import Foundation
+import FoundationEssentials
 
 /// castd's one anonymous identity per user account (contract-addendum
 /// "Sender identity on Linux"), shared by every castd process through the

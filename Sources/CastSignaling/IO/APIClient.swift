@@ -1,5 +1,5 @@
 import CastCore
-import Foundation
+import FoundationEssentials
 
 /// The iPadCast endpoints `/api/public/*` (spec §4, §5, §8, §9 and the
 /// receiver endpoints of contract-addendum for tests). Every call carries

@@ -1,5 +1,5 @@
 import CastCore
-import Foundation
+import FoundationEssentials
 
 /// GoTrue over HTTP (supabase-wire.md §A): anonymous sign-up and refresh,
 /// with the official retry of 5xx and network errors.

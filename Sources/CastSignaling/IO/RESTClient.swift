@@ -1,5 +1,5 @@
 import CastCore
-import Foundation
+import FoundationEssentials
 
 /// PostgREST on `signaling_messages` and `casting_sessions` (spec §5, §6;
 /// supabase-wire.md §B). Errors are read from the body's SQLSTATE.

@@ -1,17 +1,16 @@
 import CastCore
 import CastOpenSSL
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// HTTP/1.1 over castd's own `TCPStream`/`TLSStream` (CastOpenSSL), one
-/// connection per request (`Connection: close`). castd uses it instead of
-/// URLSession only when a development trust anchor is in effect: Linux
-/// URLSession (libcurl) verifies against its built-in CA bundle and offers no
-/// way to add an anchor (swift-corelibs-foundation reads
-/// `URLSessionCertificateAuthorityInfoFile` on Android only). Verification is
-/// the same as for `wss://`: chain to `trust`, host name or IP, TLS ≥ 1.2.
+/// connection per request (`Connection: close`): castd's only HTTP client
+/// (`trust: .system` normally, `.systemAnd(anchor)` with a development trust
+/// anchor). Verification is the same as for `wss://`: chain to `trust`, host
+/// name or IP, TLS ≥ 1.2. It replaced URLSession (issue 19), which linked
+/// FoundationNetworking and libcurl and could not take an extra anchor.
 public final class SocketHTTPTransport: HTTPTransport, Sendable {
     public let trust: SSLEngine.Trust
     private let maxBody: Int
@@ -25,14 +24,12 @@ public final class SocketHTTPTransport: HTTPTransport, Sendable {
         let trust = self.trust, maxBody = self.maxBody
         // Blocking socket IO on its own thread, never on the cooperative pool.
         return try await withCheckedThrowingContinuation { cont in
-            let t = Thread {
+            SystemThread.start(name: "castd-http") {
                 cont.resume(with: Result {
                     try Self.exchange(method: method, url: url, headers: headers, body: body, timeout: timeout,
                                       trust: trust, maxBody: maxBody)
                 })
             }
-            t.name = "castd-http"
-            t.start()
         }
     }
 

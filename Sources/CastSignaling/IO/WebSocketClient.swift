@@ -1,6 +1,6 @@
 import CastCore
 import CastOpenSSL
-import Foundation
+import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -36,7 +36,7 @@ public final class WebSocketClient: Sendable {
         /// whose host getter pages in ICU's IDNA data (issue 7: castd's memory).
         public init(url: String) throws {
             let bad = CastError(.usage, "Not a WebSocket URL: \(url.prefix(80))")
-            guard url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }), let sep = url.range(of: "://") else { throw bad }
+            guard url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }), let sep = url.firstRange(of: "://") else { throw bad }
             let scheme = url[..<sep.lowerBound].lowercased()
             switch scheme {
             case "ws", "http": secure = false
@@ -117,11 +117,9 @@ public final class WebSocketClient: Sendable {
         }
         wakeFDs = (p[0], p[1])
         let box = UncheckedBox(self)
-        let thread = Thread {
+        SystemThread.start(name: "castd-websocket") {
             box.value.run(target: target, limits: limits, connectTimeout: connectTimeout, connector: connector)
         }
-        thread.name = "castd-websocket"
-        thread.start()
     }
 
     deinit { Glibc.close(wakeFDs.0); Glibc.close(wakeFDs.1) }

@@ -1,4 +1,5 @@
-import Foundation
+import CastCore
+import FoundationEssentials
 
 /// The device name castd sends by default: the machine's pretty hostname
 /// (`PRETTY_HOSTNAME` of /etc/machine-info, as hostnamectl sets it), else the hostname.
@@ -7,9 +8,9 @@ public enum DeviceName {
                                  hostname: String = ProcessInfo.processInfo.hostName) -> String {
         if let text = machineInfo {
             for line in text.split(separator: "\n") where line.hasPrefix("PRETTY_HOSTNAME=") {
-                var v = String(line.dropFirst("PRETTY_HOSTNAME=".count)).trimmingCharacters(in: .whitespaces)
+                var v = String(line.dropFirst("PRETTY_HOSTNAME=".count)).trimmingWhitespace()
                 if v.count >= 2, let f = v.first, f == "\"" || f == "'", v.last == f { v = String(v.dropFirst().dropLast()) }
-                v = v.replacingOccurrences(of: "\\\"", with: "\"")
+                v = v.replacing("\\\"", with: "\"")
                 if !v.isEmpty { return v }
             }
         }

@@ -1,5 +1,5 @@
 import CastCore
-import Foundation
+import FoundationEssentials
 
 /// The pairing URL a receiver's QR code encodes (spec §3):
 /// `https://<host>/pair?t=<token>&s=<sessionId>`.
@@ -22,7 +22,7 @@ public struct PairingURL: Sendable, Equatable, CustomStringConvertible {
     /// whitespace is ignored. `https` is required, except that `http` is
     /// accepted for a loopback host so that the local stack can be used.
     public init(parsing text: String) throws {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmingWhitespace()
         guard !trimmed.isEmpty, let c = URLComponents(string: trimmed),
               let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty
         else {

@@ -1,6 +1,6 @@
 import CastCore
 import CastOpenSSL
-import Foundation
+import FoundationEssentials
 
 /// The IO shell around `RealtimeClient` and `SignalingMerger` for one
 /// session (spec §5): subscribes to the session row and its signaling rows,
@@ -62,8 +62,21 @@ public final class SignalingSubscription: Sendable {
         var base = config.supabaseURL
         if base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("https://") { base = "wss://" + base.dropFirst(8) } else if base.hasPrefix("http://") { base = "ws://" + base.dropFirst(7) }
-        let key = config.supabaseKey.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? config.supabaseKey
-        return "\(base)/realtime/v1/websocket?apikey=\(key)&vsn=\(vsn.rawValue)"
+        return "\(base)/realtime/v1/websocket?apikey=\(percentEncoded(config.supabaseKey))&vsn=\(vsn.rawValue)"
+    }
+
+    /// Every byte but ASCII letters and digits as %XX (RFC 3986 §2.1), so the key
+    /// cannot end the query parameter early.
+    static func percentEncoded(_ s: String) -> String {
+        var out = ""
+        for b in s.utf8 {
+            if (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) {
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            } else {
+                out += "%" + String(b >> 4, radix: 16, uppercase: true) + String(b & 0xf, radix: 16, uppercase: true)
+            }
+        }
+        return out
     }
 
     /// Runs until `stop()` or a fatal error; call once.

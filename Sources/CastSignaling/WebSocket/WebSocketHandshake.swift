@@ -1,6 +1,6 @@
 import CastCore
 import CastOpenSSL
-import Foundation
+import FoundationEssentials
 
 /// The opening handshake of a WebSocket client (RFC 6455 §4.1, §4.2.2).
 public struct WebSocketHandshake: Sendable {
@@ -61,7 +61,7 @@ public struct WebSocketHandshake: Sendable {
         guard let text = String(validating: head, as: UTF8.self) else {
             throw CastError(.websocketHandshake, "The server's answer to the WebSocket upgrade is not text.")
         }
-        let lines = text.components(separatedBy: "\r\n")
+        let lines = text.split(separator: "\r\n" as Character, omittingEmptySubsequences: false)
         let status = lines[0].split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
         guard status.count >= 2, status[0].hasPrefix("HTTP/1."), let code = Int(status[1]), status[1].count == 3 else {
             throw CastError(.websocketHandshake, "The server's answer to the WebSocket upgrade is not HTTP/1.1.")
@@ -75,7 +75,7 @@ public struct WebSocketHandshake: Sendable {
                 throw CastError(.websocketHandshake, "Malformed header line in the WebSocket upgrade answer.")
             }
             let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmingWhitespace()
             headers[name, default: []].append(value)
         }
         // §4.1, client requirements 2–6.
@@ -83,7 +83,7 @@ public struct WebSocketHandshake: Sendable {
             throw CastError(.websocketHandshake, "The WebSocket upgrade answer lacks `Upgrade: websocket`.")
         }
         let connectionTokens = (headers["connection"] ?? []).flatMap { $0.split(separator: ",") }
-            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            .map { $0.trimmingWhitespace().lowercased() }
         guard connectionTokens.contains("upgrade") else {
             throw CastError(.websocketHandshake, "The WebSocket upgrade answer lacks `Connection: Upgrade`.")
         }

@@ -28,7 +28,7 @@ public struct SessionPairRequest: Sendable, Equatable, Encodable {
 
     /// spec §4: at most 80 characters (the server's limit); longer names are cut.
     public static func clampDeviceName(_ s: String) -> String {
-        let t = s.trimmingCharacters(in: .whitespacesAndNewlines)
+        let t = s.trimmingWhitespace()
         return t.count <= 80 ? t : String(t.prefix(80))
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Any JSON value, for payloads whose shape is open (signaling payloads,
 /// Phoenix payloads, Realtime records). Integers are kept apart from

@@ -1,5 +1,5 @@
 import CastCore
-import Foundation
+import FoundationEssentials
 
 /// An error answer from the backend, with what a caller needs to act on it:
 /// the stable code, the HTTP status, the server's own code, and for 429 the
@@ -60,7 +60,7 @@ public enum ServerErrorMapping {
     /// `Retry-After` as delay-seconds (RFC 9110 §10.2.3); an HTTP-date is not
     /// produced by the backend and reads as nil.
     public static func retryAfter(_ value: String?) -> Int? {
-        guard let v = value?.trimmingCharacters(in: .whitespaces), let n = Int(v), n >= 0 else { return nil }
+        guard let v = value?.trimmingWhitespace(), let n = Int(v), n >= 0 else { return nil }
         return n
     }
 

@@ -1,5 +1,5 @@
 import CastCore
-import Foundation
+import FoundationEssentials
 
 /// Who a signaling row is from or for (contract-addendum "Signaling rows").
 public enum SignalingRole: String, Sendable, Codable, Equatable {
