@@ -25,7 +25,19 @@ public final class VP8Encoder: VideoEncoder {
         /// adapts the speed to the wall time a frame took, which on a shared machine
         /// follows other processes' load. On the busy 1080p screen the cost falls
         /// from −4 to about −10 and is flat beyond (README table).
-        public var speed: Int32 = -12
+        ///
+        /// −10 is the fastest speed at which libvpx's real-time mode tries a motion
+        /// search (NEWMV) on every macroblock: from −11 on it tries one in 4, from −12
+        /// one in 8 (vp8/encoder/onyx_if.c, `vp8_set_speed_features`:
+        /// `mode_check_freq_map_new1`, and the `Speed == 10` exception that maps −10 to
+        /// the every-block rate of −9), and the other blocks only reuse their
+        /// neighbours' vectors. On the busy field scrolled by two painter steps a
+        /// frame (18, 10), −12 missed the motion and spent 23.6 KB a frame at max q
+        /// (5.7 Mbit/s at 30 fps, luma PSNR 26.3 dB), −10 found it: 13.9 KB (3.3 Mbit/s,
+        /// 29.8 dB), about the same CPU (README "VP8 speed", `VP8SpeedBench`). A cast
+        /// skips frames and the frame rate falls under load, so motion a frame is
+        /// often two or three steps, not one.
+        public var speed: Int32 = -10
         /// `g_threads`. One: libvpx's VP8 row threads wait for each other by spinning
         /// (vp8/common/threading.h: `vp8_atomic_spin_wait`, no sleep on Linux), so on a
         /// busy 2-core machine two threads cost 4–9× the CPU of one and far more wall time.
