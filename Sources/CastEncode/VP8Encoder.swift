@@ -31,12 +31,14 @@ public final class VP8Encoder: VideoEncoder {
         /// one in 8 (vp8/encoder/onyx_if.c, `vp8_set_speed_features`:
         /// `mode_check_freq_map_new1`, and the `Speed == 10` exception that maps −10 to
         /// the every-block rate of −9), and the other blocks only reuse their
-        /// neighbours' vectors. On the busy field scrolled by two painter steps a
-        /// frame (18, 10), −12 missed the motion and spent 23.6 KB a frame at max q
-        /// (5.7 Mbit/s at 30 fps, luma PSNR 26.3 dB), −10 found it: 13.9 KB (3.3 Mbit/s,
-        /// 29.8 dB), about the same CPU (README "VP8 speed", `VP8SpeedBench`). A cast
-        /// skips frames and the frame rate falls under load, so motion a frame is
-        /// often two or three steps, not one.
+        /// neighbours' vectors. On the busy 1080p field scrolled by two painter steps a
+        /// frame (18, 10) at 4 Mbit/s, −12 missed the motion and spent 24.3 KB a frame
+        /// (5.8 Mbit/s at 30 fps, luma PSNR 27.0 dB), −10 found it: 13.8 KB (3.3 Mbit/s,
+        /// 30.6 dB), at about the same CPU (`VP8SpeedBench.motion`). A cast skips frames
+        /// and lowers its frame rate under load, so the motion a frame is often two or
+        /// three steps, not one. With −10, Firefox decoded 27.3–27.5 fps of that field
+        /// under the 4 Mbit/s cap on a quiet machine (README "VP8 speed"). −6 also finds
+        /// three steps (it predicts from the previous frame's vectors) for about 10 % more CPU.
         public var speed: Int32 = -10
         /// `g_threads`. One: libvpx's VP8 row threads wait for each other by spinning
         /// (vp8/common/threading.h: `vp8_atomic_spin_wait`, no sleep on Linux), so on a
