@@ -3,12 +3,12 @@ and where the machine's CPU goes meanwhile (issue 15: ≥ 29 fps with Firefox).
 
 One cast on the local stack: an Xvfb screen of 1920×1080 with the bench
 painter's busy field (random 8×8 blocks scrolled every frame, 30 draws a
-second), a browser on the receiver pages — Firefox ESR (answers VP8: it has no
+second; `--background text`: a page of text scrolling at 120 px/s instead), a browser on the receiver pages — Firefox ESR (answers VP8: it has no
 H.264 for WebRTC) or Chromium told to prefer VP8 (`?codec=vp8`; `--codec h264`
 for its default answer) — and `castd --session` casting to it. After the first
 frames and `--settle` seconds, over `--seconds`: the browser's decoded frame
-rate (getStats framesDecoded), castd's encoded and sent rates (its stats
-lines), and the CPU of each process tree (castd, the browser, the painter,
+rate (getStats framesDecoded), castd's encoded and sent rates and its video
+bitrate (its stats lines), and the CPU of each process tree (castd, the browser, the painter,
 Xvfb) with the machine's total, as % of one core. A measurement, not a test:
 run it on a quiet machine for a meaningful frame rate.
 
@@ -60,7 +60,7 @@ async def measure(args) -> dict:
         screen.painter.terminate()
         screen.painter.wait(5)
         screen.painter = subprocess.Popen(
-            [sys.executable, "-m", "benchkit.painter", "--display", screen.display, "--background", "busy",
+            [sys.executable, "-m", "benchkit.painter", "--display", screen.display, "--background", args.background,
              "--fps", str(args.painter_fps)],
             cwd=REPO / "Scripts", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         line = await asyncio.get_running_loop().run_in_executor(None, screen.painter.stdout.readline)
@@ -84,7 +84,7 @@ async def measure(args) -> dict:
                 decoded = s1["framesDecoded"] - s0["framesDecoded"]
                 cpu = {k: round((cpu1[k] - cpu0[k]) / span * 100, 1) for k in procs}
                 return {
-                    "browser": args.browser, "codec": s1.get("codec"), "size": [s1.get("frameWidth"), s1.get("frameHeight")],
+                    "browser": args.browser, "background": args.background, "codec": s1.get("codec"), "size": [s1.get("frameWidth"), s1.get("frameHeight")],
                     "seconds": round(span, 1),
                     "browser_decoded_fps": round(decoded / span, 1),
                     "browser_frames_dropped": s1.get("framesDropped", 0) - s0.get("framesDropped", 0),
@@ -92,6 +92,11 @@ async def measure(args) -> dict:
                     "castd_encoded_fps": round((c1["encoded"] - c0["encoded"]) / cspan, 1),
                     "castd_sent_fps": round((c1["frames_sent"] - c0["frames_sent"]) / cspan, 1),
                     "castd_fps_target": c1.get("fps_target"), "castd_encoder_kbps": c1.get("encoder_kbps"),
+                    "castd_sent_kbps": round((c1["kbytes_sent"] - c0["kbytes_sent"]) * 1024 * 8 / cspan / 1000),
+                    # Frames castd captured but did not encode: the encode thread still busy
+                    # (ring_skipped) or the pacer still holding earlier frames (congestion_skipped).
+                    "castd_skipped": {k: c1.get(k, 0) - c0.get(k, 0) for k in ("ring_skipped", "ring_dropped",
+                                                                              "congestion_skipped")},
                     "castd_stage_ms_p50_p95_max": {k: c1.get(k) for k in ("capture_ms", "convert_ms", "encode_ms",
                                                                           "capture_to_encoded_ms")},
                     "castd_cpu_ms_per_encoded_frame": round((cpu1["castd"] - cpu0["castd"]) * 1000
@@ -112,6 +117,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--settle", type=float, default=3.0, help="seconds after the first 10 frames before measuring")
     ap.add_argument("--painter-fps", type=int, default=30)
+    ap.add_argument("--background", choices=("busy", "text"), default="busy",
+                    help="busy: the bench's field of random 8x8 blocks scrolled by (9, 5) a draw; "
+                         "text: a page of text scrolling at 120 px/s (a realistic busy screen, a different content)")
     args = ap.parse_args()
     print(json.dumps(asyncio.run(measure(args)), indent=1))
     return 0

@@ -46,12 +46,12 @@ def x264(kbps: int, threads: int | None = None) -> str:
 
 def vp8(kbps: int) -> str:
     """vp8enc as castd sets up libvpx (VP8Encoder.Tuning's defaults): real time
-    (deadline 1 µs = VPX_DL_REALTIME), cpu-used -12, one thread, CBR at the cap,
+    (deadline 1 µs = VPX_DL_REALTIME), cpu-used -10, one thread, CBR at the cap,
     no lag, error resilient, q 2…63, no frame dropping, static threshold 1, key
     frames only on request. (vp8enc has no screen-content property: castd's
     mode 1 has no GStreamer counterpart; the bench's VP8SpeedBench shows the
     mode changes the cost by little.)"""
-    return (f"vp8enc deadline=1 cpu-used=-12 threads=1 end-usage=cbr target-bitrate={kbps * 1000} "
+    return (f"vp8enc deadline=1 cpu-used=-10 threads=1 end-usage=cbr target-bitrate={kbps * 1000} "
             "lag-in-frames=0 error-resilient=default min-quantizer=2 max-quantizer=63 dropframe-threshold=0 "
             "undershoot=100 overshoot=15 buffer-initial-size=500 buffer-optimal-size=600 buffer-size=1000 "
             "static-threshold=1 noise-sensitivity=0 max-intra-bitrate=300 keyframe-mode=disabled")

@@ -1,13 +1,16 @@
 """An X client that paints benchmark content on a screen's root window.
 
-    python -m benchkit.painter --display :50 --background static|busy [--timecode] [--fps 60]
+    python -m benchkit.painter --display :50 --background static|still|busy|text [--timecode] [--fps 60]
 
 static: colour bars over the top two thirds, dark grey below (castd's test
 picture). still: the busy field, not moving (ConvertEncodeBench's static
 content). busy: a field of random 8×8 blocks (xorshift32, seed 0x12345678,
 the same field as ConvertEncodeBench's busy source) scrolled by (9, 5) pixels
 every frame, copied from a server-side pixmap so that the painter itself
-costs little. --timecode draws the current CLOCK_MONOTONIC time every frame
+costs little. text: a page of black monospaced text on white (DejaVu Sans Mono
+22 px, random words, as qp_vs_fps.py draws it) scrolling up 120 pixels a second
+(4 a frame at 30 fps), seamlessly: a realistic busy screen, not the bench's
+noise-like field. --timecode draws the current CLOCK_MONOTONIC time every frame
 (see timecode.py). Prints "painter: drawing on WxH" once ready; stops on
 SIGTERM.
 """
@@ -22,6 +25,12 @@ import numpy as np
 from Xlib import X, display as xdisplay
 
 from benchkit import timecode
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"
+WORDS = ("the of and to in is for on with as by at from this that castd frame rate bitrate encoder "
+         "packet receiver sender screen cast link queue probe estimate").split()
+TEXT_LINE = 28        # 22 px glyphs and 6 px between lines
+TEXT_SPEED = 120      # pixels a second
 
 BARS = [0xBFBFBF, 0xBFBF00, 0x00BFBF, 0x00BF00, 0xBF00BF, 0xBF0000, 0x0000BF]
 MARGIN = 512
@@ -42,6 +51,23 @@ def busy_field(width: int, height: int) -> np.ndarray:
     return np.ascontiguousarray(grid.repeat(8, axis=0).repeat(8, axis=1)[:fh, :fw])
 
 
+def text_page(width: int, height: int) -> np.ndarray:
+    """A page of text at least `height` tall (whole lines), with its first `height` rows
+    repeated under it, so that scrolling it by (n × step) mod page height never jumps."""
+    import random
+
+    from PIL import Image, ImageDraw, ImageFont
+    page = -(-(height + TEXT_LINE) // TEXT_LINE) * TEXT_LINE
+    img = Image.new("RGB", (width, page), "white")
+    draw, font, rng = ImageDraw.Draw(img), ImageFont.truetype(FONT, 22), random.Random(7)
+    for i in range(page // TEXT_LINE):
+        line = f"{i:4d}  " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14)))
+        draw.text((40, i * TEXT_LINE + 3), line, fill="black", font=font)
+    rgb = np.asarray(img, dtype=np.uint32)
+    px = (rgb[:, :, 0] << 16) | (rgb[:, :, 1] << 8) | rgb[:, :, 2]
+    return np.ascontiguousarray(np.vstack([px, px[:height]]))
+
+
 class Painter:
     def __init__(self, name: str | None, background: str, with_timecode: bool):
         self.d = xdisplay.Display(name)
@@ -54,8 +80,13 @@ class Painter:
         self.black = self.root.create_gc(foreground=0x000000)
         self.white = self.root.create_gc(foreground=0xFFFFFF)
         self.field = None
+        self.page = 0
         if background in ("busy", "still"):
             self.field = self._upload(busy_field(self.width, self.height))
+        elif background == "text":
+            pixels = text_page(self.width, self.height)
+            self.page = pixels.shape[0] - self.height
+            self.field = self._upload(pixels)
         else:
             self._bars()
 
@@ -79,8 +110,11 @@ class Painter:
         self.root.fill_rectangle(self.gc, 0, top, self.width, self.height - top)
         self.d.sync()
 
-    def frame(self, n: int) -> None:
-        if self.field is not None and (n == 0 or self.background == "busy"):
+    def frame(self, n: int, fps: float = 30) -> None:
+        if self.background == "text":
+            dy = round(n * TEXT_SPEED / fps) % self.page
+            self.root.copy_area(self.gc, self.field, 0, dy, self.width, self.height, 0, 0)
+        elif self.field is not None and (n == 0 or self.background == "busy"):
             dx, dy = (n * 9) % MARGIN, (n * 5) % MARGIN
             self.root.copy_area(self.gc, self.field, dx, dy, self.width, self.height, 0, 0)
         if self.with_timecode:
@@ -95,7 +129,7 @@ class Painter:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--display")
-    ap.add_argument("--background", choices=["static", "still", "busy"], default="static")
+    ap.add_argument("--background", choices=["static", "still", "busy", "text"], default="static")
     ap.add_argument("--timecode", action="store_true")
     ap.add_argument("--fps", type=float, default=60)
     args = ap.parse_args()
@@ -104,7 +138,7 @@ def main() -> int:
     p = Painter(args.display, args.background, args.timecode)
     p.frame(0)
     print(f"painter: drawing on {p.width}x{p.height}", flush=True)
-    animate = args.timecode or args.background == "busy"
+    animate = args.timecode or args.background in ("busy", "text")
     start, n = time.monotonic(), 0
     while not stop:
         n += 1
@@ -115,7 +149,7 @@ def main() -> int:
         elif delay < -1:            # far behind (a stalled machine): skip ahead, don't burst
             start, n = time.monotonic(), 0
         if animate:
-            p.frame(n)
+            p.frame(n, args.fps)
     return 0
 
 

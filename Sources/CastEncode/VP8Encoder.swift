@@ -25,7 +25,21 @@ public final class VP8Encoder: VideoEncoder {
         /// adapts the speed to the wall time a frame took, which on a shared machine
         /// follows other processes' load. On the busy 1080p screen the cost falls
         /// from −4 to about −10 and is flat beyond (README table).
-        public var speed: Int32 = -12
+        ///
+        /// −10 is the fastest speed at which libvpx's real-time mode tries a motion
+        /// search (NEWMV) on every macroblock: from −11 on it tries one in 4, from −12
+        /// one in 8 (vp8/encoder/onyx_if.c, `vp8_set_speed_features`:
+        /// `mode_check_freq_map_new1`, and the `Speed == 10` exception that maps −10 to
+        /// the every-block rate of −9), and the other blocks only reuse their
+        /// neighbours' vectors. On the busy 1080p field scrolled by two painter steps a
+        /// frame (18, 10) at 4 Mbit/s, −12 missed the motion and spent 24.3 KB a frame
+        /// (5.8 Mbit/s at 30 fps, luma PSNR 27.0 dB), −10 found it: 13.8 KB (3.3 Mbit/s,
+        /// 30.6 dB), at about the same CPU (`VP8SpeedBench.motion`). A cast skips frames
+        /// and lowers its frame rate under load, so the motion a frame is often two or
+        /// three steps, not one. With −10, Firefox decoded 27.3–27.5 fps of that field
+        /// under the 4 Mbit/s cap on a quiet machine (README "VP8 speed"). −6 also finds
+        /// three steps (it predicts from the previous frame's vectors) for about 10 % more CPU.
+        public var speed: Int32 = -10
         /// `g_threads`. One: libvpx's VP8 row threads wait for each other by spinning
         /// (vp8/common/threading.h: `vp8_atomic_spin_wait`, no sleep on Linux), so on a
         /// busy 2-core machine two threads cost 4–9× the CPU of one and far more wall time.

@@ -16,9 +16,12 @@ struct ConvertEncodeBench {
     final class BusySource {
         let field: [UInt32]
         let fw: Int
-        init() {
-            fw = size.width + 512
-            let fh = size.height + 512
+        /// How far the field scrolls before it wraps (a whole-screen jump no encoder predicts).
+        let margin: Int
+        init(margin: Int = 512) {
+            self.margin = margin
+            fw = size.width + margin
+            let fh = size.height + margin
             var r: UInt32 = 0x1234_5678
             var f = [UInt32](repeating: 0, count: fw * fh)
             var blocks = [UInt32](repeating: 0, count: (fw / 8 + 1) * (fh / 8 + 1))
@@ -27,7 +30,7 @@ struct ConvertEncodeBench {
             field = f
         }
         func fill(_ dst: UnsafeMutableRawPointer, frame n: Int) {
-            let dx = (n * 9) % 512, dy = (n * 5) % 512
+            let dx = (n * 9) % margin, dy = (n * 5) % margin
             field.withUnsafeBytes { src in
                 for y in 0..<size.height {
                     memcpy(dst + y * size.width * 4, src.baseAddress! + ((y + dy) * fw + dx) * 4, size.width * 4)

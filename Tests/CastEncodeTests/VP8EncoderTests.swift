@@ -48,8 +48,8 @@ import CastMedia
     /// luma sample) scrolled diagonally, wrapping every 37 frames (a whole-screen jump), which
     /// VP8 cannot fit in 2.5 Mbit/s at 720p even at q 63, and libvpx drops no frame to make up
     /// for it (the frame rate is `RateLadder`'s to lower, from the encoder's measured output).
-    /// Measured here: 3.41 Mbit/s for 2.5 (1.37×), then 1.02 for 1. (With the old frame
-    /// dropping, 2.69 for 2.5, at a fraction of the frames.)
+    /// Measured here: 3.50 Mbit/s for 2.5 (1.40×), then 0.90 for 1 (3.41 and 1.02 at cpu-used
+    /// −12). (With the old frame dropping, 2.69 for 2.5, at a fraction of the frames.)
     @Test func bitrateStaysNearTheTargetOnBusyInputAndFollowsALiveChange() throws {
         let enc = try VP8Encoder(config: p720)
         let img = PlanarImage(format: .i420, size: p720.size)
@@ -147,6 +147,36 @@ import CastMedia
         #expect(fewer.count < 60, "the control: with a drop threshold libvpx does drop here")
     }
 
+    /// libvpx's real-time speeds beyond −10 try a motion search on only some macroblocks (one
+    /// in 4 at −11, one in 8 from −12: vp8/encoder/onyx_if.c, `mode_check_freq_map_new1`); the
+    /// rest reuse their neighbours' vectors, so a scroll of two painter steps a frame, (18, 10),
+    /// was missed and coded as new content. With the default speed (−10) it costs about what a
+    /// scroll of (9, 5) does. Measured (640×360 blocks, 1 Mbit/s, frames 10–29): about 1.2× at
+    /// −10; 2.1× at −12, the control.
+    @Test func aScrollOfTwoStepsAFrameIsFoundAsMotionNotCodedAsNewContent() throws {
+        let size = FrameSize(width: 640, height: 360)
+        let field = ScrollingBlocks(size: size, margin: 600)
+        func meanBytes(step: Int, tuning: VP8Encoder.Tuning) throws -> Double {
+            let enc = try VP8Encoder(config: EncoderConfig(size: size, frameRate: 30, bitrate: 1_000_000), tuning: tuning)
+            let img = PlanarImage(format: .i420, size: size)
+            var bytes: [Int] = []
+            for n in 0..<30 {
+                field.fill(img, offset: n * step)
+                let au = try #require(try enc.encode(img, pts: Instant(nanoseconds: Int64(n) * 33_333_333)))
+                bytes.append(au.bytes.count)
+            }
+            return Double(bytes[10...].reduce(0, +)) / 20
+        }
+        let chosen = VP8Encoder.Tuning()
+        let one = try meanBytes(step: 1, tuning: chosen), two = try meanBytes(step: 2, tuning: chosen)
+        print("VP8 640x360 scroll, cpu-used \(chosen.speed): (9, 5) \(Int(one)) bytes a frame, (18, 10) \(Int(two))")
+        #expect(two <= 1.5 * one, "(18, 10): \(Int(two)) bytes a frame against \(Int(one)) for (9, 5)")
+        var fast = VP8Encoder.Tuning()
+        fast.speed = -12
+        let fastOne = try meanBytes(step: 1, tuning: fast), fastTwo = try meanBytes(step: 2, tuning: fast)
+        #expect(fastTwo > 1.5 * fastOne, "the control: at −12 libvpx misses it (\(Int(fastTwo)) against \(Int(fastOne)))")
+    }
+
     @Test func aTuningOutOfLibvpxsRangeIsRefusedWithAnEncoderError() {
         var t = VP8Encoder.Tuning()
         t.speed = 17
@@ -159,6 +189,42 @@ import CastMedia
     @Test func oddSizeIsRefusedWithAnEncoderError() {
         #expect(throws: CastError.self) {
             try VP8Encoder(config: EncoderConfig(size: FrameSize(width: 641, height: 480), frameRate: 30, bitrate: 1_000_000))
+        }
+    }
+}
+
+/// A field of random grey 8×8 blocks with flat chroma, scrolled by (9, 5) pixels an
+/// offset step: an exact translation with nothing else changing (unlike `BusyFrames`,
+/// whose per-pixel noise no motion vector predicts), up to `margin` pixels.
+final class ScrollingBlocks {
+    let size: FrameSize
+    let margin: Int
+    private let luma: [UInt8]
+    private var width: Int { size.width + margin }
+
+    init(size: FrameSize, margin: Int) {
+        self.size = size
+        self.margin = margin
+        let w = size.width + margin, h = size.height + margin, bw = w / 8 + 1
+        var r: UInt32 = 0x1234_5678
+        var blocks = [UInt8](repeating: 0, count: bw * (h / 8 + 1))
+        for i in blocks.indices { r ^= r << 13; r ^= r >> 17; r ^= r << 5; blocks[i] = UInt8(16 + r % 220) }
+        var l = [UInt8](repeating: 0, count: w * h)
+        for y in 0..<h { for x in 0..<w { l[y * w + x] = blocks[(y / 8) * bw + x / 8] } }
+        luma = l
+    }
+
+    /// The picture scrolled by (9, 5) × `k` pixels (`k` × 9 must stay within the margin).
+    func fill(_ img: PlanarImage, offset k: Int) {
+        let dx = k * 9, dy = k * 5
+        precondition(dx <= margin && dy <= margin, "scrolled past the field's margin")
+        luma.withUnsafeBufferPointer { src in
+            for y in 0..<size.height {
+                memcpy(img.plane(0) + y * img.strides[0], src.baseAddress! + (y + dy) * width + dx, size.width)
+            }
+        }
+        for p in 1...2 {
+            for y in 0..<(size.height / 2) { memset(img.plane(p) + y * img.strides[p], 128, size.width / 2) }
         }
     }
 }

@@ -148,6 +148,91 @@ struct VP8SpeedBench {
         #expect(runs.allSatisfy { $0.count == Self.rounds })
     }
 
+    /// Why libvpx spent twice x264's bits on the busy field in a cast: the motion a frame.
+    /// A cast skips frames and lowers its frame rate under load, so between two encoded
+    /// frames the painter's field often moved two or three steps, not one. Each row encodes
+    /// 40 frames of the field scrolled by `step` × (9, 5) pixels a frame (no wrap), 1080p,
+    /// 4 Mbit/s, 30 fps, and reports bytes a frame, CPU and luma PSNR (ffmpeg decodes the
+    /// frames; compared with the source) after the key frame; x264 superfast (castd's H.264
+    /// settings, one thread) encodes the same frames; the other knobs at two steps a frame.
+    /// One round: bytes and PSNR do not depend on the load at a fixed (negative) speed,
+    /// only the CPU does.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg")))
+    func motion() throws {
+        let n = 40
+        let source = ConvertEncodeBench.BusySource(margin: 3 * 9 * n)
+        let packed = MemorySlot(capacity: Self.size.pixelCount * 4)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("castd-vp8-motion-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func t(_ change: (inout VP8Encoder.Tuning) -> Void) -> VP8Encoder.Tuning {
+            var t = VP8Encoder.Tuning()
+            change(&t)
+            return t
+        }
+        let speeds: [(String, VP8Encoder.Tuning?)] = [-6, -8, -10, -12].map { s in ("cpu-used \(s)", t { $0.speed = s }) }
+            + [("x264 superfast", nil)]
+        // The other knobs at two steps a frame, where the speed decides (at one step they change nothing).
+        let knobs: [(String, VP8Encoder.Tuning?)] = [
+            ("screen-content 0", t { $0.screenContentMode = 0 }), ("screen-content 2", t { $0.screenContentMode = 2 }),
+            ("static threshold 100", t { $0.staticThreshold = 100 }), ("not error resilient", t { $0.errorResilient = false }),
+            ("4 token partitions", t { $0.tokenPartitions = 2 }),
+        ]
+        for step in 1...3 {
+            let rows = step == 2 ? speeds + knobs : speeds
+            let frames: [PlanarImage] = (0..<n).map { i in
+                source.fill(packed.bytes, frame: i * step)
+                let image = PlanarImage(format: .i420, size: Self.size)
+                PixelConverter.convert(from: packed.bytes, format: .bgrx, size: Self.size, stride: Self.size.width * 4,
+                                       to: image, matrix: .bt601)
+                return image
+            }
+            let sourceFile = dir.appendingPathComponent("source.yuv")
+            guard FileManager.default.createFile(atPath: sourceFile.path, contents: nil) else { throw CastError(.encoder, "cannot create \(sourceFile.path)") }
+            let out = try FileHandle(forWritingTo: sourceFile)
+            for image in frames { out.write(Data(image.packedBytes())) }
+            try out.close()
+            for (name, tuning) in rows {
+                let config = EncoderConfig(size: Self.size, frameRate: 30, bitrate: 4_000_000)
+                let encoder: VideoEncoder = try tuning.map { try VP8Encoder(config: config, tuning: $0) }
+                    ?? X264Encoder(config: config, preset: "superfast", threads: 1)
+                var units: [[UInt8]] = [], cpu: Int64 = 0
+                for (i, image) in frames.enumerated() {
+                    let p0 = Self.cpuNanoseconds(CLOCK_PROCESS_CPUTIME_ID)
+                    let au = try encoder.encode(image, pts: Instant(nanoseconds: Int64(i) * 33_333_333))
+                    if i > 0 { cpu += Self.cpuNanoseconds(CLOCK_PROCESS_CPUTIME_ID) - p0 }
+                    units.append(au?.bytes ?? [])
+                }
+                let psnr = try Self.lumaPSNR(units, source: sourceFile, h264: tuning == nil, in: dir)
+                let bytes = units.dropFirst().map(\.count)
+                let mean = Double(bytes.reduce(0, +)) / Double(n - 1)
+                Bench.emit([
+                    "bench": "vp8-motion", "row": name, "step": step, "scroll_px": "\(9 * step),\(5 * step)",
+                    "size": "\(Self.size)", "frames": n - 1, "tuning": tuning.map { "\($0)" } ?? "x264 superfast, 1 thread",
+                    "bytes_per_frame": Int(mean), "kbps_at_30fps": Int(mean * 8 * 30 / 1000), "max_frame_bytes": bytes.max() ?? 0,
+                    "cpu_ms_per_frame": Self.r1(Double(cpu) / Double(n - 1) / 1e6), "luma_psnr_db": (psnr * 100).rounded() / 100,
+                    "load_1min": Self.loadAverage(),
+                ])
+                #expect(bytes.allSatisfy { $0 > 0 }, "\(name): every frame comes out")
+            }
+        }
+    }
+
+    /// Luma PSNR of the decoded frames after the first against their sources (`source`, raw
+    /// I420), by ffmpeg's psnr filter (from the mean squared error over those frames).
+    static func lumaPSNR(_ units: [[UInt8]], source: URL, h264: Bool, in dir: URL) throws -> Double {
+        let input = dir.appendingPathComponent(h264 ? "a.264" : "a.ivf")
+        try Data(h264 ? units.flatMap { $0 } : IVF.file(units, size: size)).write(to: input)
+        let log = try CastEncodeTests.run("/usr/bin/ffmpeg", ["-nostdin", "-hide_banner"] + (h264 ? ["-f", "h264"] : []) + [
+            "-i", input.path, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", "\(size.width)x\(size.height)", "-i", source.path,
+            "-lavfi", "[0:v]trim=start_frame=1,settb=1/30,setpts=N[a];[1:v]trim=start_frame=1,settb=1/30,setpts=N[b];[a][b]psnr", "-f", "null", "-"])
+        guard let line = log.split(separator: "\n").last(where: { $0.contains("PSNR y:") }),
+              let y = line.split(separator: " ").first(where: { $0.hasPrefix("y:") }), let value = Double(y.dropFirst(2)) else {
+            throw CastError(.encoder, "no PSNR from ffmpeg: \(log.suffix(400))")
+        }
+        return value
+    }
+
     static func loadAverage() -> Double {
         var l = [Double](repeating: 0, count: 3)
         return getloadavg(&l, 3) > 0 ? r1(l[0]) : -1
