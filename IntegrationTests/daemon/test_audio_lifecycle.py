@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not installed(), reason="pipewire, wireplumber o
 
 def castd_capture_nodes(rig: PipeWireAudioRig) -> int:
     """How many castd audio capture nodes the rig's PipeWire has now (pw-dump)."""
-    out = subprocess.run(["pw-dump"], env=rig._env(), capture_output=True, timeout=10, check=True).stdout
+    out = subprocess.run(["pw-dump"], env=rig.spawn_env(), capture_output=True, timeout=10, check=True).stdout
     return sum(1 for o in json.loads(out) if o.get("type") == "PipeWire:Interface:Node"
                and (o.get("info") or {}).get("props", {}).get("node.name") == "castd-audio")
 
