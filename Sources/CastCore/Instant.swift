@@ -43,6 +43,14 @@ extension Duration {
 
     /// The duration in seconds as a floating-point number.
     public var seconds: Double { Double(totalNanoseconds) / 1e9 }
+
+    /// Milliseconds with two decimals, rounded to the nearest hundredth ("20.25"): the
+    /// form of the `stats` log line's latency fields (StageTimes, LatencyHistogram).
+    public var millisecondsText: String {
+        let hundredths = totalNanoseconds.saturatingAdd(5_000) / 10_000
+        let whole = hundredths / 100, frac = hundredths % 100
+        return "\(whole).\(frac < 10 ? "0" : "")\(frac)"
+    }
 }
 
 /// A source of `Instant`s. Only the IO shell holds a real one.

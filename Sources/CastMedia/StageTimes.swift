@@ -1,3 +1,5 @@
+import CastCore
+
 /// How long one stage of the media path took, per frame, since the last
 /// report: the capture pipeline records a duration per frame and stage, and
 /// the daemon's `stats` log line drains a summary every few seconds. Keeps at
@@ -12,12 +14,7 @@ public struct StageTimes: Sendable, Equatable {
 
         /// "p50/p95/max" in milliseconds with two decimals, for key=value log fields.
         public var milliseconds: String {
-            func ms(_ d: Duration) -> String {
-                let hundredths = (d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000 + 5_000) / 10_000
-                let whole = hundredths / 100, frac = hundredths % 100
-                return "\(whole).\(frac < 10 ? "0" : "")\(frac)"
-            }
-            return "\(ms(p50))/\(ms(p95))/\(ms(max))"
+            "\(p50.millisecondsText)/\(p95.millisecondsText)/\(max.millisecondsText)"
         }
     }
 

@@ -48,11 +48,6 @@ public struct LatencyHistogram: Sendable, Equatable {
     /// "p50/p95" in milliseconds with two decimals (the `stats` log line's form), "-" when empty.
     public var milliseconds: String {
         guard let p50 = quantile(0.5), let p95 = quantile(0.95) else { return "-" }
-        func ms(_ d: Duration) -> String {
-            let hundredths = d.totalNanoseconds / 10_000
-            let frac = hundredths % 100
-            return "\(hundredths / 100).\(frac < 10 ? "0" : "")\(frac)"
-        }
-        return "\(ms(p50))/\(ms(p95))"
+        return "\(p50.millisecondsText)/\(p95.millisecondsText)"
     }
 }
