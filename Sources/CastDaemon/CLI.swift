@@ -122,13 +122,6 @@ public struct StandardStream: TextOutputStream {
 
     public mutating func write(_ string: String) {
         var s = string
-        s.withUTF8 { buf in
-            var off = 0
-            while off < buf.count {
-                let n = Glibc.write(fd, buf.baseAddress! + off, buf.count - off)
-                if n <= 0 { if n < 0 && errno == EINTR { continue }; return }
-                off += n
-            }
-        }
+        s.withUTF8 { writeAll(fd, UnsafeRawBufferPointer($0)) }
     }
 }

@@ -1,3 +1,4 @@
+import CastCore
 import CastEncode
 import FoundationEssentials
 #if canImport(Glibc)
@@ -63,12 +64,6 @@ final class DumpFile: Sendable {
     deinit { close(fd) }
 
     func write(_ bytes: [UInt8]) {
-        var off = 0
-        while off < bytes.count {
-            let n = bytes[off...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return }
-            off += n
-        }
+        bytes.withUnsafeBytes { writeAll(fd, $0) }
     }
 }

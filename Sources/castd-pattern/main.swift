@@ -12,14 +12,8 @@ import Glibc
 
 /// One unbuffered write(2) of `line` and a newline: callers wait for these lines on a pipe.
 func say(_ fd: Int32, _ line: String) {
-    let bytes = Array((line + "\n").utf8)
-    var off = 0
-    while off < bytes.count {
-        let n = bytes[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { return }
-        off += n
-    }
+    var s = line + "\n"
+    s.withUTF8 { writeAll(fd, UnsafeRawBufferPointer($0)) }
 }
 
 var display: String? = nil
