@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchkit import proctree
 from castkit.castd_proc import chromium_cast
-from castkit.castd_stats import next_stats
+from castkit.castd_stats import next_stats, stats_lines
 from castkit.devstack import devstack_down, devstack_up
 from castkit.paths import REPO
 from castkit.xscreen import XScreen
@@ -99,6 +99,10 @@ async def measure(args) -> dict:
                                                                               "congestion_skipped")},
                     "castd_stage_ms_p50_p95_max": {k: c1.get(k) for k in ("capture_ms", "convert_ms", "encode_ms",
                                                                           "capture_to_encoded_ms")},
+                    # Capture → a frame's last packet handed to the socket (the pacer's wait included),
+                    # "p50/p95/max" of each 5 s stats window in the measurement.
+                    "castd_capture_to_last_sent_ms": [s.get("capture_to_last_sent_ms") for t, s in stats_lines(daemon)
+                                                      if c0t < t <= c1t],
                     "castd_cpu_ms_per_encoded_frame": round((cpu1["castd"] - cpu0["castd"]) * 1000
                                                             / max(1, (c1["encoded"] - c0["encoded"]) * span / cspan), 1),
                     "browser_cpu_ms_per_decoded_frame": round((cpu1["browser"] - cpu0["browser"]) * 1000 / max(1, decoded), 1),

@@ -6,10 +6,12 @@
 //
 //   cc -O2 -o /tmp/vp8probe Scripts/benchkit/vp8probe.c -lvpx -lx264 -lm
 //   FRAMES=120 SPEED=-10 [STEPS=1,2] [WRAP=0 MARGIN=1500] [SCM= STATIC= SHARP= ER= PART= UNDER= OVER=
-//     BUF= BUFI= BUFO= KBPS= W= H= GREY=1 V=1] /tmp/vp8probe vp8|x264
+//     BUF= BUFI= BUFO= KBPS= W= H= GREY=1 V=1 KFWRAP=1] /tmp/vp8probe vp8|x264
 //
 // STEPS: painter steps of (9, 5) between encoded frames, cycled; WRAP=0: no wrap (MARGIN
-// must hold the scroll); V=1: one line a frame. x264's PSNR is not computed (0).
+// must hold the scroll); V=1: one line a frame (and "wrap" before a frame where the field wraps);
+// KFWRAP=1: libvpx codes each wrap frame as a key frame (VPX_EFLAG_FORCE_KF), as if the sender
+// knew where the wraps are. x264's PSNR is not computed (0).
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,7 +76,11 @@ int main(int argc,char**argv){
     for(int n=0;n<frames;n++){
       frame_yuv(stepk(n),buf,buf+ysz,buf+ysz+csz);
       double t0=cpu_ms();
-      if(vpx_codec_encode(&ctx,&img,(vpx_codec_pts_t)n*3000,3000,0,(unsigned long)getd("DL",1))){fprintf(stderr,"enc %s\n",vpx_codec_error_detail(&ctx));return 1;}
+      int k0=stepk(n), k1=n?stepk(n-1):0;
+      int wrapped=n>0&&(((k0*sdx)%M)<((k1*sdx)%M)||((k0*sdy)%M)<((k1*sdy)%M));
+      if(verbose&&wrapped) printf("  wrap\n");
+      vpx_enc_frame_flags_t fl=(getd("KFWRAP",0)&&wrapped)?VPX_EFLAG_FORCE_KF:0;
+      if(vpx_codec_encode(&ctx,&img,(vpx_codec_pts_t)n*3000,3000,fl,(unsigned long)getd("DL",1))){fprintf(stderr,"enc %s\n",vpx_codec_error_detail(&ctx));return 1;}
       double t1=cpu_ms(); double bytes=0,ps=0,p1=0; int key=0;
       const vpx_codec_cx_pkt_t*p; vpx_codec_iter_t it=NULL;
       while((p=vpx_codec_get_cx_data(&ctx,&it))){ if(p->kind==VPX_CODEC_CX_FRAME_PKT){ bytes+=p->data.frame.sz; key=!!(p->data.frame.flags&VPX_FRAME_IS_KEY);
