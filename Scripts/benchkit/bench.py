@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchkit import proctree, receiver
+from benchkit import proctree, receiver, rss_map
 from benchkit.host import machine
 from benchkit.screen import BenchScreen
 from benchkit.stats import quantile, ratio
@@ -213,7 +213,8 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         cpu1, w1, rx1 = proctree.cpu_seconds(pid), time.monotonic(), time.process_time()
         peak = proctree.peak_rss_mib(pid)
         rss_kinds = proctree.rss_breakdown_mib(pid)
-        rss_map = proctree.smaps_breakdown_mib(pid)
+        rss_kinds_map = proctree.smaps_breakdown_mib(pid)
+        rss_detail = rss_map.breakdown(pid) if kind == "castd" else {}
         stats = sender.castd_stats() if kind == "castd" else {}
         if sender.main.returncode is not None:   # died mid-round: its figures would be zeros
             raise RuntimeError(f"{kind} exited ({sender.main.returncode}) during the round:\n"
@@ -256,7 +257,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "cpu_s_per_min": round((cpu1 - cpu0) / span * 60, 2),
         "receiver_cpu_s_per_min": round((rx1 - rx0) / span * 60, 2),
         "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
-        "rss_by_mapping_mib": rss_map,
+        "rss_by_mapping_mib": rss_kinds_map, "rss_map_kib": rss_detail,
         "mean_bitrate_bps": int(sum(n for _, n, _ in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
         "decoded_sizes": sizes, "castd_stats": stats, "codecs": answerer.codecs,
         "largest_frame_kb": round(largest[0] / 1000, 1), "largest_frame_packets": largest[1],

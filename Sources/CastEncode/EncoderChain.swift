@@ -121,8 +121,20 @@ public final class EncoderChain {
     /// Converts a packed frame of `config.size` to the current encoder's
     /// format and encodes it; on an encoder failure, moves to the next row
     /// and encodes the same frame there (as an IDR).
-    public func encode(pixels: UnsafeRawPointer, frame: Frame) throws -> EncodedAccessUnit? {
+    ///
+    /// `pixelsRead`, when given, is called exactly once, as soon as `pixels`
+    /// will not be read again: right after the conversion when no row is left
+    /// to fall back to (the capture slot can then take the next frame while
+    /// this one is encoded; issue 19), else before this returns or throws.
+    public func encode(pixels: UnsafeRawPointer, frame: Frame,
+                       pixelsRead: (() -> Void)? = nil) throws -> EncodedAccessUnit? {
         precondition(frame.size == config.size, "scale to \(config.size) before encoding (got \(frame.size))")
+        var owed = pixelsRead
+        func letGo() {
+            owed?()
+            owed = nil
+        }
+        defer { letGo() }
         while let enc = current {
             let image = self.image(for: enc.inputFormat)
             let t0 = clock.now()
@@ -130,6 +142,7 @@ public final class EncoderChain {
             PixelConverter.convert(from: pixels, format: frame.format, size: frame.size, stride: frame.stride, to: image,
                                    matrix: enc.codec == .vp8 ? .bt601 : .bt709)
             let t1 = clock.now()
+            if remaining.isEmpty { letGo() }
             do {
                 let au = try enc.encode(image, pts: frame.captureTime)
                 lastConvertTime = t1 - t0

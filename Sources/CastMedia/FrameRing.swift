@@ -1,3 +1,5 @@
+import CastCore
+import Dispatch
 import Synchronization
 
 /// Counters of a `FrameRing`, for logs, `getStats`-style reports and tests.
@@ -61,15 +63,20 @@ public final class FrameRing<Slot: FrameSlot>: @unchecked Sendable {
         var stats = FrameRingStats()
         /// Damage of ready frames that were overwritten, for the next frame published.
         var overwritten: Frame? = nil
+        /// The producer waits in `beginWrite(waitingUpTo:)` for `finishRead` to free a slot.
+        var producerWaiting = false
     }
 
     public let slots: [Slot]
     private let state: Mutex<State>
+    /// Signalled by `finishRead` when the producer is waiting for a slot.
+    private let slotFreed = DispatchSemaphore(value: 0)
 
     /// Sunshine and the spec's memory rule both point at a small pool: capture
     /// writes one slot (over the ready frame if need be) while the encoder reads
     /// the other. A third slot would only hold a frame the encoder skips, and
-    /// costs 7.9 MiB at 1080p (issue 19).
+    /// costs 7.9 MiB at 1080p (issue 19). XShm capture uses one slot (see
+    /// `beginWrite(waitingUpTo:)`); PipeWire, which copies into memory slots, two.
     public static var defaultSlotCount: Int { 2 }
 
     public init(slots: [Slot]) {
@@ -85,32 +92,57 @@ public final class FrameRing<Slot: FrameSlot>: @unchecked Sendable {
     /// whose changes then carry over to the next frame published), or nil when
     /// every slot is being read (the frame is dropped and counted).
     public func beginWrite() -> WriteLease? {
+        state.withLock { claim(&$0, wait: false) }.map { WriteLease(index: $0, slot: slots[$0]) }
+    }
+
+    /// Producer: as `beginWrite()`, but when every slot is being read, waits up to
+    /// `limit` for the consumer to finish one (`finishRead`) before dropping the
+    /// frame. With one slot and a consumer that lets go of it once it has
+    /// converted the pixels, capture then waits at most a conversion instead of
+    /// skipping a frame interval, and the ring holds one full-size frame instead
+    /// of two (issue 19: 7.9 MiB at 1080p).
+    public func beginWrite(waitingUpTo limit: Duration) -> WriteLease? {
+        guard limit > .zero else { return beginWrite() }
+        if let i = state.withLock({ claim(&$0, wait: true) }) { return WriteLease(index: i, slot: slots[i]) }
+        let signalled = slotFreed.wait(timeout: .now() + .nanoseconds(Int(limit.totalNanoseconds))) == .success
+        var signalOwed = false
         let index: Int? = state.withLock { s in
-            // Lowest free index: deterministic, which keeps tests exact.
-            if let i = s.slots.firstIndex(of: .free) {
-                s.slots[i] = .writing
-                return i
-            }
-            var oldest: (index: Int, sequence: UInt64)? = nil
-            for (i, st) in s.slots.enumerated() {
-                if case .ready(let seq) = st, seq < (oldest?.sequence ?? .max) { oldest = (i, seq) }
-            }
-            guard let i = oldest?.index, let frame = s.frames[i] else {
-                s.stats.dropped += 1
-                return nil
-            }
-            if var carried = s.overwritten {
-                carried.absorbDamage(of: frame)   // order does not matter: damage is a union
-                s.overwritten = carried
-            } else {
-                s.overwritten = frame
-            }
+            // Timed out, yet finishRead already cleared the flag: its signal is on the
+            // way (or came just now) and must be taken, or the next wait would end at once.
+            if !signalled && !s.producerWaiting { signalOwed = true }
+            s.producerWaiting = false
+            return claim(&s, wait: false)
+        }
+        if signalOwed { slotFreed.wait() }
+        return index.map { WriteLease(index: $0, slot: slots[$0]) }
+    }
+
+    /// Under the lock: marks and returns the slot `beginWrite` hands out, or nil when every
+    /// slot is being read (then counts the drop, or with `wait` marks the producer waiting).
+    private func claim(_ s: inout State, wait: Bool) -> Int? {
+        // Lowest free index: deterministic, which keeps tests exact.
+        if let i = s.slots.firstIndex(of: .free) {
             s.slots[i] = .writing
-            s.frames[i] = nil
-            s.stats.skipped += 1
             return i
         }
-        return index.map { WriteLease(index: $0, slot: slots[$0]) }
+        var oldest: (index: Int, sequence: UInt64)? = nil
+        for (i, st) in s.slots.enumerated() {
+            if case .ready(let seq) = st, seq < (oldest?.sequence ?? .max) { oldest = (i, seq) }
+        }
+        guard let i = oldest?.index, let frame = s.frames[i] else {
+            if wait { s.producerWaiting = true } else { s.stats.dropped += 1 }
+            return nil
+        }
+        if var carried = s.overwritten {
+            carried.absorbDamage(of: frame)   // order does not matter: damage is a union
+            s.overwritten = carried
+        } else {
+            s.overwritten = frame
+        }
+        s.slots[i] = .writing
+        s.frames[i] = nil
+        s.stats.skipped += 1
+        return i
     }
 
     /// Producer: the slot at `index` if it is free, else nil (nothing counted).
@@ -180,11 +212,14 @@ public final class FrameRing<Slot: FrameSlot>: @unchecked Sendable {
 
     /// Consumer: done with the frame; its slot is free again.
     public func finishRead(_ lease: ReadLease) {
-        state.withLock { s in
+        let wake: Bool = state.withLock { s in
             precondition(s.slots[lease.index] == .reading, "finishRead of a slot not being read")
             s.slots[lease.index] = .free
             s.frames[lease.index] = nil
+            defer { s.producerWaiting = false }
+            return s.producerWaiting
         }
+        if wake { slotFreed.signal() }
     }
 
     /// Slots currently free (for tests and diagnostics).

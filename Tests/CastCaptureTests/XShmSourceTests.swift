@@ -119,6 +119,21 @@ struct XShmSourceTests {
         }
     }
 
+    /// While the encoder converts the one segment, a capture waits for it (XShmSource.slotWait)
+    /// and, when the encoder does not let go in time, drops the frame (counted).
+    @Test func aCaptureWhileTheSlotIsReadWaitsForItThenDropsTheFrame() throws {
+        let x = try XvfbServer(width: 320, height: 240)
+        defer { x.stop() }
+        let src = try XShmSource(options: .init(display: x.display, cursor: false))
+        guard case .frame = src.capture(onlyIfChanged: false) else { Issue.record("first capture"); return }
+        let read = try #require(src.ring.takeNewest())
+        guard case .timeout = src.capture(onlyIfChanged: false) else { Issue.record("captured into a slot being read"); return }
+        #expect(src.ring.stats.dropped == 1)
+        src.ring.finishRead(read)
+        guard case .frame = src.capture(onlyIfChanged: false) else { Issue.record("capture after the read"); return }
+        #expect(src.ring.stats.published == 2)
+    }
+
     /// The XShm segments are the ring's slots; with an encoder stalled for
     /// five frame intervals (simulated clock, one thread), the free slot is
     /// written over and over, and the encoder always takes the newest frame.
@@ -128,19 +143,21 @@ struct XShmSourceTests {
         let clock = ManualClock(.zero)
         let src = try XShmSource(options: .init(display: x.display, cursor: false), clock: clock)
         let period = Duration.nanoseconds(33_333_333)
+        // One segment (issue 19): the encoder reads it only to convert the pixels.
+        #expect(src.ring.slots.count == 1)
         var latencies: [Duration] = []
-        var holding: FrameRing<XShmSource.ShmSlot>.ReadLease? = nil
         var busyTicks = 0
         for tick in 0..<90 {
             if case .error(let e) = src.capture(onlyIfChanged: false) { Issue.record("capture failed: \(e)") }
             if busyTicks == 0 {
-                if let h = holding { src.ring.finishRead(h); holding = nil }
                 if let next = src.ring.takeNewest() {
                     latencies.append(clock.now() - next.frame.captureTime)
                     // Same memory as the XShm image: zero copy.
                     #expect(src.ring.slots.contains { $0 === next.slot })
-                    holding = next
-                    busyTicks = 5  // the encoder stalls for five frame intervals
+                    // Converted: the slot is the capture's again while the encoder
+                    // stalls for five frame intervals on the converted copy.
+                    src.ring.finishRead(next)
+                    busyTicks = 5
                 }
             }
             busyTicks = max(0, busyTicks - 1)

@@ -92,6 +92,58 @@ final class LogLines: Sendable {
         #expect((chain.current as? FakeEncoder)?.lastLuma == 235)
     }
 
+    /// Issue 19: with no row left to fall back to, the capture slot is handed back once the
+    /// pixels are converted, before the (slow) encode; with a fallback row left, only after
+    /// the encode, since a failure re-converts the same pixels for the next row.
+    @Test func pixelsAreLetGoOnceRightAfterConversionWhenNoFallbackIsLeft() throws {
+        final class Probe: @unchecked Sendable { var calls = 0; var callsSeenByEncoder: [Int] = [] }
+        final class WatchingEncoder: VideoEncoder {
+            let kind = EncoderKind.x264
+            let inputFormat = PixelFormat.i420
+            let config: EncoderConfig
+            let probe: Probe
+            let fail: Bool
+            init(config: EncoderConfig, probe: Probe, fail: Bool) { self.config = config; self.probe = probe; self.fail = fail }
+            func encode(_ image: PlanarImage, pts: Instant) throws -> EncodedAccessUnit? {
+                probe.callsSeenByEncoder.append(probe.calls)
+                if fail { throw CastError(.encoder, "fake: broken") }
+                return EncodedAccessUnit(bytes: [0, 0, 0, 1, 0x65], isKeyframe: true, pts: pts)
+            }
+            func requestKeyframe() {}
+            func setBitrate(_ bitsPerSecond: Int) throws {}
+            func setFrameRate(_ framesPerSecond: Int) throws {}
+        }
+        let (slot, frame) = whiteFrame(1)
+        // Last row: let go before the encoder runs.
+        let last = Probe()
+        let alone = EncoderChain(preference: .auto, config: config, table: [
+            EncoderCandidate(kind: .x264) { [config] _ in WatchingEncoder(config: config, probe: last, fail: false) }],
+                                 log: { _ in })
+        try alone.start()
+        _ = try alone.encode(pixels: slot.bytes, frame: frame) { last.calls += 1 }
+        #expect(last.callsSeenByEncoder == [1])
+        #expect(last.calls == 1)
+        // A row left behind this one: the pixels stay held through the encode.
+        let first = Probe()
+        let chained = EncoderChain(preference: .auto, config: config, table: [
+            EncoderCandidate(kind: .vaapi) { [config] _ in FakeEncoder(kind: .vaapi, format: .nv12, config: config, failOnFrame: nil) },
+            EncoderCandidate(kind: .x264) { [config] _ in WatchingEncoder(config: config, probe: first, fail: false) }],
+                                   log: { _ in })
+        try chained.start()
+        _ = try chained.encode(pixels: slot.bytes, frame: frame) { first.calls += 1 }
+        #expect(first.calls == 1)
+        #expect(first.callsSeenByEncoder.isEmpty)   // the vaapi row encoded it
+        // The last row failing: let go once, and the error still comes out.
+        let failing = Probe()
+        let broken = EncoderChain(preference: .auto, config: config, table: [
+            EncoderCandidate(kind: .x264) { [config] _ in WatchingEncoder(config: config, probe: failing, fail: true) }],
+                                  log: { _ in })
+        try broken.start()
+        #expect(throws: CastError.self) { _ = try broken.encode(pixels: slot.bytes, frame: frame) { failing.calls += 1 } }
+        #expect(failing.calls == 1)
+        #expect(failing.callsSeenByEncoder == [1])
+    }
+
     @Test func explicitVaapiDoesNotFallBack() {
         let table = [
             EncoderCandidate(kind: .vaapi) { _ in throw CastError(.encoderUnavailable, "VA-API: no DRM render node") },

@@ -166,18 +166,32 @@ import CastMedia
     @Test func oneProducerAndOneConsumerOnRealThreadsAccountForEveryFrame() {
         let r = ring()
         let total = 20_000
+        let run = ProducerAndConsumer.run(r, frames: total) { r.beginWrite() }
+        let s = r.stats
+        #expect(run.ordered)
+        #expect(run.pixelsMatch)
+        #expect(Int(s.consumed) == run.taken)
+        #expect(Int(s.published + s.dropped) == total)
+        #expect(s.published == s.consumed + s.skipped)  // all ready frames drained at the end
+        #expect(r.freeCount == 2)
+    }
+}
+
+/// One producer thread writing frame numbers into slots as fast as it can, one consumer
+/// thread taking the newest frame as fast as it can until the producer is done.
+enum ProducerAndConsumer {
+    static func run(_ r: FrameRing<MemorySlot>, frames total: Int,
+                    beginWrite: @escaping @Sendable () -> FrameRing<MemorySlot>.WriteLease?) -> (ordered: Bool, pixelsMatch: Bool, taken: Int) {
         let producerDone = DispatchSemaphore(value: 0)
         let consumerDone = DispatchSemaphore(value: 0)
         let producer = Thread {
             defer { producerDone.signal() }
-            var i = 0
-            while i < total {
-                if let w = r.beginWrite() {
+            for i in 0..<total {
+                if let w = beginWrite() {
                     w.slot.bytes.storeBytes(of: UInt64(i), as: UInt64.self)
                     r.publish(w, frame: Frame(format: .bgrx, size: FrameSize(width: 2, height: 1), stride: 8,
                                               captureTime: Instant(nanoseconds: Int64(i))))
                 }
-                i += 1
             }
         }
         let done = Atomic<Bool>(false)
@@ -206,14 +220,41 @@ import CastMedia
         producerDone.wait()
         done.store(true, ordering: .releasing)
         consumerDone.wait()
+        return result.withLock { $0 }
+    }
+}
+
+/// One slot and a producer that waits for the consumer to let go of it (XShm's ring, issue 19).
+@Suite struct FrameRingWaitTests {
+    @Test func aWaitThatNobodyEndsDropsTheFrameOnceAndLeavesTheReaderAlone() throws {
+        let r = FrameRing(slots: [MemorySlot(capacity: 32)])
+        r.publish(try #require(r.beginWrite(waitingUpTo: .milliseconds(10))),
+                  frame: Frame(format: .bgrx, size: FrameSize(width: 4, height: 2), stride: 16, captureTime: Instant(nanoseconds: 1)))
+        let read = try #require(r.takeNewest())
+        #expect(r.beginWrite(waitingUpTo: .milliseconds(10)) == nil)   // the only slot is being read
+        #expect(r.stats.dropped == 1)
+        #expect(r.beginWrite() == nil)
+        #expect(r.stats.dropped == 2)
+        r.finishRead(read)
+        #expect(r.beginWrite(waitingUpTo: .milliseconds(10))?.index == 0)
+        #expect(r.stats.dropped == 2)
+    }
+
+    /// Real threads, no sleeps: with one slot, every capture that finds it being read
+    /// waits for finishRead instead of dropping, so no frame is lost to the ring.
+    @Test func oneSlotProducerWaitsForTheConsumerAndDropsNothing() {
+        let r = FrameRing(slots: [MemorySlot(capacity: 8)])
+        let total = 5_000
+        // 5 s: far longer than a consumer needs; a lost wake-up would show as a drop.
+        let run = ProducerAndConsumer.run(r, frames: total) { r.beginWrite(waitingUpTo: .seconds(5)) }
         let s = r.stats
-        let (ordered, match, taken) = result.withLock { $0 }
-        #expect(ordered)
-        #expect(match)
-        #expect(Int(s.consumed) == taken)
-        #expect(Int(s.published + s.dropped) == total)
-        #expect(s.published == s.consumed + s.skipped)  // all ready frames drained at the end
-        #expect(r.freeCount == 2)
+        #expect(run.ordered)
+        #expect(run.pixelsMatch)
+        #expect(s.dropped == 0)
+        #expect(Int(s.published) == total)
+        #expect(Int(s.consumed) == run.taken)
+        #expect(s.published == s.consumed + s.skipped)
+        #expect(r.freeCount == 1)
     }
 }
 

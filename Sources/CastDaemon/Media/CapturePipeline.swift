@@ -449,13 +449,20 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                               captureTime: frame.captureTime, damage: nil)
                 pixels = UnsafeRawPointer(scaled.bytes)
             }
+            // Without a scaler the encoder reads the slot itself: the chain lets go of it
+            // once the pixels are converted (one XShm slot is then enough; issue 19).
+            var slotHeld = scaler == nil
+            func releaseSlot() {
+                if slotHeld { ring.finishRead(lease) }
+                slotHeld = false
+            }
             do {
                 if fault == .encoderFailOnce, MediaFault.due(first: statistics.firstFrameAt, now: clock.now()),
                    MediaFault.fireOnce() {
                     throw CastError(.init("test_fault"), "test fault encoder-fail-once")
                 }
-                let au = try chain.encode(pixels: pixels, frame: frame)
-                if scaler == nil { ring.finishRead(lease) }
+                let au = try chain.encode(pixels: pixels, frame: frame, pixelsRead: releaseSlot)
+                releaseSlot()
                 // A picture of the codec the peer no longer expects (setCodec came meanwhile) is dropped.
                 guard let au, chain.codec == codec else { continue }
                 output.record(bytes: au.bytes.count, now: clock.now())
@@ -473,7 +480,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 }
                 sink?(au.bytes, au.pts)
             } catch {
-                if scaler == nil { ring.finishRead(lease) }
+                releaseSlot()
                 log.write(LogLine(.error, "encode_failed", [("error", "\(error)")]))
                 mediaFailed("encoding failed: \((error as? CastError)?.message ?? "\(error)")")
                 return
