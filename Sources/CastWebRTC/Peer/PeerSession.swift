@@ -222,7 +222,7 @@ public final class PeerSession {
     /// A local address with a bound UDP socket: becomes a host candidate (and srflx via STUN).
     public func addLocalAddress(_ base: SocketAddress, now: Instant) {
         ice.handle(.hostCandidate(base), now: now)
-        relays.addBase(base, now: now)
+        relays.handle(.addBase(base), now: now)
         pump(now: now)
     }
 
@@ -231,19 +231,19 @@ public final class PeerSession {
     /// `handleDatagram(…, to: local)` and go out as transmits from `local`. When it closes,
     /// `handleSocketClosed(local:…)`; when it could not be opened, `relayStreamFailed`.
     public func addRelayStream(server: Int, local: SocketAddress, now: Instant) {
-        relays.addStream(server: server, local: local, now: now)
+        relays.handle(.addStream(server: server, local: local), now: now)
         pump(now: now)
     }
 
     public func relayStreamFailed(server: Int, reason: String, now: Instant) {
-        relays.streamFailed(server: server, reason: reason, now: now)
+        relays.handle(.streamFailed(server: server, reason: reason), now: now)
         pump(now: now)
     }
 
     /// Every local address has been added.
     public func endOfLocalAddresses(now: Instant) {
         ice.handle(.endOfLocalCandidates, now: now)
-        relays.endOfBases()
+        relays.handle(.endOfBases, now: now)
         pump(now: now)
     }
 
@@ -275,7 +275,7 @@ public final class PeerSession {
         ice.handle(.remoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd), now: now)
         for c in a.candidates {
             ice.handle(.remoteCandidate(c), now: now)
-            if let addr = c.socketAddress { relays.permit(addr.ip, now: now) }
+            if let addr = c.socketAddress { relays.handle(.permit(addr.ip), now: now) }
         }
         if a.endOfCandidates { ice.handle(.endOfRemoteCandidates, now: now) }
         pump(now: now)
@@ -287,7 +287,7 @@ public final class PeerSession {
         guard c.transport.lowercased() == "udp" else { return }   // castd speaks ICE over UDP only
         let outcome = ice.admission(of: c)
         ice.handle(.remoteCandidate(c), now: now)
-        if outcome == .kept, let addr = c.socketAddress { relays.permit(addr.ip, now: now) }
+        if outcome == .kept, let addr = c.socketAddress { relays.handle(.permit(addr.ip), now: now) }
         pump(now: now)
         switch outcome {
         case .kept, .skipped: return
@@ -364,7 +364,7 @@ public final class PeerSession {
         dtls?.close()
         // RFC 8656 §8: release the allocations (one Refresh with LIFETIME 0 each; the shell
         // sends what is queued and stops, and an unanswered release just expires on the server).
-        relays.close(now: now)
+        relays.handle(.close, now: now)
         pumpRelays(now: now)
         setState(.closed)
     }
@@ -464,7 +464,7 @@ public final class PeerSession {
     /// address's goes through its TURN allocation.
     private func route(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
         if relays.isRelayed(from) {
-            relays.send(from: from, to: to, bytes, now: now)
+            relays.handle(.send(bytes, from: from, to: to), now: now)
         } else {
             transmits.append(Transmit(bytes: bytes, from: from, to: to))
         }
@@ -482,7 +482,7 @@ public final class PeerSession {
                 // Its candidate event now, so that it is trickled before endOfCandidates.
                 drainICE(now: now)
                 // Let the receiver's checks in before ours went out to it (RFC 8656 §9).
-                for c in ice.remoteCandidates { if let a = c.socketAddress { relays.permit(a.ip, now: now) } }
+                for c in ice.remoteCandidates { if let a = c.socketAddress { relays.handle(.permit(a.ip), now: now) } }
             case .data(let from, let to, let bytes)?:
                 receive(bytes, from: from, to: to, now: now)
             case .failed(let server, let error)?:
@@ -539,7 +539,7 @@ public final class PeerSession {
             let localType: CandidateType = relays.isRelayed(l) ? .relay : .host
             statistics.selectedLocalType = localType.rawValue
             // RFC 8656 §12: media through a relay goes as ChannelData (4 bytes of overhead, not 36).
-            if localType == .relay { relays.bindChannel(relayed: l, peer: r, now: now) }
+            if localType == .relay { relays.handle(.bindChannel(relayed: l, peer: r), now: now) }
             events.append(.selectedPair(local: l, remote: r, remoteType: type, localType: localType))
         case .roleChanged: break
         }
@@ -669,7 +669,7 @@ extension PeerSession: DatagramCore {
             return
         }
         if relays.claims(bytes, from: from, to: to) {
-            relays.handle(bytes, from: from, to: to, now: now)
+            relays.handle(.datagram(bytes, from: from, to: to), now: now)
             pump(now: now)
             return
         }
@@ -708,7 +708,7 @@ extension PeerSession: DatagramCore {
     /// A TURN server's stream connection closed: that relay is gone (ICE goes on over the
     /// others; consent on a pair through it fails, and §11 re-offers with fresh allocations).
     public func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {
-        relays.streamClosed(local: local, reason: reason, now: now)
+        relays.handle(.streamClosed(local: local, reason: reason), now: now)
         pump(now: now)
     }
 

@@ -40,15 +40,15 @@ public struct TURNProbe: Sendable {
     public mutating func start(udpBases: [SocketAddress], streams: [(server: Int, local: SocketAddress)],
                                streamFailures: [(server: Int, reason: String)], now: Instant) {
         started = now
-        for s in streams { relays.addStream(server: s.server, local: s.local, now: now) }
-        for f in streamFailures { relays.streamFailed(server: f.server, reason: f.reason, now: now) }
-        for b in udpBases { relays.addBase(b, now: now) }
+        for s in streams { relays.handle(.addStream(server: s.server, local: s.local), now: now) }
+        for f in streamFailures { relays.handle(.streamFailed(server: f.server, reason: f.reason), now: now) }
+        for b in udpBases { relays.handle(.addBase(b), now: now) }
         // A UDP server of a family no socket was given for never starts: say so.
         for (i, s) in servers.enumerated() where s.transport == .udp && !udpBases.contains(where: { $0.ip.isIPv6 == s.address.ip.isIPv6 }) {
             outcomes[i] = .failed(CastError(.turnConnection, "TURN server \(s.name): no UDP socket of its address family (\(s.address.ip.isIPv6 ? "IPv6" : "IPv4")) could be opened here"),
                                   after: .zero)
         }
-        relays.endOfBases()
+        relays.handle(.endOfBases, now: now)
         drain(now: now)
     }
 
@@ -68,7 +68,7 @@ public struct TURNProbe: Sendable {
             case .gatheringFinished?:
                 // Every server answered: release what was allocated; the probe is over
                 // (an unanswered release just expires on the server).
-                relays.close(now: now)
+                relays.handle(.close, now: now)
                 finished = true
             case nil:
                 break loop
@@ -80,7 +80,7 @@ public struct TURNProbe: Sendable {
 extension TURNProbe: DatagramCore {
     public mutating func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
         guard relays.claims(bytes, from: from, to: to) else { return }
-        relays.handle(bytes, from: from, to: to, now: now)
+        relays.handle(.datagram(bytes, from: from, to: to), now: now)
         drain(now: now)
     }
 
@@ -96,7 +96,7 @@ extension TURNProbe: DatagramCore {
     public func nextDeadline() -> Instant? { finished ? nil : relays.nextDeadline() }
 
     public mutating func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {
-        relays.streamClosed(local: local, reason: reason, now: now)
+        relays.handle(.streamClosed(local: local, reason: reason), now: now)
         drain(now: now)
     }
 }
