@@ -329,12 +329,9 @@ public final class PeerSession {
         guard mediaFlows, var a = audio else { statistics.audioFramesDropped += 1; return }
         let size = a.packetSize(of: frame)
         let seq = a.configuration.extensionIDs.transportCC == nil ? nil : video.registerCompanionPacket(size: size, now: now)
-        do {
-            try a.handle(.frame(frame, transportSequenceNumber: seq), now: now)
-            audioRate.add(size, now: now)
-        } catch {
-            statistics.audioFramesDropped += 1
-        }
+        let sent = a.statistics.framesSent
+        a.handle(.frame(frame, transportSequenceNumber: seq), now: now)   // a refused frame is counted as it drains
+        if a.statistics.framesSent > sent { audioRate.add(size, now: now) }
         audio = a
         pump(now: now)
     }
@@ -607,13 +604,15 @@ public final class PeerSession {
     /// receiver reports into the loss plan) until only its deadline is left.
     private func pumpAudio(now: Instant) {
         guard var a = audio else { return }
+        a.handleTimeout(now: now)   // a sender report when one is due (early is harmless)
         loop: while true {
-            switch a.poll(now: now) {
-            case .transmit(var d): sendMedia(&d, now: now)
-            case .event(.receiverReport(let r)):
+            switch a.poll() {
+            case .transmit(var d)?: sendMedia(&d, now: now)
+            case .event(.receiverReport(let r))?:
                 audioLossPlan.report(fractionLost: r.fractionLost, now: now)
                 statistics.audioExpectedLossPercent = audioLossPlan.expectedLossPercent
-            case .timeout: break loop
+            case .event(.frameRejected)?: statistics.audioFramesDropped += 1
+            case nil: break loop
             }
         }
         audio = a
@@ -651,7 +650,7 @@ public final class PeerSession {
         guard let srtp = inbound else { return }
         guard let plain = try? srtp.unprotectRTCP(protected) else { statistics.srtpErrors += 1; return }
         if var a = audio {
-            try? a.handle(.rtcp(plain), now: now)   // RTCP input never throws; its report blocks feed the loss plan
+            a.handle(.rtcp(plain), now: now)   // its report blocks feed the loss plan
             audio = a
             pumpAudio(now: now)
         }
@@ -724,6 +723,6 @@ extension PeerSession: DatagramCore {
         d = Instant.earliest(d, mdns.nextDeadline())
         d = Instant.earliest(d, dtls?.nextDeadline())
         d = Instant.earliest(d, mediaFlows ? video.nextDeadline() : nil)
-        return Instant.earliest(d, mediaFlows ? audio?.nextDeadline : nil)
+        return Instant.earliest(d, mediaFlows ? audio?.nextDeadline() : nil)
     }
 }
