@@ -14,11 +14,11 @@
 /// early, late or twice is harmless. Tests drive the same calls with a fake clock.
 ///
 /// Conforming: `SessionMachine` (CastDaemon), `RealtimeClient` (CastSignaling), `ICEAgent`,
-/// `TURNClient`, `TURNRelays` (CastWebRTC), `VideoSender`, `AudioSender`,
+/// `TURNClient`, `TURNRelays`, `MDNSResolver` (CastWebRTC), `VideoSender`, `AudioSender`,
 /// `SendSideBandwidthEstimator` (CastRTP); each has a contract test (outputs in decision
 /// order, a drained queue answers nil, the deadline after draining, `handleTimeout` early or
 /// twice harmless). Not yet: `PeerSession` and `DatagramCore` (`pollTransmit`/`pollEvent`),
-/// `DTLSTransport`, `MDNSResolver`; they converge when next reworked.
+/// `DTLSTransport`; they converge when next reworked.
 public protocol SansIO {
     associatedtype Input
     associatedtype Output

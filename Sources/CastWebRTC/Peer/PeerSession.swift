@@ -417,11 +417,6 @@ public final class PeerSession {
 
     private func pumpOnce(now: Instant) {
         pumpICEAndMDNS(now: now)
-        while let q = mdns.pollQuery() {
-            for e in mdnsEndpoints {
-                transmits.append(Transmit(bytes: q, from: e, to: SocketAddress(e.ip.isIPv6 ? MDNS.ipv6Group : MDNS.ipv4Group, MDNS.port)))
-            }
-        }
         pumpDTLSAndMedia(now: now)
     }
 
@@ -431,14 +426,18 @@ public final class PeerSession {
         var busy = true
         while busy {
             busy = false
-            while let e = mdns.pollEvent() {
+            while let o = mdns.poll() {
                 busy = true
-                switch e {
-                case .resolved(let name, let addresses, let fromCache):
+                switch o {
+                case .query(let q):
+                    for e in mdnsEndpoints {
+                        transmits.append(Transmit(bytes: q, from: e, to: SocketAddress(e.ip.isIPv6 ? MDNS.ipv6Group : MDNS.ipv4Group, MDNS.port)))
+                    }
+                case .event(.resolved(let name, let addresses, let fromCache)):
                     statistics.mdnsResolved += 1
                     events.append(.mdnsResolved(hostname: name, addresses: addresses, fromCache: fromCache))
                     ice.handle(.resolved(hostname: name, addresses: addresses), now: now)
-                case .unresolved(let name):
+                case .event(.unresolved(let name)):
                     statistics.mdnsUnresolved += 1
                     events.append(.mdnsUnresolved(hostname: name))
                     ice.handle(.resolved(hostname: name, addresses: []), now: now)
@@ -529,7 +528,7 @@ public final class PeerSession {
             reportGatheringIfDone()
         case .needsResolution(let h):
             events.append(.needsResolution(hostname: h))
-            if mdnsEndpoints.isEmpty { mdns.giveUp(h) } else { mdns.resolve(h, now: now) }
+            if mdnsEndpoints.isEmpty { mdns.handle(.giveUp(h), now: now) } else { mdns.handle(.resolve(h), now: now) }
         case .selectedPair(let l, let r):
             statistics.selectedPair = "\(l) -> \(r)"
             let type = ice.remoteCandidates.first { $0.socketAddress == r }?.type ?? .prflx
@@ -663,7 +662,7 @@ extension PeerSession: DatagramCore {
     public func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
         if mdnsEndpoints.contains(to) {
             statistics.mdnsDatagramsIn += 1
-            mdns.handle(datagram: bytes, now: now)
+            mdns.handle(.datagram(bytes), now: now)
             pump(now: now)
             return
         }
