@@ -64,8 +64,12 @@ import Testing
             var progress = true
             while progress {
                 progress = false
-                while let t = session.pollTransmit() {
+                while let o = session.poll() {
                     progress = true
+                    guard case .transmit(let t) = o else {
+                        if case .event(let e) = o { events.append(e) }
+                        continue
+                    }
                     switch PacketKind(classifying: t.bytes) {
                     case .stun: peer.handle(ICETransmit(from: t.from, to: t.to, datagram: t.bytes))
                     case .dtls: dtls.handleDatagram(t.bytes, now: now)
@@ -82,11 +86,11 @@ import Testing
                 while !peer.outbox.isEmpty {
                     progress = true
                     let t = peer.outbox.removeFirst()
-                    session.handleDatagram(t.datagram, from: t.from, to: t.to, now: now)
+                    session.handle(.datagram(t.datagram, from: t.from, to: t.to), now: now)
                 }
                 while let d = dtls.pollTransmit() {
                     progress = true
-                    session.handleDatagram(d, from: PeerSessionAudioTests.remote, to: PeerSessionAudioTests.local, now: now)
+                    session.handle(.datagram(d, from: PeerSessionAudioTests.remote, to: PeerSessionAudioTests.local), now: now)
                 }
                 while let e = dtls.pollEvent() {
                     if case .connected(let keys) = e {
@@ -94,7 +98,6 @@ import Testing
                         outbound = try? keys.outboundSession()
                     }
                 }
-                while let e = session.pollEvent() { events.append(e) }
             }
         }
 
@@ -111,7 +114,7 @@ import Testing
         /// One RTCP compound from the receiver, protected with its SRTCP keys.
         func receiverSends(_ packets: [RTCPPacket]) throws {
             let bytes = try #require(outbound).protectRTCP(try RTCPCompound.serialize(packets))
-            session.handleDatagram(bytes, from: PeerSessionAudioTests.remote, to: PeerSessionAudioTests.local, now: now)
+            session.handle(.datagram(bytes, from: PeerSessionAudioTests.remote, to: PeerSessionAudioTests.local), now: now)
             exchange()
         }
 

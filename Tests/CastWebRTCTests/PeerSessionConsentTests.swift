@@ -48,8 +48,12 @@ import Testing
             var progress = true
             while progress {
                 progress = false
-                while let t = session.pollTransmit() {
+                while let o = session.poll() {
                     progress = true
+                    guard case .transmit(let t) = o else {
+                        if case .event(.stateChanged(let s)) = o { states.append((now, s)) }
+                        continue
+                    }
                     switch PacketKind(classifying: t.bytes) {
                     case .stun:
                         peer.handle(ICETransmit(from: t.from, to: t.to, datagram: t.bytes))
@@ -62,16 +66,13 @@ import Testing
                 while !peer.outbox.isEmpty {
                     progress = true
                     let t = peer.outbox.removeFirst()
-                    session.handleDatagram(t.datagram, from: t.from, to: t.to, now: now)
+                    session.handle(.datagram(t.datagram, from: t.from, to: t.to), now: now)
                 }
                 while let d = dtls.pollTransmit() {
                     progress = true
-                    session.handleDatagram(d, from: PeerSessionConsentTests.remote, to: PeerSessionConsentTests.local, now: now)
+                    session.handle(.datagram(d, from: PeerSessionConsentTests.remote, to: PeerSessionConsentTests.local), now: now)
                 }
                 while let e = dtls.pollEvent() { _ = e }
-                while let e = session.pollEvent() {
-                    if case .stateChanged(let s) = e { states.append((now, s)) }
-                }
             }
         }
 

@@ -127,10 +127,10 @@ import Testing
                              name: "turns:198.51.100.1:5349", username: "1767225600:castd", password: "s3cret-credential")
         var p = TURNProbe(servers: [tls])
         let reason = "failed the TLS handshake (TLS: the certificate of 198.51.100.1 was not accepted)"
-        p.handleSocketClosed(local: Self.streamLocal, reason: reason, now: .zero)
+        p.handle(.socketClosed(local: Self.streamLocal, reason: reason), now: .zero)
         #expect(p.outcomes.isEmpty && !p.finished)       // not started yet: nothing to fail
         p.start(udpBases: [], streams: [(server: 0, local: Self.streamLocal)], streamFailures: [], now: .zero + .milliseconds(3))
-        #expect(p.pollTransmit() == nil)                 // no Allocate into a closed connection
+        #expect(p.nextTransmit() == nil)                 // no Allocate into a closed connection
         #expect(p.finished)
         guard case .failed(let e, let after)? = p.outcomes[0] else { Issue.record("no outcome: \(p.outcomes)"); return }
         #expect(e.code == .turnConnection && after == .zero)
@@ -174,29 +174,29 @@ import Testing
         var p = TURNProbe(servers: [Self.udp, Self.tcp])
         p.start(udpBases: [Self.udpBase], streams: [(server: 1, local: Self.streamLocal)], streamFailures: [], now: .zero)
         var sent: [Transmit] = []
-        while let t = p.pollTransmit() { sent.append(t) }
+        while let t = p.nextTransmit() { sent.append(t) }
         #expect(Set(sent.map(\.from)) == [Self.udpBase, Self.streamLocal])
         #expect(!p.finished)
         // The TCP connection is refused.
-        p.handleSocketClosed(local: Self.streamLocal, reason: "could not be made (Connection refused)", now: .zero + .milliseconds(1))
+        p.handle(.socketClosed(local: Self.streamLocal, reason: "could not be made (Connection refused)"), now: .zero + .milliseconds(1))
         #expect(!p.finished)
         // The UDP server: 401, then success 20 ms after the start.
         let req = try StunMessage(decoding: try #require(sent.first { $0.from == Self.udpBase }).bytes)
-        p.handleDatagram(StunMessage(method: req.method, class: .errorResponse, transactionID: req.transactionID,
-                                     attributes: [.errorCode(code: 401, reason: "Unauthorized"), .realm("castd.test"), .nonce([7])]).encode(),
-                         from: Self.udp.address, to: Self.udpBase, now: .zero + .milliseconds(10))
-        let authBytes = p.pollTransmit()
+        p.handle(.datagram(StunMessage(method: req.method, class: .errorResponse, transactionID: req.transactionID,
+                                       attributes: [.errorCode(code: 401, reason: "Unauthorized"), .realm("castd.test"), .nonce([7])]).encode(),
+                           from: Self.udp.address, to: Self.udpBase), now: .zero + .milliseconds(10))
+        let authBytes = p.nextTransmit()
         let auth = try StunMessage(decoding: try #require(authBytes).bytes)
-        p.handleDatagram(StunMessage(method: auth.method, class: .successResponse, transactionID: auth.transactionID,
-                                     attributes: [.xorRelayedAddress(Self.relayed), .lifetime(600)]).encode(integrityKey: Self.key),
-                         from: Self.udp.address, to: Self.udpBase, now: .zero + .milliseconds(20))
+        p.handle(.datagram(StunMessage(method: auth.method, class: .successResponse, transactionID: auth.transactionID,
+                                       attributes: [.xorRelayedAddress(Self.relayed), .lifetime(600)]).encode(integrityKey: Self.key),
+                           from: Self.udp.address, to: Self.udpBase), now: .zero + .milliseconds(20))
         #expect(p.finished)
         #expect(p.outcomes[0] == .allocated(relayed: Self.relayed, mapped: nil, after: .milliseconds(20)))
         guard case .failed(let e, let after)? = p.outcomes[1] else { Issue.record("no TCP outcome"); return }
         #expect(after == .milliseconds(1))
         #expect(e.message.contains("turn:198.51.100.1:3478?transport=tcp") && e.message.contains("Connection refused"))
         // The release: Refresh with LIFETIME 0 for the UDP allocation; then no timer at all.
-        let releaseBytes = p.pollTransmit()
+        let releaseBytes = p.nextTransmit()
         let release = try StunMessage(decoding: try #require(releaseBytes).bytes)
         #expect(release.method == StunMessage.refreshMethod && release.lifetime == 0)
         #expect(p.nextDeadline() == nil)
@@ -206,16 +206,24 @@ import Testing
         var p = TURNProbe(servers: [Self.udp])
         p.start(udpBases: [Self.udpBase], streams: [], streamFailures: [], now: .zero)
         var sends = 0
-        while p.pollTransmit() != nil { sends += 1 }
+        while p.nextTransmit() != nil { sends += 1 }
         var now = Instant.zero
         while !p.finished, let d = p.nextDeadline() {
             now = d
             p.handleTimeout(now: now)
-            while p.pollTransmit() != nil { sends += 1 }
+            while p.nextTransmit() != nil { sends += 1 }
         }
         #expect(sends == 4)
         #expect(now == .zero + .milliseconds(11_500))
         guard case .failed(let e, _)? = p.outcomes[0] else { Issue.record("no outcome"); return }
         #expect(e.code == .turnTimeout)
+    }
+}
+
+extension TURNProbe {
+    /// The next datagram the probe decided (it has no events: `Event` is `Never`).
+    mutating func nextTransmit() -> Transmit? {
+        guard case .transmit(let t)? = poll() else { return nil }
+        return t
     }
 }

@@ -2,9 +2,13 @@ import CastCore
 import CastOpenSSL
 import CastRTP
 
-/// One WebRTC send-only peer connection as a sans-IO value (str0m's shape):
-/// castd's offer, the answer, trickled candidates, and every datagram and
-/// timeout go in; datagrams to send, events, and the next deadline come out.
+/// One WebRTC send-only peer connection as a sans-IO value, on the one contract
+/// (`SansIO`, through `DatagramCore`): every datagram goes in as `handle(.datagram…,
+/// now:)` and every timeout as `handleTimeout(now:)`; datagrams to send and events come
+/// out of one `poll()`, in the order they were decided, then `nextDeadline()`. castd's
+/// offer, the answer, trickled candidates, media and `close` are the owner's commands
+/// (named methods, each with `now`; the answer and a candidate throw a sentence the owner
+/// reports at once); their outputs drain through the same `poll()`.
 ///
 /// It composes, in one visible place: the ICE agent (connectivity, consent),
 /// DTLS (keys, peer identity by fingerprint), SRTP (protect/unprotect) and the
@@ -143,9 +147,10 @@ public final class PeerSession {
     private var answer: NegotiatedAnswer? = nil
     private var iceState: ICEConnectionState = .new
     private var dtlsConnected = false
-    /// O(1) at both ends (issue 19): the driver pops one datagram per packet.
-    private var transmits = RingBuffer<Transmit>()
-    private var events: [Event] = []
+    /// Datagrams and events in decision order; O(1) at both ends (issue 19): the driver
+    /// pops one datagram per packet.
+    private var outputs = OutputQueue<Output>()
+    public typealias Output = DatagramOutput<Event>
 
     /// Builds the offer: fresh ICE credentials, the certificate's fingerprint,
     /// random SSRCs. `random` supplies every random choice (tests pass a seeded one).
@@ -228,8 +233,8 @@ public final class PeerSession {
 
     /// The shell's TCP or TLS connection to `configuration.turnServers[server]` (RFC 8656
     /// §3.1), from `local`: the allocation is made over it; its bytes come in through
-    /// `handleDatagram(…, to: local)` and go out as transmits from `local`. When it closes,
-    /// `handleSocketClosed(local:…)`; when it could not be opened, `relayStreamFailed`.
+    /// `handle(.datagram(…, to: local))` and go out as transmits from `local`. When it closes,
+    /// `handle(.socketClosed(local:…))`; when it could not be opened, `relayStreamFailed`.
     public func addRelayStream(server: Int, local: SocketAddress, now: Instant) {
         relays.handle(.addStream(server: server, local: local), now: now)
         pump(now: now)
@@ -269,9 +274,9 @@ public final class PeerSession {
         }
         answer = a
         statistics.codec = a.video.codec
-        events.append(.videoCodec(a.video.codec))
-        if audio != nil { events.append(.audioAccepted) }
-        else if let why = a.audioRejection { events.append(.audioRejected(why)) }
+        emit(.videoCodec(a.video.codec))
+        if audio != nil { emit(.audioAccepted) }
+        else if let why = a.audioRejection { emit(.audioRejected(why)) }
         ice.handle(.remoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd), now: now)
         for c in a.candidates {
             ice.handle(.remoteCandidate(c), now: now)
@@ -368,7 +373,8 @@ public final class PeerSession {
 
     // MARK: - Outputs
 
-    public func pollEvent() -> Event? { events.isEmpty ? nil : events.removeFirst() }
+    private func emit(_ e: Event) { outputs.push(.event(e)) }
+    private func queue(_ t: Transmit) { outputs.push(.transmit(t)) }
 
     // MARK: - Internals
 
@@ -383,11 +389,11 @@ public final class PeerSession {
         guard s != state else { return }
         let wasConnected = state == .connected
         state = s
-        events.append(.stateChanged(s))
+        emit(.stateChanged(s))
         // Frames before this moment were dropped (no keys yet), and a receiver
         // can only start decoding at an IDR: ask the encoder for one now rather
         // than wait for the receiver's PLI (aiortc, for one, never sends it).
-        if s == .connected && !wasConnected { events.append(.keyframeRequested) }
+        if s == .connected && !wasConnected { emit(.keyframeRequested) }
     }
 
     private func updateState() {
@@ -431,15 +437,15 @@ public final class PeerSession {
                 switch o {
                 case .query(let q):
                     for e in mdnsEndpoints {
-                        transmits.append(Transmit(bytes: q, from: e, to: SocketAddress(e.ip.isIPv6 ? MDNS.ipv6Group : MDNS.ipv4Group, MDNS.port)))
+                        queue(Transmit(bytes: q, from: e, to: SocketAddress(e.ip.isIPv6 ? MDNS.ipv6Group : MDNS.ipv4Group, MDNS.port)))
                     }
                 case .event(.resolved(let name, let addresses, let fromCache)):
                     statistics.mdnsResolved += 1
-                    events.append(.mdnsResolved(hostname: name, addresses: addresses, fromCache: fromCache))
+                    emit(.mdnsResolved(hostname: name, addresses: addresses, fromCache: fromCache))
                     ice.handle(.resolved(hostname: name, addresses: addresses), now: now)
                 case .event(.unresolved(let name)):
                     statistics.mdnsUnresolved += 1
-                    events.append(.mdnsUnresolved(hostname: name))
+                    emit(.mdnsUnresolved(hostname: name))
                     ice.handle(.resolved(hostname: name, addresses: []), now: now)
                 }
             }
@@ -449,7 +455,7 @@ public final class PeerSession {
         // after selection: the selected pair's remote is that host candidate from now on.
         if let pair = ice.selectedPair, let type = ice.remoteCandidates.first(where: { $0.socketAddress == pair.remote })?.type {
             if let before = statistics.selectedRemoteType, before != type.rawValue {
-                events.append(.selectedPair(local: pair.local, remote: pair.remote, remoteType: type,
+                emit(.selectedPair(local: pair.local, remote: pair.remote, remoteType: type,
                                             localType: relays.isRelayed(pair.local) ? .relay : .host))
             }
             statistics.selectedRemoteType = type.rawValue
@@ -462,7 +468,7 @@ public final class PeerSession {
         if relays.isRelayed(from) {
             relays.handle(.send(bytes, from: from, to: to), now: now)
         } else {
-            transmits.append(Transmit(bytes: bytes, from: from, to: to))
+            queue(Transmit(bytes: bytes, from: from, to: to))
         }
     }
 
@@ -470,11 +476,11 @@ public final class PeerSession {
         while true {
             switch relays.poll() {
             case .transmit(let t)?:
-                transmits.append(t)
+                queue(t)
             case .allocated(let server, let index, let relayed, let mapped)?:
                 ice.handle(.relayCandidate(.init(relayed: relayed, mapped: mapped, server: server.address,
                                                  transport: server.transport, serverIndex: index)), now: now)
-                events.append(.relayAllocated(server: server.name, relayed: relayed))
+                emit(.relayAllocated(server: server.name, relayed: relayed))
                 // Its candidate event now, so that it is trickled before endOfCandidates.
                 drainICE(now: now)
                 // Let the receiver's checks in before ours went out to it (RFC 8656 §9).
@@ -482,7 +488,7 @@ public final class PeerSession {
             case .data(let from, let to, let bytes)?:
                 receive(bytes, from: from, to: to, now: now)
             case .failed(let server, let error)?:
-                events.append(.relayFailed(server: server.name, message: error.message))
+                emit(.relayFailed(server: server.name, message: error.message))
             case .gatheringFinished?:
                 relaysGathered = true
                 reportGatheringIfDone()
@@ -495,7 +501,7 @@ public final class PeerSession {
     private func reportGatheringIfDone() {
         guard iceGathered, relaysGathered, !gatheringReported else { return }
         gatheringReported = true
-        events.append(.gatheringComplete)
+        emit(.gatheringComplete)
     }
 
     /// Carries out what ICE decided, in its order (its datagrams go out through `route`);
@@ -522,12 +528,12 @@ public final class PeerSession {
                 d.start(now: now)
             }
             updateState()
-        case .localCandidate(let c): events.append(.localCandidate(c.attributeValue))
+        case .localCandidate(let c): emit(.localCandidate(c.attributeValue))
         case .gatheringComplete:
             iceGathered = true
             reportGatheringIfDone()
         case .needsResolution(let h):
-            events.append(.needsResolution(hostname: h))
+            emit(.needsResolution(hostname: h))
             if mdnsEndpoints.isEmpty { mdns.handle(.giveUp(h), now: now) } else { mdns.handle(.resolve(h), now: now) }
         case .selectedPair(let l, let r):
             statistics.selectedPair = "\(l) -> \(r)"
@@ -536,7 +542,7 @@ public final class PeerSession {
             statistics.selectedLocalType = localType.rawValue
             // RFC 8656 §12: media through a relay goes as ChannelData (4 bytes of overhead, not 36).
             if localType == .relay { relays.handle(.bindChannel(relayed: l, peer: r), now: now) }
-            events.append(.selectedPair(local: l, remote: r, remoteType: type, localType: localType))
+            emit(.selectedPair(local: l, remote: r, remoteType: type, localType: localType))
         case .roleChanged: break
         }
     }
@@ -553,16 +559,16 @@ public final class PeerSession {
                         dtlsConnected = true
                         updateState()
                     } catch {
-                        events.append(.failure("SRTP could not be set up: \(error)"))
+                        emit(.failure("SRTP could not be set up: \(error)"))
                         setState(.failed)
                     }
                 case .failed(let err) where err.code == .dtlsClosed && dtlsConnected:
                     // The receiver closed its peer connection (refresh, Stop): not an
                     // error of ours, but this connection is over (spec §11 re-offers).
-                    events.append(.remoteClosed)
+                    emit(.remoteClosed)
                     setState(.failed)
                 case .failed(let err):
-                    events.append(.failure(err.message))
+                    emit(.failure(err.message))
                     setState(.failed)
                 }
             }
@@ -590,8 +596,8 @@ public final class PeerSession {
         loop: while true {
             switch video.poll() {
             case .transmit(var d)?: sendMedia(&d, now: now)
-            case .event(.keyframeRequested)?: events.append(.keyframeRequested)
-            case .event(.bandwidthEstimate(let b))?: events.append(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
+            case .event(.keyframeRequested)?: emit(.keyframeRequested)
+            case .event(.bandwidthEstimate(let b))?: emit(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
             case .event(.accessUnitRejected)?: statistics.accessUnitsDropped += 1
             case .event(.retransmit)?, .event(.receiverReport)?, .event(.targetRate)?: break
             case nil: break loop
@@ -659,7 +665,14 @@ public final class PeerSession {
 }
 
 extension PeerSession: DatagramCore {
-    public func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
+    public func handle(_ input: DatagramInput, now: Instant) {
+        switch input {
+        case .datagram(let bytes, let from, let to): handleDatagram(bytes, from: from, to: to, now: now)
+        case .socketClosed(let local, let reason): handleSocketClosed(local: local, reason: reason, now: now)
+        }
+    }
+
+    private func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
         if mdnsEndpoints.contains(to) {
             statistics.mdnsDatagramsIn += 1
             mdns.handle(.datagram(bytes), now: now)
@@ -705,15 +718,16 @@ extension PeerSession: DatagramCore {
 
     /// A TURN server's stream connection closed: that relay is gone (ICE goes on over the
     /// others; consent on a pair through it fails, and §11 re-offers with fresh allocations).
-    public func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {
+    private func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {
         relays.handle(.streamClosed(local: local, reason: reason), now: now)
         pump(now: now)
     }
 
-    public func pollTransmit() -> Transmit? {
-        guard let t = transmits.popFirst() else { return nil }
-        statistics.datagramsOut += 1
-        return t
+    /// The next datagram or event, in decision order; nil when drained.
+    public func poll() -> Output? {
+        let o = outputs.pop()
+        if case .transmit? = o { statistics.datagramsOut += 1 }
+        return o
     }
 
     public func nextDeadline() -> Instant? {
