@@ -92,7 +92,7 @@ final class PacketPathRig {
                 guard case .transmit(let t) = o else { continue }   // events: the driver hands them on
                 switch PacketKind(classifying: t.bytes) {
                 case .stun: h.peer.handle(ICETransmit(from: t.from, to: t.to, datagram: t.bytes))
-                case .dtls: h.dtls.handleDatagram(t.bytes, now: h.now)
+                case .dtls: h.dtls.handle(.datagram(t.bytes), now: h.now)
                 case .rtpOrRtcp:
                     if t.bytes.count > 1, !(192...223).contains(t.bytes[1]) { rtpPackets += 1 }
                     if send { sendToSink(t.bytes) }

@@ -57,7 +57,7 @@ import Testing
             dtls = try DTLSTransport(role: .client, certificate: PeerSessionAudioTests.rxCert,
                                      remoteFingerprint: PeerSessionAudioTests.castdCert.fingerprint())
             try session.applyAnswer(try PeerSessionAudioTests.answer(audioPort: audioPort), now: now)
-            dtls.start(now: now)
+            dtls.handle(.start, now: now)
         }
 
         func exchange() {
@@ -72,7 +72,7 @@ import Testing
                     }
                     switch PacketKind(classifying: t.bytes) {
                     case .stun: peer.handle(ICETransmit(from: t.from, to: t.to, datagram: t.bytes))
-                    case .dtls: dtls.handleDatagram(t.bytes, now: now)
+                    case .dtls: dtls.handle(.datagram(t.bytes), now: now)
                     case .rtpOrRtcp:
                         guard let srtp = inbound else { break }
                         if (192...223).contains(t.bytes[1]) {
@@ -88,14 +88,15 @@ import Testing
                     let t = peer.outbox.removeFirst()
                     session.handle(.datagram(t.datagram, from: t.from, to: t.to), now: now)
                 }
-                while let d = dtls.pollTransmit() {
-                    progress = true
-                    session.handle(.datagram(d, from: PeerSessionAudioTests.remote, to: PeerSessionAudioTests.local), now: now)
-                }
-                while let e = dtls.pollEvent() {
-                    if case .connected(let keys) = e {
+                while let o = dtls.poll() {
+                    switch o {
+                    case .transmit(let d):
+                        progress = true
+                        session.handle(.datagram(d, from: PeerSessionAudioTests.remote, to: PeerSessionAudioTests.local), now: now)
+                    case .event(.connected(let keys)):
                         inbound = try? keys.inboundSession()
                         outbound = try? keys.outboundSession()
+                    case .event: break
                     }
                 }
             }

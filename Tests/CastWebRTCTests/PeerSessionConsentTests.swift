@@ -40,7 +40,7 @@ import Testing
             let fp = try #require(answer.split(separator: "\r\n").first { $0.hasPrefix("a=fingerprint:") })
             answer = answer.replacingOccurrences(of: String(fp), with: "a=fingerprint:" + PeerSessionConsentTests.rxCert.fingerprint().sdpValue)
             try session.applyAnswer(answer, now: now)
-            dtls.start(now: now)
+            dtls.handle(.start, now: now)
         }
 
         /// Moves every datagram until nothing is left at this instant.
@@ -57,7 +57,7 @@ import Testing
                     switch PacketKind(classifying: t.bytes) {
                     case .stun:
                         peer.handle(ICETransmit(from: t.from, to: t.to, datagram: t.bytes))
-                    case .dtls: dtls.handleDatagram(t.bytes, now: now)
+                    case .dtls: dtls.handle(.datagram(t.bytes), now: now)
                     case .rtpOrRtcp:
                         if t.bytes.count > 1, (t.bytes[1] & 0x7f) < 64 || (t.bytes[1] & 0x7f) > 95 { rtpAt.append(now) }
                     default: break
@@ -68,11 +68,11 @@ import Testing
                     let t = peer.outbox.removeFirst()
                     session.handle(.datagram(t.datagram, from: t.from, to: t.to), now: now)
                 }
-                while let d = dtls.pollTransmit() {
+                while let o = dtls.poll() {
+                    guard case .transmit(let d) = o else { continue }
                     progress = true
                     session.handle(.datagram(d, from: PeerSessionConsentTests.remote, to: PeerSessionConsentTests.local), now: now)
                 }
-                while let e = dtls.pollEvent() { _ = e }
             }
         }
 

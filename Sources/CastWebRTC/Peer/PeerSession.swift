@@ -363,7 +363,7 @@ public final class PeerSession {
         if state == .connected, var bye = audio?.goodbye(reason: "castd closed") { sendMedia(&bye, now: now) }
         ice.handle(.close, now: now)
         drainICE(now: now)
-        dtls?.close()
+        dtls?.handle(.close, now: now)
         // RFC 8656 §8: release the allocations (one Refresh with LIFETIME 0 each; the shell
         // sends what is queued and stops, and an unanswered release just expires on the server).
         relays.handle(.close, now: now)
@@ -525,7 +525,7 @@ public final class PeerSession {
             iceState = s
             if s == .connected, let d = dtls, !d.isConnected, !dtlsStarted {
                 dtlsStarted = true
-                d.start(now: now)
+                d.handle(.start, now: now)
             }
             updateState()
         case .localCandidate(let c): emit(.localCandidate(c.attributeValue))
@@ -548,10 +548,14 @@ public final class PeerSession {
     }
 
     private func pumpDTLSAndMedia(now: Instant) {
+        // DTLS's records and events in decision order; a record goes over the selected pair
+        // (without one, ICE has failed or closed and the record has nowhere to go).
         if let d = dtls {
-            while let e = d.pollEvent() {
-                switch e {
-                case .connected(let keys):
+            while let o = d.poll() {
+                switch o {
+                case .transmit(let bytes):
+                    if let pair = ice.selectedPair { route(bytes, from: pair.local, to: pair.remote, now: now) }
+                case .event(.connected(let keys)):
                     do {
                         outbound = try keys.outboundSession(allowRepeatTransmit: true)
                         if configuration.outboundSRTP == .castd { outboundRTP = try keys.outboundProtector() }
@@ -562,19 +566,14 @@ public final class PeerSession {
                         emit(.failure("SRTP could not be set up: \(error)"))
                         setState(.failed)
                     }
-                case .failed(let err) where err.code == .dtlsClosed && dtlsConnected:
+                case .event(.failed(let err)) where err.code == .dtlsClosed && dtlsConnected:
                     // The receiver closed its peer connection (refresh, Stop): not an
                     // error of ours, but this connection is over (spec §11 re-offers).
                     emit(.remoteClosed)
                     setState(.failed)
-                case .failed(let err):
+                case .event(.failed(let err)):
                     emit(.failure(err.message))
                     setState(.failed)
-                }
-            }
-            if let pair = ice.selectedPair {
-                while let bytes = d.pollTransmit() {
-                    route(bytes, from: pair.local, to: pair.remote, now: now)
                 }
             }
         }
@@ -697,7 +696,7 @@ extension PeerSession: DatagramCore {
             ice.handle(.datagram(bytes, from: from, to: to), now: now)
         case .dtls:
             // Only from the peer ICE validated (RFC 8842 §4: DTLS over the selected pair).
-            if let d = dtls, let pair = ice.selectedPair, pair.remote == from { d.handleDatagram(bytes, now: now) }
+            if let d = dtls, let pair = ice.selectedPair, pair.remote == from { d.handle(.datagram(bytes), now: now) }
             else { statistics.malformedIn += 1 }
         case .rtpOrRtcp:
             // RFC 5761 §4: RTCP packet types 192–223 in the second byte.
