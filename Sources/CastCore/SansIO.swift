@@ -14,12 +14,15 @@
 /// early, late or twice is harmless. Tests drive the same calls with a fake clock.
 ///
 /// Conforming: `SessionMachine` (CastDaemon), `RealtimeClient` (CastSignaling), `ICEAgent`,
-/// `TURNClient` (CastWebRTC), `VideoSender`, `SendSideBandwidthEstimator` (CastRTP); each
-/// has a contract test (outputs in decision order, a drained queue answers nil, the deadline
-/// after draining, `handleTimeout` early or twice harmless). Not yet: `TURNRelays` (named
-/// input methods, `poll()` to nil), `PeerSession` and `DatagramCore` (`pollTransmit`/
-/// `pollEvent`), `AudioSender` (`.timeout` as its last output), `DTLSTransport`,
-/// `MDNSResolver`; they converge when next reworked.
+/// `TURNClient`, `TURNRelays`, `MDNSResolver`, `DTLSTransport` (a class: it wraps OpenSSL's
+/// state, which cannot be copied, but does no IO), `PeerSession` (CastWebRTC), `VideoSender`,
+/// `AudioSender`, `SendSideBandwidthEstimator` (CastRTP); each has a contract test (outputs
+/// in decision order, a drained queue answers nil, the deadline after draining,
+/// `handleTimeout` early or twice harmless). `PeerSession` and `TURNProbe` conform as
+/// `DatagramCore` (`.datagram` / `.socketClosed` in, `.transmit` / `.event` out of one
+/// `poll()`), which `DatagramDriver` (CastDaemon) runs; `PeerSession`'s commands (the answer,
+/// candidates, media, `close`) stay named methods with `now`, drained through the same
+/// `poll()`.
 public protocol SansIO {
     associatedtype Input
     associatedtype Output

@@ -10,21 +10,23 @@ import Glibc
 
 /// Echoes every datagram with a prefix, and sends "tick" once at its deadline.
 struct EchoCore: DatagramCore {
-    var out: [Transmit] = []
+    typealias Event = Never
+    var out = OutputQueue<DatagramOutput<Never>>()
     var tickAt: Instant?
     var tickTo: SocketAddress?
     let local: SocketAddress
 
-    mutating func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
-        out.append(Transmit(bytes: Array("echo:".utf8) + bytes, from: to, to: from))
+    mutating func handle(_ input: DatagramInput, now: Instant) {
+        guard case .datagram(let bytes, let from, let to) = input else { return }
+        out.push(.transmit(Transmit(bytes: Array("echo:".utf8) + bytes, from: to, to: from)))
     }
     mutating func handleTimeout(now: Instant) {
         if let t = tickAt, now >= t, let to = tickTo {
-            out.append(Transmit(bytes: Array("tick".utf8), from: local, to: to))
+            out.push(.transmit(Transmit(bytes: Array("tick".utf8), from: local, to: to)))
             tickAt = nil
         }
     }
-    mutating func pollTransmit() -> Transmit? { out.isEmpty ? nil : out.removeFirst() }
+    mutating func poll() -> DatagramOutput<Never>? { out.pop() }
     func nextDeadline() -> Instant? { tickAt }
 }
 

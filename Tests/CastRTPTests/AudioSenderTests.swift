@@ -50,21 +50,19 @@ import CastCore
                         ssrc: 0xa0b0_c0d0, initialSequenceNumber: 0x0100, initialTimestamp: 0x1000_0000)
     }
 
-    /// Drains the sender: everything up to the timeout, and the timeout.
+    /// Drives the sender's timeout at `now` and drains it: every output, then the deadline left.
     func drain(_ s: inout AudioSender, now: Instant) -> (outputs: [AudioSender.Output], deadline: Instant?) {
+        s.handleTimeout(now: now)
         var out: [AudioSender.Output] = []
-        while true {
-            let o = s.poll(now: now)
-            if case .timeout(let d) = o { return (out, d) }
-            out.append(o)
-        }
+        while let o = s.poll() { out.append(o) }
+        return (out, s.nextDeadline())
     }
 
     @Test func aFrameLeavesAtOnceWithTransportSequenceAndAudioLevel() throws {
         var s = try sender()
         let frame = EncodedAudioFrame(opus: [0xfc, 0x11, 0x22], samples: 960, captureTime: ms(1000), level: 30)
         let size = s.packetSize(of: frame)
-        try s.handle(.frame(frame, transportSequenceNumber: 0x0a0b), now: ms(1000))
+        s.handle(.frame(frame, transportSequenceNumber: 0x0a0b), now: ms(1000))
         let (out, deadline) = drain(&s, now: ms(1000))
         guard case .transmit(.rtp(let bytes)) = out.first else {
             Issue.record("no RTP packet first: \(out)")
@@ -88,15 +86,15 @@ import CastCore
         #expect(report.ssrc == 0xa0b0_c0d0 && report.packetCount == 1 && report.octetCount == 3)
         #expect(compound.contains(.sourceDescription(SourceDescription(ssrc: 0xa0b0_c0d0, cname: "castd-test"))))
         #expect(deadline == ms(2000))
-        #expect(s.nextDeadline == ms(2000))
+        #expect(s.nextDeadline() == ms(2000))
         #expect(s.statistics.framesSent == 1 && s.statistics.senderReportsSent == 1)
     }
 
     @Test func withoutNegotiatedExtensionsThePacketIsPlain() throws {
         var s = try sender(ids: .init())
-        try s.handle(.frame(EncodedAudioFrame(opus: [0xfc], samples: 960, captureTime: ms(0), level: 50),
+        s.handle(.frame(EncodedAudioFrame(opus: [0xfc], samples: 960, captureTime: ms(0), level: 50),
                             transportSequenceNumber: nil), now: ms(0))
-        guard case .transmit(.rtp(let bytes)) = s.poll(now: ms(0)) else {
+        guard case .transmit(.rtp(let bytes))? = s.poll() else {
             Issue.record("no RTP packet")
             return
         }
@@ -106,10 +104,17 @@ import CastCore
     @Test func aMissingTransportSequenceIsAUsageErrorWhenTransportCCIsNegotiated() throws {
         var s = try sender()
         let frame = EncodedAudioFrame(opus: [0xfc], samples: 960, captureTime: ms(0))
-        #expect(errorCode { try s.handle(.frame(frame, transportSequenceNumber: nil), now: ms(0)) } == .usage)
-        #expect(errorCode { try s.handle(.frame(EncodedAudioFrame(opus: [], samples: 960, captureTime: ms(0)),
-                                                transportSequenceNumber: 1), now: ms(0)) } == .usage)
-        #expect(s.poll(now: ms(0)) == .timeout(nil))   // nothing was sent, no SR is due
+        s.handle(.frame(frame, transportSequenceNumber: nil), now: ms(0))
+        s.handle(.frame(EncodedAudioFrame(opus: [], samples: 960, captureTime: ms(0)), transportSequenceNumber: 1), now: ms(0))
+        // Each refusal is an event in the order it was decided, not a throw; nothing was sent.
+        let (out, deadline) = drain(&s, now: ms(0))
+        guard out.count == 2, case .event(.frameRejected(let a)) = out[0], case .event(.frameRejected(let b)) = out[1] else {
+            Issue.record("not two refusals: \(out)")
+            return
+        }
+        #expect(a.code == .usage && a.message.contains("transport-wide sequence number"))
+        #expect(b.code == .usage && b.message.contains("at least one byte"))
+        #expect(deadline == nil && s.statistics.framesSent == 0)   // no SR is due
     }
 
     /// Lip sync: the audio SR and the video SR, sharing the wallclock offset,
@@ -127,7 +132,7 @@ import CastCore
         let au: [UInt8] = [0, 0, 0, 1, 0x65, 0x88, 0x84, 0x00]
         video.handle(.accessUnit(au, captureTime: capture), now: ms(5004))
         let vOut = video.datagrams(at: ms(5004))
-        try audio.handle(.frame(EncodedAudioFrame(opus: [0xfc, 1, 2], samples: 960, captureTime: capture),
+        audio.handle(.frame(EncodedAudioFrame(opus: [0xfc, 1, 2], samples: 960, captureTime: capture),
                                 transportSequenceNumber: 9), now: ms(5001))
         let aOut = drain(&audio, now: ms(5021)).outputs
 
@@ -154,7 +159,7 @@ import CastCore
 
     @Test func receiverReportsAboutOurSSRCBecomeEventsOthersAndGarbageDoNot() throws {
         var s = try sender()
-        try s.handle(.frame(EncodedAudioFrame(opus: [0xfc], samples: 960, captureTime: ms(0)), transportSequenceNumber: 1),
+        s.handle(.frame(EncodedAudioFrame(opus: [0xfc], samples: 960, captureTime: ms(0)), transportSequenceNumber: 1),
                      now: ms(0))
         _ = drain(&s, now: ms(0))
         let ours = ReportBlock(ssrc: 0xa0b0_c0d0, fractionLost: 64, cumulativeLost: 3, extendedHighestSequence: 0x0100,
@@ -162,7 +167,7 @@ import CastCore
         var theirs = ours
         theirs.ssrc = 0x1234
         let rr = try RTCPCompound.serialize([.receiverReport(ReceiverReport(ssrc: 5, reports: [theirs, ours]))])
-        try s.handle(.rtcp(rr), now: ms(100))
+        s.handle(.rtcp(rr), now: ms(100))
         let (out, _) = drain(&s, now: ms(100))
         #expect(out.count == 1)
         guard case .event(.receiverReport(let stats)) = out.first else {
@@ -171,7 +176,7 @@ import CastCore
         }
         #expect(stats.fractionLost == 0.25)
         #expect(stats.jitter == .milliseconds(10))   // 480 ticks of the 48 kHz clock
-        try s.handle(.rtcp([0x80, 0xc9, 0x00]), now: ms(200))
+        s.handle(.rtcp([0x80, 0xc9, 0x00]), now: ms(200))
         #expect(s.statistics.malformedRTCP == 1)
         #expect(drain(&s, now: ms(200)).outputs.isEmpty)
     }
@@ -183,6 +188,38 @@ import CastCore
             return
         }
         #expect(try RTCPCompound.parse(bytes).contains(.goodbye(Goodbye(sources: [0xa0b0_c0d0], reason: "bye"))))
+    }
+}
+
+/// The sender keeps the one sans-IO contract (`SansIO` in CastCore).
+@Suite struct AudioSenderContractTests {
+    @Test func outputsInDecisionOrderThenOnlyTheReportDeadlineIsLeft() throws {
+        var s = try AudioSenderTests().sender()
+        #expect(s.poll() == nil && s.nextDeadline() == nil)   // nothing sent: no report is due
+        s.handle(.frame(EncodedAudioFrame(opus: [0xfc, 1], samples: 960, captureTime: ms(0)), transportSequenceNumber: 1), now: ms(0))
+        s.handle(.frame(EncodedAudioFrame(opus: [], samples: 960, captureTime: ms(20)), transportSequenceNumber: 2), now: ms(20))
+        s.handle(.frame(EncodedAudioFrame(opus: [0xfc, 2], samples: 960, captureTime: ms(40)), transportSequenceNumber: 3), now: ms(40))
+        // The first packet, the refusal, the second packet: in the order they were decided.
+        guard case .transmit(.rtp(let first))? = s.poll(), case .event(.frameRejected)? = s.poll(),
+              case .transmit(.rtp(let second))? = s.poll() else { Issue.record("not in decision order"); return }
+        #expect(try RTPPacket.parse(second).header.sequenceNumber == RTPPacket.parse(first).header.sequenceNumber &+ 1)
+        #expect(s.poll() == nil && s.poll() == nil)
+        // The first packet made a sender report due at once: a deadline, not an output.
+        #expect(s.nextDeadline() == ms(0))
+        s.handleTimeout(now: ms(40))
+        guard case .transmit(.rtcp(let sr))? = s.poll() else { Issue.record("no SR at the deadline"); return }
+        #expect(try RTCPCompound.parse(sr).contains { if case .senderReport = $0 { true } else { false } })
+        #expect(s.poll() == nil)
+        let due = try #require(s.nextDeadline())
+        #expect(due == ms(1000))
+        s.handleTimeout(now: due - .milliseconds(1))   // early: nothing is due yet
+        #expect(s.poll() == nil && s.nextDeadline() == due)
+        s.handleTimeout(now: due)                      // due: one report …
+        guard case .transmit(.rtcp)? = s.poll() else { Issue.record("no SR when due"); return }
+        #expect(s.poll() == nil)
+        s.handleTimeout(now: due)                      // … not two at the same instant
+        #expect(s.poll() == nil)
+        #expect(s.nextDeadline() == due + .seconds(1) && s.statistics.senderReportsSent == 2)
     }
 }
 

@@ -36,20 +36,17 @@ final class SimulatedLink {
     }
 
     private func collect() {
-        var firstClient = sent.client == 0, firstServer = sent.server == 0
-        while let d = client.pollTransmit() {
-            sent.client += 1
-            send(d, toServer: true, forceDrop: dropFirstFlights && firstClient)
-        }
-        while let d = server.pollTransmit() {
-            sent.server += 1
-            send(d, toServer: false, forceDrop: dropFirstFlights && firstServer)
-        }
-        firstClient = false; firstServer = false
+        let first = (client: sent.client == 0, server: sent.server == 0)
         for (t, slot) in [(client, 0), (server, 1)] {
-            while let e = t.pollEvent() {
-                if slot == 0 { if clientEvent == nil { clientEvent = e } else { extraEvents += 1 } }
-                else { if serverEvent == nil { serverEvent = e } else { extraEvents += 1 } }
+            while let o = t.poll() {
+                switch o {
+                case .transmit(let d):
+                    if slot == 0 { sent.client += 1 } else { sent.server += 1 }
+                    send(d, toServer: slot == 0, forceDrop: dropFirstFlights && (slot == 0 ? first.client : first.server))
+                case .event(let e):
+                    if slot == 0 { if clientEvent == nil { clientEvent = e } else { extraEvents += 1 } }
+                    else { if serverEvent == nil { serverEvent = e } else { extraEvents += 1 } }
+                }
             }
         }
     }
@@ -65,8 +62,8 @@ final class SimulatedLink {
     /// Runs until both sides reported an event or nothing is left to happen.
     func run(limit: Duration = .seconds(300)) {
         let end = now + limit
-        client.start(now: now)
-        server.start(now: now)
+        client.handle(.start, now: now)
+        server.handle(.start, now: now)
         collect()
         while clientEvent == nil || serverEvent == nil {
             let candidates = inFlight.map(\.at) + [client.nextDeadline(), server.nextDeadline()].compactMap { $0 }
@@ -75,7 +72,7 @@ final class SimulatedLink {
             let due = inFlight.filter { $0.at <= now }
             inFlight.removeAll { $0.at <= now }
             for f in due {
-                (f.toServer ? server : client).handleDatagram(f.datagram, now: now)
+                (f.toServer ? server : client).handle(.datagram(f.datagram), now: now)
                 collect()
             }
             client.handleTimeout(now: now)
@@ -97,6 +94,13 @@ final class SimulatedLink {
     func failure(_ e: DTLSTransport.Event?) -> CastError? {
         if case .failed(let err) = e { return err }
         return nil
+    }
+
+    /// Drains `t`, keeping its events (its records have nowhere to go).
+    func events(_ t: DTLSTransport) -> [DTLSTransport.Event] {
+        var out: [DTLSTransport.Event] = []
+        while let o = t.poll() { if case .event(let e) = o { out.append(e) } }
+        return out
     }
 
     /// The Must-show: first flights dropped, random loss on a seeded RNG,
@@ -145,14 +149,17 @@ final class SimulatedLink {
         #expect(link.now - start == .milliseconds(60))
         #expect(link.dropped == 0)
         #expect(client.nextDeadline() == nil && server.nextDeadline() == nil)
-        #expect(client.pollTransmit() == nil && server.pollTransmit() == nil)
-        // Hanging up: the peer learns it from close_notify.
-        client.close()
-        while let d = client.pollTransmit() { server.handleDatagram(d, now: link.now) }
-        #expect(failure(server.pollEvent())?.code == .dtlsClosed)
-        #expect(server.pollEvent() == nil)
-        #expect(failure(client.pollEvent())?.code == .dtlsClosed)
-        #expect(client.pollEvent() == nil)
+        #expect(client.poll() == nil && server.poll() == nil)
+        // Hanging up: the peer learns it from close_notify, which leaves before the
+        // client's own event (decision order).
+        client.handle(.close, now: link.now)
+        guard case .transmit(let notify)? = client.poll() else { Issue.record("no close_notify first"); return }
+        server.handle(.datagram(notify), now: link.now)
+        guard case .event(let own)? = client.poll() else { Issue.record("no event after close_notify"); return }
+        #expect(failure(own)?.code == .dtlsClosed)
+        #expect(client.poll() == nil)
+        let heard = events(server)
+        #expect(heard.count == 1 && failure(heard.first)?.code == .dtlsClosed)
     }
 
     @Test func fingerprintMismatchFailsBothAndExportsNoKeys() throws {
@@ -185,18 +192,27 @@ final class SimulatedLink {
         let client = try DTLSTransport(role: .client, certificate: Self.certA, remoteFingerprint: Self.certB.fingerprint(),
                                        schedule: DTLSRetransmitSchedule(maxRetransmissions: 3))
         let t0 = Instant(nanoseconds: 0)
-        client.start(now: t0)
+        client.handle(.start, now: t0)
         var sent = 0
+        var seen: [DTLSTransport.Event] = []
+        func drain() {
+            while let o = client.poll() {
+                switch o {
+                case .transmit: sent += 1
+                case .event(let e): seen.append(e)
+                }
+            }
+        }
         var t = t0
         while let d = client.nextDeadline() {
-            while client.pollTransmit() != nil { sent += 1 }
+            drain()
             t = d
             client.handleTimeout(now: t)
         }
-        while client.pollTransmit() != nil { sent += 1 }
+        drain()
         #expect(sent == 4)  // ClientHello + 3 retransmissions
         #expect(t - t0 == .seconds(1 + 2 + 4 + 8))
-        #expect(client.pollEvent().map { failure($0)?.code } == .some(.handshakeTimeout))
+        #expect(seen.map { failure($0)?.code } == [.handshakeTimeout])
     }
 
     @Test func roleFollowsTheAnswersSetupAttribute() {
@@ -205,5 +221,51 @@ final class SimulatedLink {
         #expect(DTLSTransport.Role(answerSetup: "actpass") == nil)
         #expect(DTLSTransport.isDTLS(firstByte: 22) && DTLSTransport.isDTLS(firstByte: 20) && DTLSTransport.isDTLS(firstByte: 63))
         #expect(!DTLSTransport.isDTLS(firstByte: 0) && !DTLSTransport.isDTLS(firstByte: 128) && !DTLSTransport.isDTLS(firstByte: 64))
+    }
+}
+
+/// The transport keeps the one sans-IO contract (`SansIO` in CastCore).
+@Suite struct DTLSTransportContractTests {
+    @Test func recordsThenEventsInDecisionOrderThenOnlyTheDeadlineIsLeft() throws {
+        let client = try DTLSTransport(role: .client, certificate: DTLSTransportTests.certA,
+                                       remoteFingerprint: DTLSTransportTests.certB.fingerprint())
+        let server = try DTLSTransport(role: .server, certificate: DTLSTransportTests.certB,
+                                       remoteFingerprint: DTLSTransportTests.certA.fingerprint())
+        let t0 = Instant(nanoseconds: 1_000_000_000)
+        client.handle(.start, now: t0)
+        guard case .transmit(let hello)? = client.poll() else { Issue.record("no ClientHello"); return }
+        #expect(hello.count > 13 && hello[0] == 22 && hello[13] == 1)   // handshake record, ClientHello
+        #expect(client.poll() == nil && client.poll() == nil)
+        let due = try #require(client.nextDeadline())                  // the flight's retransmission
+        #expect(due == t0 + .seconds(1))
+        client.handleTimeout(now: due - .milliseconds(1))               // early: nothing is due yet
+        #expect(client.poll() == nil && client.nextDeadline() == due)
+        client.handleTimeout(now: due)                                  // due: the ClientHello again …
+        guard case .transmit(let again)? = client.poll() else { Issue.record("no retransmission"); return }
+        #expect(again[13] == 1)
+        #expect(client.poll() == nil)
+        client.handleTimeout(now: due)                                  // … once, not twice at the same instant
+        #expect(client.poll() == nil)
+        #expect(try #require(client.nextDeadline()) > due)
+
+        // The server's last flight (ChangeCipherSpec, Finished) is decided before it says connected.
+        server.handle(.start, now: due)
+        var toServer = [again], serverOutputs: [DTLSTransport.Output] = [], rounds = 0
+        while !toServer.isEmpty, rounds < 10 {
+            rounds += 1
+            for d in toServer { server.handle(.datagram(d), now: due) }
+            toServer = []
+            var toClient: [[UInt8]] = []
+            while let o = server.poll() {
+                serverOutputs.append(o)
+                if case .transmit(let d) = o { toClient.append(d) }
+            }
+            for d in toClient { client.handle(.datagram(d), now: due) }
+            while let o = client.poll() { if case .transmit(let d) = o { toServer.append(d) } }
+        }
+        guard case .event(.connected)? = serverOutputs.last else { Issue.record("not connected last: \(serverOutputs)"); return }
+        guard case .transmit? = serverOutputs.dropLast().last else { Issue.record("no flight before connected"); return }
+        #expect(serverOutputs.filter { if case .event = $0 { true } else { false } }.count == 1)
+        #expect(server.poll() == nil && server.nextDeadline() == nil)
     }
 }

@@ -121,15 +121,19 @@ import Testing
 
     static func drain(_ r: inout MDNSResolver) -> (queries: [[UInt8]], events: [MDNSResolver.Event]) {
         var q: [[UInt8]] = [], e: [MDNSResolver.Event] = []
-        while let d = r.pollQuery() { q.append(d) }
-        while let v = r.pollEvent() { e.append(v) }
+        while let o = r.poll() {
+            switch o {
+            case .query(let d): q.append(d)
+            case .event(let v): e.append(v)
+            }
+        }
         return (q, e)
     }
 
     @Test func queriesAtOnceRetransmitsAfterOneAndThreeSecondsAndGivesUpAtFive() throws {
         var r = MDNSResolver()
         #expect(r.nextDeadline() == nil)
-        r.resolve(Self.name, now: t0)
+        r.handle(.resolve(Self.name), now: t0)
         let want = try MDNS.query(for: Self.name, id: 0, unicastResponse: false)
         #expect(Self.drain(&r).queries == [want])
         #expect(r.nextDeadline() == t0 + .seconds(1))
@@ -151,12 +155,12 @@ import Testing
 
     @Test func anAnswerToAPendingQueryResolvesIt() throws {
         var r = MDNSResolver()
-        r.resolve(Self.name, now: t0)
+        r.handle(.resolve(Self.name), now: t0)
         _ = Self.drain(&r)
-        r.handle(datagram: try MDNS.query(for: Self.name, id: 0, unicastResponse: false), now: t0)   // our own query, looped back
-        r.handle(datagram: try Self.response(Self.chromeName, "192.0.2.9"), now: t0)                // someone else's name
+        r.handle(.datagram(try MDNS.query(for: Self.name, id: 0, unicastResponse: false)), now: t0)   // our own query, looped back
+        r.handle(.datagram(try Self.response(Self.chromeName, "192.0.2.9")), now: t0)                // someone else's name
         #expect(Self.drain(&r).events.isEmpty)
-        r.handle(datagram: try MDNSTests.answer(id: 0), now: t0 + .milliseconds(20))
+        r.handle(.datagram(try MDNSTests.answer(id: 0)), now: t0 + .milliseconds(20))
         #expect(Self.drain(&r).events == [.resolved(name: Self.name, addresses: [IPAddress("192.0.2.2")!, IPAddress("fd00::2")!], fromCache: false)])
         #expect(r.nextDeadline() == nil)
         // No retransmission after the answer.
@@ -167,36 +171,36 @@ import Testing
     @Test func anAnnouncementHeardBeforeTheCandidateResolvesItWithoutAQuery() throws {
         var r = MDNSResolver()
         // Chromium's real announcement, heard 2 s before the candidate is signalled.
-        r.handle(datagram: MDNSTests.chromeA, now: t0)
-        r.resolve(Self.chromeName.uppercased(), now: t0 + .seconds(2))
+        r.handle(.datagram(MDNSTests.chromeA), now: t0)
+        r.handle(.resolve(Self.chromeName.uppercased()), now: t0 + .seconds(2))
         #expect(Self.drain(&r) == ([], [.resolved(name: Self.chromeName.uppercased(), addresses: [IPAddress("192.0.2.2")!], fromCache: true)]))
         #expect(r.nextDeadline() == nil)
     }
 
     @Test func cachedAddressesExpireWithTheirTTL() throws {
         var r = MDNSResolver()
-        r.handle(datagram: MDNSTests.chromeA, now: t0)                          // TTL 120 s
+        r.handle(.datagram(MDNSTests.chromeA), now: t0)                          // TTL 120 s
         #expect(r.cached(Self.chromeName, now: t0 + .seconds(119)) == [IPAddress("192.0.2.2")!])
         #expect(r.cached(Self.chromeName, now: t0 + .seconds(120)) == [])
         // After the TTL the name is asked again on the wire.
-        r.resolve(Self.chromeName, now: t0 + .seconds(121))
+        r.handle(.resolve(Self.chromeName), now: t0 + .seconds(121))
         #expect(Self.drain(&r).queries.count == 1)
         #expect(r.cached("never-heard.local", now: t0) == nil)
     }
 
     @Test func aGoodbyeRemovesTheAddressAndACacheFlushReplacesOldRecords() throws {
         var r = MDNSResolver()
-        r.handle(datagram: try Self.response(Self.name, "192.0.2.7", cacheFlush: false), now: t0)
-        r.handle(datagram: try Self.response(Self.name, "192.0.2.8", cacheFlush: false), now: t0)
+        r.handle(.datagram(try Self.response(Self.name, "192.0.2.7", cacheFlush: false)), now: t0)
+        r.handle(.datagram(try Self.response(Self.name, "192.0.2.8", cacheFlush: false)), now: t0)
         #expect(r.cached(Self.name, now: t0) == [IPAddress("192.0.2.7")!, IPAddress("192.0.2.8")!])
-        r.handle(datagram: try Self.response(Self.name, "192.0.2.7", ttl: 0), now: t0 + .seconds(1))
+        r.handle(.datagram(try Self.response(Self.name, "192.0.2.7", ttl: 0)), now: t0 + .seconds(1))
         #expect(r.cached(Self.name, now: t0 + .seconds(1)) == [IPAddress("192.0.2.8")!])
         // A cache-flush record 2 s later replaces the A records heard before it …
-        r.handle(datagram: try Self.response(Self.name, "192.0.2.9"), now: t0 + .seconds(3))
+        r.handle(.datagram(try Self.response(Self.name, "192.0.2.9")), now: t0 + .seconds(3))
         #expect(r.cached(Self.name, now: t0 + .seconds(3)) == [IPAddress("192.0.2.9")!])
         // … but not records of another type, nor ones of its own burst (within a second).
-        r.handle(datagram: try Self.response(Self.name, "fd00::9"), now: t0 + .seconds(3))
-        r.handle(datagram: try Self.response(Self.name, "192.0.2.10"), now: t0 + .milliseconds(3500))
+        r.handle(.datagram(try Self.response(Self.name, "fd00::9")), now: t0 + .seconds(3))
+        r.handle(.datagram(try Self.response(Self.name, "192.0.2.10")), now: t0 + .milliseconds(3500))
         #expect(r.cached(Self.name, now: t0 + .seconds(4)) == [IPAddress("192.0.2.9")!, IPAddress("fd00::9")!, IPAddress("192.0.2.10")!])
     }
 
@@ -206,15 +210,15 @@ import Testing
         c.maxPending = 2
         var r = MDNSResolver(configuration: c)
         for i in 0..<10 {
-            r.handle(datagram: try Self.response("n\(i).local", "192.0.2.\(i + 1)", ttl: UInt32(100 + i)), now: t0)
+            r.handle(.datagram(try Self.response("n\(i).local", "192.0.2.\(i + 1)", ttl: UInt32(100 + i))), now: t0)
         }
         // The four that live longest stay.
         #expect((0..<6).allSatisfy { r.cached("n\($0).local", now: t0) == nil })
         #expect((6..<10).allSatisfy { r.cached("n\($0).local", now: t0) != nil })
-        r.resolve("a.local", now: t0)
-        r.resolve("b.local", now: t0)
-        r.resolve("a.local", now: t0)      // already pending: no second query
-        r.resolve("c.local", now: t0)      // over the bound: given up at once
+        r.handle(.resolve("a.local"), now: t0)
+        r.handle(.resolve("b.local"), now: t0)
+        r.handle(.resolve("a.local"), now: t0)      // already pending: no second query
+        r.handle(.resolve("c.local"), now: t0)      // over the bound: given up at once
         #expect(Self.drain(&r) == ([try MDNS.query(for: "a.local", id: 0, unicastResponse: false),
                                     try MDNS.query(for: "b.local", id: 0, unicastResponse: false)],
                                    [.unresolved(name: "c.local")]))
@@ -223,22 +227,50 @@ import Testing
 
     @Test func aTTLLongerThanAnHourIsCapped() throws {
         var r = MDNSResolver()
-        r.handle(datagram: try Self.response(Self.name, "192.0.2.7", ttl: UInt32.max), now: t0)
+        r.handle(.datagram(try Self.response(Self.name, "192.0.2.7", ttl: UInt32.max)), now: t0)
         #expect(r.cached(Self.name, now: t0 + .seconds(3599)) == [IPAddress("192.0.2.7")!])
         #expect(r.cached(Self.name, now: t0 + .seconds(3600)) == [])
     }
 
     @Test func malformedDatagramsAreCountedAndChangeNothing() throws {
         var r = MDNSResolver()
-        r.resolve(Self.name, now: t0)
+        r.handle(.resolve(Self.name), now: t0)
         _ = Self.drain(&r)
-        r.handle(datagram: [1, 2, 3], now: t0)
-        r.handle(datagram: Array(MDNSTests.chromeA.dropLast()), now: t0)
+        r.handle(.datagram([1, 2, 3]), now: t0)
+        r.handle(.datagram(Array(MDNSTests.chromeA.dropLast())), now: t0)
         #expect(r.malformed == 2)
         #expect(Self.drain(&r).events.isEmpty)
         #expect(r.pendingNames == 1)
         // A name that cannot be put in a query is given up at once.
-        r.resolve("a..local", now: t0)
+        r.handle(.resolve("a..local"), now: t0)
         #expect(Self.drain(&r) == ([], [.unresolved(name: "a..local")]))
+    }
+}
+
+/// The resolver keeps the one sans-IO contract (`SansIO` in CastCore).
+@Suite struct MDNSResolverContractTests {
+    @Test func outputsInDecisionOrderThenOnlyTheRetransmissionDeadlineIsLeft() throws {
+        let t0 = Instant.zero + .seconds(100)
+        var r = MDNSResolver()
+        r.handle(.datagram(MDNSTests.chromeA), now: t0)                  // an announcement: cached, no output
+        #expect(r.poll() == nil && r.nextDeadline() == nil)
+        r.handle(.resolve(MDNSResolverTests.name), now: t0)             // not heard: a query
+        r.handle(.resolve(MDNSResolverTests.chromeName), now: t0)       // heard: resolved at once
+        r.handle(.giveUp("other.local"), now: t0)
+        let query = try MDNS.query(for: MDNSResolverTests.name, id: 0, unicastResponse: false)
+        #expect(r.poll() == .query(query))
+        #expect(r.poll() == .event(.resolved(name: MDNSResolverTests.chromeName, addresses: [IPAddress("192.0.2.2")!], fromCache: true)))
+        #expect(r.poll() == .event(.unresolved(name: "other.local")))
+        #expect(r.poll() == nil && r.poll() == nil)
+        let due = try #require(r.nextDeadline())
+        #expect(due == t0 + .seconds(1))
+        r.handleTimeout(now: due - .milliseconds(1))   // early: nothing is due yet
+        #expect(r.poll() == nil && r.nextDeadline() == due)
+        r.handleTimeout(now: due)                      // due: the query again …
+        #expect(r.poll() == .query(query))
+        #expect(r.poll() == nil)
+        r.handleTimeout(now: due)                      // … once, not twice at the same instant
+        #expect(r.poll() == nil)
+        #expect(r.nextDeadline() == t0 + .seconds(3))
     }
 }

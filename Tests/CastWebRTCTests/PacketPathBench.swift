@@ -87,11 +87,12 @@ final class PacketPathRig {
         var progress = true
         while progress {
             progress = false
-            while let t = h.session.pollTransmit() {
+            while let o = h.session.poll() {
                 progress = true
+                guard case .transmit(let t) = o else { continue }   // events: the driver hands them on
                 switch PacketKind(classifying: t.bytes) {
                 case .stun: h.peer.handle(ICETransmit(from: t.from, to: t.to, datagram: t.bytes))
-                case .dtls: h.dtls.handleDatagram(t.bytes, now: h.now)
+                case .dtls: h.dtls.handle(.datagram(t.bytes), now: h.now)
                 case .rtpOrRtcp:
                     if t.bytes.count > 1, !(192...223).contains(t.bytes[1]) { rtpPackets += 1 }
                     if send { sendToSink(t.bytes) }
@@ -101,9 +102,8 @@ final class PacketPathRig {
             while !h.peer.outbox.isEmpty {
                 progress = true
                 let t = h.peer.outbox.removeFirst()
-                h.session.handleDatagram(t.datagram, from: t.from, to: t.to, now: h.now)
+                h.session.handle(.datagram(t.datagram, from: t.from, to: t.to), now: h.now)
             }
-            while h.session.pollEvent() != nil {}
         }
     }
 

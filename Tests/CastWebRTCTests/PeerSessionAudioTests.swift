@@ -57,18 +57,22 @@ import Testing
             dtls = try DTLSTransport(role: .client, certificate: PeerSessionAudioTests.rxCert,
                                      remoteFingerprint: PeerSessionAudioTests.castdCert.fingerprint())
             try session.applyAnswer(try PeerSessionAudioTests.answer(audioPort: audioPort), now: now)
-            dtls.start(now: now)
+            dtls.handle(.start, now: now)
         }
 
         func exchange() {
             var progress = true
             while progress {
                 progress = false
-                while let t = session.pollTransmit() {
+                while let o = session.poll() {
                     progress = true
+                    guard case .transmit(let t) = o else {
+                        if case .event(let e) = o { events.append(e) }
+                        continue
+                    }
                     switch PacketKind(classifying: t.bytes) {
                     case .stun: peer.handle(ICETransmit(from: t.from, to: t.to, datagram: t.bytes))
-                    case .dtls: dtls.handleDatagram(t.bytes, now: now)
+                    case .dtls: dtls.handle(.datagram(t.bytes), now: now)
                     case .rtpOrRtcp:
                         guard let srtp = inbound else { break }
                         if (192...223).contains(t.bytes[1]) {
@@ -82,19 +86,19 @@ import Testing
                 while !peer.outbox.isEmpty {
                     progress = true
                     let t = peer.outbox.removeFirst()
-                    session.handleDatagram(t.datagram, from: t.from, to: t.to, now: now)
+                    session.handle(.datagram(t.datagram, from: t.from, to: t.to), now: now)
                 }
-                while let d = dtls.pollTransmit() {
-                    progress = true
-                    session.handleDatagram(d, from: PeerSessionAudioTests.remote, to: PeerSessionAudioTests.local, now: now)
-                }
-                while let e = dtls.pollEvent() {
-                    if case .connected(let keys) = e {
+                while let o = dtls.poll() {
+                    switch o {
+                    case .transmit(let d):
+                        progress = true
+                        session.handle(.datagram(d, from: PeerSessionAudioTests.remote, to: PeerSessionAudioTests.local), now: now)
+                    case .event(.connected(let keys)):
                         inbound = try? keys.inboundSession()
                         outbound = try? keys.outboundSession()
+                    case .event: break
                     }
                 }
-                while let e = session.pollEvent() { events.append(e) }
             }
         }
 
@@ -111,7 +115,7 @@ import Testing
         /// One RTCP compound from the receiver, protected with its SRTCP keys.
         func receiverSends(_ packets: [RTCPPacket]) throws {
             let bytes = try #require(outbound).protectRTCP(try RTCPCompound.serialize(packets))
-            session.handleDatagram(bytes, from: PeerSessionAudioTests.remote, to: PeerSessionAudioTests.local, now: now)
+            session.handle(.datagram(bytes, from: PeerSessionAudioTests.remote, to: PeerSessionAudioTests.local), now: now)
             exchange()
         }
 

@@ -18,7 +18,7 @@ import Testing
 
     func events(_ s: PeerSession) -> [PeerSession.Event] {
         var e: [PeerSession.Event] = []
-        while let x = s.pollEvent() { e.append(x) }
+        while let x = s.poll() { if case .event(let v) = x { e.append(v) } }
         return e
     }
 

@@ -40,7 +40,7 @@ import Testing
             let fp = try #require(answer.split(separator: "\r\n").first { $0.hasPrefix("a=fingerprint:") })
             answer = answer.replacingOccurrences(of: String(fp), with: "a=fingerprint:" + PeerSessionConsentTests.rxCert.fingerprint().sdpValue)
             try session.applyAnswer(answer, now: now)
-            dtls.start(now: now)
+            dtls.handle(.start, now: now)
         }
 
         /// Moves every datagram until nothing is left at this instant.
@@ -48,12 +48,16 @@ import Testing
             var progress = true
             while progress {
                 progress = false
-                while let t = session.pollTransmit() {
+                while let o = session.poll() {
                     progress = true
+                    guard case .transmit(let t) = o else {
+                        if case .event(.stateChanged(let s)) = o { states.append((now, s)) }
+                        continue
+                    }
                     switch PacketKind(classifying: t.bytes) {
                     case .stun:
                         peer.handle(ICETransmit(from: t.from, to: t.to, datagram: t.bytes))
-                    case .dtls: dtls.handleDatagram(t.bytes, now: now)
+                    case .dtls: dtls.handle(.datagram(t.bytes), now: now)
                     case .rtpOrRtcp:
                         if t.bytes.count > 1, (t.bytes[1] & 0x7f) < 64 || (t.bytes[1] & 0x7f) > 95 { rtpAt.append(now) }
                     default: break
@@ -62,15 +66,12 @@ import Testing
                 while !peer.outbox.isEmpty {
                     progress = true
                     let t = peer.outbox.removeFirst()
-                    session.handleDatagram(t.datagram, from: t.from, to: t.to, now: now)
+                    session.handle(.datagram(t.datagram, from: t.from, to: t.to), now: now)
                 }
-                while let d = dtls.pollTransmit() {
+                while let o = dtls.poll() {
+                    guard case .transmit(let d) = o else { continue }
                     progress = true
-                    session.handleDatagram(d, from: PeerSessionConsentTests.remote, to: PeerSessionConsentTests.local, now: now)
-                }
-                while let e = dtls.pollEvent() { _ = e }
-                while let e = session.pollEvent() {
-                    if case .stateChanged(let s) = e { states.append((now, s)) }
+                    session.handle(.datagram(d, from: PeerSessionConsentTests.remote, to: PeerSessionConsentTests.local), now: now)
                 }
             }
         }

@@ -26,8 +26,12 @@ import Testing
 
     func drain(_ s: PeerSession) -> (transmits: [Transmit], events: [PeerSession.Event]) {
         var t: [Transmit] = [], e: [PeerSession.Event] = []
-        while let x = s.pollTransmit() { t.append(x) }
-        while let x = s.pollEvent() { e.append(x) }
+        while let x = s.poll() {
+            switch x {
+            case .transmit(let d): t.append(d)
+            case .event(let v): e.append(v)
+            }
+        }
         return (t, e)
     }
 
@@ -48,7 +52,7 @@ import Testing
         #expect(s.nextDeadline() == t0 + .seconds(1))       // the first retransmission
 
         let answer = try MDNSResolverTests.response(Self.name, "192.0.2.2")
-        s.handleDatagram(answer, from: SocketAddress(IPAddress("192.0.2.2")!, 5353), to: Self.mdnsSocket, now: t0 + .milliseconds(30))
+        s.handle(.datagram(answer, from: SocketAddress(IPAddress("192.0.2.2")!, 5353), to: Self.mdnsSocket), now: t0 + .milliseconds(30))
         let (_, later) = drain(s)
         #expect(later.contains(.mdnsResolved(hostname: Self.name, addresses: [IPAddress("192.0.2.2")!], fromCache: false)))
         // ICE paces its checks (Ta): the first is due at once.
@@ -64,7 +68,7 @@ import Testing
         let s = try session(mdns: true)
         _ = drain(s)
         let announcement = try MDNSResolverTests.response(Self.name, "192.0.2.2")
-        s.handleDatagram(announcement, from: SocketAddress(IPAddress("192.0.2.2")!, 5353), to: Self.mdnsSocket, now: t0)
+        s.handle(.datagram(announcement, from: SocketAddress(IPAddress("192.0.2.2")!, 5353), to: Self.mdnsSocket), now: t0)
         try s.applyAnswer(try ChromeFixture.text("chrome-answer-mdns.sdp"), now: t0 + .milliseconds(200))
         let (sent, events) = drain(s)
         #expect(events.contains(.mdnsResolved(hostname: Self.name, addresses: [IPAddress("192.0.2.2")!], fromCache: true)))
@@ -102,5 +106,42 @@ import Testing
         #expect(now == t0 + .seconds(5))
         #expect(queries == 4)   // two names, each asked again after 1 s and 3 s
         #expect(s.statistics.mdnsUnresolved == 2)
+    }
+}
+
+/// The session keeps the one sans-IO contract (`SansIO` through `DatagramCore`): datagrams
+/// and events out of one `poll()` in decision order, then only the deadline.
+@Suite struct PeerSessionContractTests {
+    @Test func outputsInDecisionOrderThenOnlyTheDeadlineIsLeft() throws {
+        let h = PeerSessionMDNSTests()
+        let s = try h.session(mdns: true)
+        _ = h.drain(s)
+        #expect(s.poll() == nil)
+        let before = s.statistics.datagramsOut
+        try s.applyAnswer(try ChromeFixture.text("chrome-answer-mdns.sdp"), now: h.t0)
+        var outputs: [PeerSession.Output] = []
+        while let o = s.poll() { outputs.append(o) }
+        #expect(s.poll() == nil)
+        // The answer's codec first; then ICE asks for the name, and only then the resolver's
+        // query for it goes to the group.
+        #expect(outputs.first == .event(.videoCodec(.h264)))
+        let query = try MDNS.query(for: PeerSessionMDNSTests.name, id: 0, unicastResponse: false)
+        let asked = try #require(outputs.firstIndex(of: .event(.needsResolution(hostname: PeerSessionMDNSTests.name))))
+        let sent = try #require(outputs.firstIndex { if case .transmit(let t) = $0 { t.bytes == query } else { false } })
+        #expect(asked < sent)
+        let queries = outputs.filter { if case .transmit(let t) = $0 { t.from == PeerSessionMDNSTests.mdnsSocket } else { false } }
+        // The deadline, asked after draining: the queries' retransmission.
+        let due = try #require(s.nextDeadline())
+        #expect(due == h.t0 + .seconds(1))
+        s.handleTimeout(now: due - .milliseconds(1))   // early: nothing is due yet
+        #expect(s.poll() == nil && s.nextDeadline() == due)
+        s.handleTimeout(now: due)                      // due: the same queries again …
+        var again: [PeerSession.Output] = []
+        while let o = s.poll() { again.append(o) }
+        #expect(again == queries)
+        s.handleTimeout(now: due)                      // … once, not twice at the same instant
+        #expect(s.poll() == nil)
+        #expect(try #require(s.nextDeadline()) > due)
+        #expect(s.statistics.datagramsOut - before == queries.count * 2)   // counted as they leave poll()
     }
 }

@@ -60,9 +60,9 @@ import Testing
 
     @Test func relaysAllocateFromTheBaseRouteDataAndFinishGathering() throws {
         var r = TURNRelays(servers: [Self.server])
-        r.addBase(SocketAddress("127.0.0.1:5000")!, now: .zero)   // loopback: no allocation
-        r.addBase(Self.base, now: .zero)
-        r.endOfBases()
+        r.handle(.addBase(SocketAddress("127.0.0.1:5000")!), now: .zero)   // loopback: no allocation
+        r.handle(.addBase(Self.base), now: .zero)
+        r.handle(.endOfBases, now: .zero)
         var out = drain(&r)
         guard case .transmit(let first)? = out.first else { Issue.record("no Allocate"); return }
         #expect(first.from == Self.base && first.to == Self.server.address)
@@ -76,12 +76,12 @@ import Testing
         #expect(!r.claims(binding, from: Self.server.address, to: Self.base))
         #expect(r.claims(challenge, from: Self.server.address, to: Self.base))
         #expect(!r.claims(challenge, from: Self.server.address, to: SocketAddress("10.9.9.9:1")!))
-        r.handle(challenge, from: Self.server.address, to: Self.base, now: .zero)
+        r.handle(.datagram(challenge, from: Self.server.address, to: Self.base), now: .zero)
         let auth = try request(in: drain(&r))
         let ok = StunMessage(method: auth.method, class: .successResponse, transactionID: auth.transactionID,
                              attributes: [.xorRelayedAddress(Self.relayed), .xorMappedAddress(Self.mapped), .lifetime(600)])
             .encode(integrityKey: key)
-        r.handle(ok, from: Self.server.address, to: Self.base, now: .zero)
+        r.handle(.datagram(ok, from: Self.server.address, to: Self.base), now: .zero)
         out = drain(&r)
         #expect(out == [.allocated(server: Self.server, index: 0, relayed: Self.relayed, mapped: Self.mapped), .gatheringFinished])
         #expect(r.isRelayed(Self.relayed))
@@ -89,7 +89,7 @@ import Testing
 
         // What ICE sends from the relayed address goes to the server as a Send indication
         // (after the CreatePermission the first datagram to a new address triggers).
-        r.send(from: Self.relayed, to: Self.peer, [0xAB], now: .zero)
+        r.handle(.send([0xAB], from: Self.relayed, to: Self.peer), now: .zero)
         out = drain(&r)
         let msgs = try out.compactMap { o -> StunMessage? in
             guard case .transmit(let t) = o else { return nil }
@@ -103,9 +103,9 @@ import Testing
         let ind = StunMessage(method: StunMessage.dataMethod, class: .indication, transactionID: .random(),
                               attributes: [.xorPeerAddress(Self.peer), .data([0xCD])]).encode()
         let perm = msgs[0]
-        r.handle(StunMessage(method: perm.method, class: .successResponse, transactionID: perm.transactionID).encode(integrityKey: key),
-                 from: Self.server.address, to: Self.base, now: .zero)
-        r.handle(ind, from: Self.server.address, to: Self.base, now: .zero)
+        r.handle(.datagram(StunMessage(method: perm.method, class: .successResponse, transactionID: perm.transactionID).encode(integrityKey: key),
+                           from: Self.server.address, to: Self.base), now: .zero)
+        r.handle(.datagram(ind, from: Self.server.address, to: Self.base), now: .zero)
         #expect(drain(&r) == [.data(from: Self.peer, to: Self.relayed, [0xCD])])
 
         // The allocation is lost (437 to a refresh): what ICE still sends from the relayed
@@ -116,25 +116,25 @@ import Testing
             if case .transmit(let t) = o { return try StunMessage(decoding: t.bytes) } else { return nil }
         }
         let refresh = try #require(requests.first { $0.method == StunMessage.refreshMethod })
-        r.handle(StunMessage(method: refresh.method, class: .errorResponse, transactionID: refresh.transactionID,
-                             attributes: [.errorCode(code: 437, reason: "Allocation Mismatch")]).encode(integrityKey: key),
-                 from: Self.server.address, to: Self.base, now: .zero + .seconds(540))
+        r.handle(.datagram(StunMessage(method: refresh.method, class: .errorResponse, transactionID: refresh.transactionID,
+                                       attributes: [.errorCode(code: 437, reason: "Allocation Mismatch")]).encode(integrityKey: key),
+                           from: Self.server.address, to: Self.base), now: .zero + .seconds(540))
         guard case .failed(_, let e)? = drain(&r).first else { Issue.record("no failure"); return }
         #expect(e.code == .turnAllocationMismatch)
         #expect(r.isRelayed(Self.relayed))
-        r.send(from: Self.relayed, to: Self.peer, [0xEF], now: .zero + .seconds(541))
+        r.handle(.send([0xEF], from: Self.relayed, to: Self.peer), now: .zero + .seconds(541))
         #expect(drain(&r).isEmpty)
     }
 
     @Test func gatheringFinishesAtOnceWithoutTurnServersAndAfterAFailure() throws {
         var none = TURNRelays(servers: [])
-        none.addBase(Self.base, now: .zero)
-        none.endOfBases()
+        none.handle(.addBase(Self.base), now: .zero)
+        none.handle(.endOfBases, now: .zero)
         #expect(drain(&none) == [.gatheringFinished])
 
         var r = TURNRelays(servers: [Self.server])
-        r.addBase(Self.base, now: .zero)
-        r.endOfBases()
+        r.handle(.addBase(Self.base), now: .zero)
+        r.handle(.endOfBases, now: .zero)
         _ = drain(&r)
         // No answer at all: after RFC 8489's 39.5 s the allocation fails and gathering ends.
         var now = Instant.zero
@@ -149,5 +149,35 @@ import Testing
         guard case .failed(let s, let e) = outs[outs.count - 2] else { Issue.record("no failure: \(outs)"); return }
         #expect(s == Self.server)
         #expect(e.code == .turnTimeout)
+    }
+}
+
+/// The relays keep the one sans-IO contract (`SansIO` in CastCore).
+@Suite struct TURNRelaysContractTests {
+    static let second = TURNServer(address: SocketAddress("198.51.100.9:3478")!, transport: .udp,
+                                   name: "turn:198.51.100.9:3478", username: "u", password: "p")
+
+    @Test func outputsComeInDecisionOrderThenOnlyTheDeadlineIsLeft() throws {
+        var r = TURNRelays(servers: [TURNRelaysTests.server, Self.second])
+        r.handle(.addBase(TURNRelaysTests.base), now: .zero)
+        // One Allocate per server, in the servers' order (the order they were decided in).
+        guard case .transmit(let a)? = r.poll(), case .transmit(let b)? = r.poll() else { Issue.record("no Allocates"); return }
+        #expect(a.to == TURNRelaysTests.server.address && b.to == Self.second.address)
+        #expect(try StunMessage(decoding: a.bytes).method == StunMessage.allocateMethod)
+        #expect(r.poll() == nil && r.poll() == nil)
+        // endOfBases while both are still allocating: nothing to say yet.
+        r.handle(.endOfBases, now: .zero)
+        #expect(r.poll() == nil)
+        let due = try #require(r.nextDeadline())   // the Allocates' retransmission (RFC 8489 §6.2.1)
+        r.handleTimeout(now: due - .milliseconds(1))   // early: nothing is due yet
+        #expect(r.poll() == nil)
+        #expect(r.nextDeadline() == due)
+        r.handleTimeout(now: due)                      // due: both requests again, in the same order …
+        #expect(r.poll() == .transmit(a))
+        #expect(r.poll() == .transmit(b))
+        #expect(r.poll() == nil)
+        r.handleTimeout(now: due)                      // … once, not twice at the same instant
+        #expect(r.poll() == nil)
+        #expect(try #require(r.nextDeadline()) > due)
     }
 }

@@ -37,11 +37,11 @@ import Testing
                                     attributes: [.errorCode(code: 401, reason: "Unauthorized"), .realm("castd.test"), .nonce([1, 2, 3, 4])]).encode()
         if split {
             // A stream gives slices: the second begins inside the message.
-            r.handle(Array(challenge[0..<7]), from: server.address, to: local, now: .zero)
+            r.handle(.datagram(Array(challenge[0..<7]), from: server.address, to: local), now: .zero)
             #expect(r.claims(Array(challenge[7...]), from: server.address, to: local))
-            r.handle(Array(challenge[7...]), from: server.address, to: local, now: .zero)
+            r.handle(.datagram(Array(challenge[7...]), from: server.address, to: local), now: .zero)
         } else {
-            r.handle(challenge, from: server.address, to: local, now: .zero)
+            r.handle(.datagram(challenge, from: server.address, to: local), now: .zero)
         }
         let retry = try #require(transmits(drain(&r)).last)
         #expect(retry.from == local && retry.to == server.address)
@@ -49,17 +49,17 @@ import Testing
         #expect(auth.transactionID != req.transactionID)
         let ok = StunMessage(method: auth.method, class: .successResponse, transactionID: auth.transactionID,
                              attributes: [.xorRelayedAddress(Self.relayed), .lifetime(600)]).encode(integrityKey: Self.key)
-        r.handle(ok, from: server.address, to: local, now: .zero)
+        r.handle(.datagram(ok, from: server.address, to: local), now: .zero)
         return drain(&r)
     }
 
     @Test func aTCPServerIsAllocatedOnOverTheShellsConnectionNotFromAHostSocket() throws {
         var r = TURNRelays(servers: [Self.tcp])
         #expect(r.streamServers.map(\.index) == [0])
-        r.addBase(Self.udpBase, now: .zero)
+        r.handle(.addBase(Self.udpBase), now: .zero)
         #expect(drain(&r).isEmpty)                       // no Allocate over UDP to a TCP server
-        r.addStream(server: 0, local: Self.streamLocal, now: .zero)
-        r.endOfBases()
+        r.handle(.addStream(server: 0, local: Self.streamLocal), now: .zero)
+        r.handle(.endOfBases, now: .zero)
         let first = try #require(transmits(drain(&r)).first)
         #expect(first.from == Self.streamLocal && first.to == Self.tcp.address)
         #expect(r.gathering)
@@ -71,19 +71,19 @@ import Testing
         #expect(r.claims([0x80, 0x60, 0, 0], from: Self.tcp.address, to: Self.streamLocal))
 
         // The selected pair's channel: ChannelData over the stream is padded to 4 bytes (§12.5).
-        r.bindChannel(relayed: Self.relayed, peer: Self.peer, now: .zero)
+        r.handle(.bindChannel(relayed: Self.relayed, peer: Self.peer), now: .zero)
         let bind = try StunMessage(decoding: try #require(transmits(drain(&r)).last).bytes)
         #expect(bind.method == StunMessage.channelBindMethod)
-        r.handle(StunMessage(method: bind.method, class: .successResponse, transactionID: bind.transactionID).encode(integrityKey: Self.key),
-                 from: Self.tcp.address, to: Self.streamLocal, now: .zero)
+        r.handle(.datagram(StunMessage(method: bind.method, class: .successResponse, transactionID: bind.transactionID).encode(integrityKey: Self.key),
+                           from: Self.tcp.address, to: Self.streamLocal), now: .zero)
         _ = drain(&r)
-        r.send(from: Self.relayed, to: Self.peer, [1, 2, 3, 4, 5], now: .zero)
+        r.handle(.send([1, 2, 3, 4, 5], from: Self.relayed, to: Self.peer), now: .zero)
         let cd = try #require(transmits(drain(&r)).last)
         #expect(cd.bytes == [0x40, 0x00, 0x00, 0x05, 1, 2, 3, 4, 5, 0, 0, 0])
         #expect(cd.from == Self.streamLocal)
 
         // The connection drops: the relay fails with a sentence that names the server, not the credentials.
-        r.streamClosed(local: Self.streamLocal, reason: "was closed by the server", now: .zero + .seconds(5))
+        r.handle(.streamClosed(local: Self.streamLocal, reason: "was closed by the server"), now: .zero + .seconds(5))
         let outs = drain(&r)
         guard case .failed(let s, let e)? = outs.first else { Issue.record("no failure: \(outs)"); return }
         #expect(s == Self.tcp)
@@ -91,16 +91,16 @@ import Testing
         #expect(e.message == "TURN server turn:198.51.100.1:3478?transport=tcp lost its allocation: the TCP connection was closed by the server")
         #expect(!e.message.contains("s3cret") && !e.message.contains("1767225600"))
         // What ICE still sends from that relayed address goes nowhere.
-        r.send(from: Self.relayed, to: Self.peer, [9], now: .zero + .seconds(6))
+        r.handle(.send([9], from: Self.relayed, to: Self.peer), now: .zero + .seconds(6))
         #expect(drain(&r).isEmpty)
         #expect(r.nextDeadline() == nil)
     }
 
     @Test func aConnectionThatNeverComesUpEndsGatheringWithItsReason() {
         var r = TURNRelays(servers: [Self.udp, Self.tcp])
-        r.streamFailed(server: 1, reason: "could not be opened (connect: Network is unreachable (errno 101))", now: .zero)
-        r.addBase(Self.udpBase, now: .zero)
-        r.endOfBases()
+        r.handle(.streamFailed(server: 1, reason: "could not be opened (connect: Network is unreachable (errno 101))"), now: .zero)
+        r.handle(.addBase(Self.udpBase), now: .zero)
+        r.handle(.endOfBases, now: .zero)
         let outs = drain(&r)
         guard case .failed(let s, let e)? = outs.first else { Issue.record("no failure: \(outs)"); return }
         #expect(s == Self.tcp)
@@ -110,10 +110,10 @@ import Testing
         #expect(r.gathering)                             // the UDP allocation is still out
         // A connection refused while connecting: same shape, through streamClosed.
         var t = TURNRelays(servers: [Self.tcp])
-        t.addStream(server: 0, local: Self.streamLocal, now: .zero)
-        t.endOfBases()
+        t.handle(.addStream(server: 0, local: Self.streamLocal), now: .zero)
+        t.handle(.endOfBases, now: .zero)
         _ = drain(&t)
-        t.streamClosed(local: Self.streamLocal, reason: "could not be made (Connection refused)", now: .zero + .milliseconds(2))
+        t.handle(.streamClosed(local: Self.streamLocal, reason: "could not be made (Connection refused)"), now: .zero + .milliseconds(2))
         let o = drain(&t)
         #expect(o.count == 2 && o.last == .gatheringFinished)
     }
@@ -127,10 +127,10 @@ import Testing
                              name: "turns:198.51.100.1:5349", username: "1767225600:castd", password: "s3cret-credential")
         var p = TURNProbe(servers: [tls])
         let reason = "failed the TLS handshake (TLS: the certificate of 198.51.100.1 was not accepted)"
-        p.handleSocketClosed(local: Self.streamLocal, reason: reason, now: .zero)
+        p.handle(.socketClosed(local: Self.streamLocal, reason: reason), now: .zero)
         #expect(p.outcomes.isEmpty && !p.finished)       // not started yet: nothing to fail
         p.start(udpBases: [], streams: [(server: 0, local: Self.streamLocal)], streamFailures: [], now: .zero + .milliseconds(3))
-        #expect(p.pollTransmit() == nil)                 // no Allocate into a closed connection
+        #expect(p.nextTransmit() == nil)                 // no Allocate into a closed connection
         #expect(p.finished)
         guard case .failed(let e, let after)? = p.outcomes[0] else { Issue.record("no outcome: \(p.outcomes)"); return }
         #expect(e.code == .turnConnection && after == .zero)
@@ -140,14 +140,14 @@ import Testing
         // a close for an address never added is forgotten after `earlyClosesKept` others.
         var r = TURNRelays(servers: [Self.tcp, tls])
         let other = SocketAddress("10.1.0.2:51235")!
-        r.streamClosed(local: other, reason: reason, now: .zero)
-        r.addStream(server: 0, local: Self.streamLocal, now: .zero)
+        r.handle(.streamClosed(local: other, reason: reason), now: .zero)
+        r.handle(.addStream(server: 0, local: Self.streamLocal), now: .zero)
         let first = try #require(transmits(drain(&r)).first)
         #expect(first.from == Self.streamLocal)
         for port in 0..<TURNRelays.earlyClosesKept {
-            r.streamClosed(local: SocketAddress(.v4([10, 9, 0, 1]), UInt16(1000 + port)), reason: "x", now: .zero)
+            r.handle(.streamClosed(local: SocketAddress(.v4([10, 9, 0, 1]), UInt16(1000 + port)), reason: "x"), now: .zero)
         }
-        r.addStream(server: 1, local: other, now: .zero)
+        r.handle(.addStream(server: 1, local: other), now: .zero)
         let outs = drain(&r)
         #expect(transmits(outs).map(\.from) == [other])    // the oldest close was dropped: it allocates
     }
@@ -159,13 +159,13 @@ import Testing
         #expect(e.message.contains("could not allocate"))
 
         var r = TURNRelays(servers: [Self.tcp])
-        r.addStream(server: 0, local: Self.streamLocal, now: .zero)
+        r.handle(.addStream(server: 0, local: Self.streamLocal), now: .zero)
         let first = try #require(transmits(drain(&r)).first)
         _ = try allocate(&r, first: first, local: Self.streamLocal, server: Self.tcp)
-        r.close(now: .zero + .seconds(1))
+        r.handle(.close, now: .zero + .seconds(1))
         let refresh = try StunMessage(decoding: try #require(transmits(drain(&r)).last).bytes)
         #expect(refresh.method == StunMessage.refreshMethod && refresh.lifetime == 0)
-        r.streamClosed(local: Self.streamLocal, reason: "was closed by the server", now: .zero + .seconds(1))
+        r.handle(.streamClosed(local: Self.streamLocal, reason: "was closed by the server"), now: .zero + .seconds(1))
         #expect(drain(&r).isEmpty)                       // no failure reported for a release
         #expect(r.nextDeadline() == nil)
     }
@@ -174,29 +174,29 @@ import Testing
         var p = TURNProbe(servers: [Self.udp, Self.tcp])
         p.start(udpBases: [Self.udpBase], streams: [(server: 1, local: Self.streamLocal)], streamFailures: [], now: .zero)
         var sent: [Transmit] = []
-        while let t = p.pollTransmit() { sent.append(t) }
+        while let t = p.nextTransmit() { sent.append(t) }
         #expect(Set(sent.map(\.from)) == [Self.udpBase, Self.streamLocal])
         #expect(!p.finished)
         // The TCP connection is refused.
-        p.handleSocketClosed(local: Self.streamLocal, reason: "could not be made (Connection refused)", now: .zero + .milliseconds(1))
+        p.handle(.socketClosed(local: Self.streamLocal, reason: "could not be made (Connection refused)"), now: .zero + .milliseconds(1))
         #expect(!p.finished)
         // The UDP server: 401, then success 20 ms after the start.
         let req = try StunMessage(decoding: try #require(sent.first { $0.from == Self.udpBase }).bytes)
-        p.handleDatagram(StunMessage(method: req.method, class: .errorResponse, transactionID: req.transactionID,
-                                     attributes: [.errorCode(code: 401, reason: "Unauthorized"), .realm("castd.test"), .nonce([7])]).encode(),
-                         from: Self.udp.address, to: Self.udpBase, now: .zero + .milliseconds(10))
-        let authBytes = p.pollTransmit()
+        p.handle(.datagram(StunMessage(method: req.method, class: .errorResponse, transactionID: req.transactionID,
+                                       attributes: [.errorCode(code: 401, reason: "Unauthorized"), .realm("castd.test"), .nonce([7])]).encode(),
+                           from: Self.udp.address, to: Self.udpBase), now: .zero + .milliseconds(10))
+        let authBytes = p.nextTransmit()
         let auth = try StunMessage(decoding: try #require(authBytes).bytes)
-        p.handleDatagram(StunMessage(method: auth.method, class: .successResponse, transactionID: auth.transactionID,
-                                     attributes: [.xorRelayedAddress(Self.relayed), .lifetime(600)]).encode(integrityKey: Self.key),
-                         from: Self.udp.address, to: Self.udpBase, now: .zero + .milliseconds(20))
+        p.handle(.datagram(StunMessage(method: auth.method, class: .successResponse, transactionID: auth.transactionID,
+                                       attributes: [.xorRelayedAddress(Self.relayed), .lifetime(600)]).encode(integrityKey: Self.key),
+                           from: Self.udp.address, to: Self.udpBase), now: .zero + .milliseconds(20))
         #expect(p.finished)
         #expect(p.outcomes[0] == .allocated(relayed: Self.relayed, mapped: nil, after: .milliseconds(20)))
         guard case .failed(let e, let after)? = p.outcomes[1] else { Issue.record("no TCP outcome"); return }
         #expect(after == .milliseconds(1))
         #expect(e.message.contains("turn:198.51.100.1:3478?transport=tcp") && e.message.contains("Connection refused"))
         // The release: Refresh with LIFETIME 0 for the UDP allocation; then no timer at all.
-        let releaseBytes = p.pollTransmit()
+        let releaseBytes = p.nextTransmit()
         let release = try StunMessage(decoding: try #require(releaseBytes).bytes)
         #expect(release.method == StunMessage.refreshMethod && release.lifetime == 0)
         #expect(p.nextDeadline() == nil)
@@ -206,16 +206,24 @@ import Testing
         var p = TURNProbe(servers: [Self.udp])
         p.start(udpBases: [Self.udpBase], streams: [], streamFailures: [], now: .zero)
         var sends = 0
-        while p.pollTransmit() != nil { sends += 1 }
+        while p.nextTransmit() != nil { sends += 1 }
         var now = Instant.zero
         while !p.finished, let d = p.nextDeadline() {
             now = d
             p.handleTimeout(now: now)
-            while p.pollTransmit() != nil { sends += 1 }
+            while p.nextTransmit() != nil { sends += 1 }
         }
         #expect(sends == 4)
         #expect(now == .zero + .milliseconds(11_500))
         guard case .failed(let e, _)? = p.outcomes[0] else { Issue.record("no outcome"); return }
         #expect(e.code == .turnTimeout)
+    }
+}
+
+extension TURNProbe {
+    /// The next datagram the probe decided (it has no events: `Event` is `Never`).
+    mutating func nextTransmit() -> Transmit? {
+        guard case .transmit(let t)? = poll() else { return nil }
+        return t
     }
 }

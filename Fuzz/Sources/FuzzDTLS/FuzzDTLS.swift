@@ -15,9 +15,9 @@ let serverCert = try! Certificate(commonName: "castd", notBeforeUnix: 1_767_225_
 /// A real ClientHello from castd's own client, recorded once.
 let clientHello: [[UInt8]] = {
     let client = try! DTLSTransport(role: .client, certificate: clientCert, remoteFingerprint: serverCert.fingerprint())
-    client.start(now: .zero)
+    client.handle(.start, now: .zero)
     var out: [[UInt8]] = []
-    while let d = client.pollTransmit() { out.append(d) }
+    while let o = client.poll() { if case .transmit(let d) = o { out.append(d) } }
     return out
 }()
 
@@ -29,7 +29,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
                                           remoteFingerprint: clientCert.fingerprint()) else { return 0 }
     var now = Instant(nanoseconds: 1_000_000_000)
     if mode & 1 == 0 {
-        for d in clientHello { server.handleDatagram(d, now: now) }
+        for d in clientHello { server.handle(.datagram(d), now: now) }
     }
     while !r.isAtEnd {
         guard let len = try? r.u16() else { break }
@@ -38,10 +38,9 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
             server.handleTimeout(now: now)
         } else {
             guard let bytes = try? r.take(Int(len)) else { break }
-            server.handleDatagram(Array(bytes), now: now)
+            server.handle(.datagram(Array(bytes)), now: now)
         }
-        while server.pollTransmit() != nil {}
-        while server.pollEvent() != nil {}
+        while server.poll() != nil {}
     }
     // Nothing the fuzzer sends can pass the fingerprint check.
     precondition(server.keyingMaterial == nil, "DTLS server produced keys for a forged client")

@@ -11,11 +11,10 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         for r in m.records { _ = m.addresses(for: r.name) }
     }
     var r = MDNSResolver()
-    r.resolve("87c85f0a-3708-455f-894d-a0a402bf58a9.local", now: .zero)
-    r.handle(datagram: bytes, now: .zero)
+    r.handle(.resolve("87c85f0a-3708-455f-894d-a0a402bf58a9.local"), now: .zero)
+    r.handle(.datagram(bytes), now: .zero)
     r.handleTimeout(now: .zero + .seconds(1))
-    while r.pollEvent() != nil {}
-    while r.pollQuery() != nil {}
+    while r.poll() != nil {}
     return 0
 }
 

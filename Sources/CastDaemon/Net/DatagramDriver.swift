@@ -8,8 +8,10 @@ import Glibc
 #endif
 
 /// The IO shell around one `DatagramCore`: a thread that owns the core and its
-/// UDP sockets (and TURN servers' TCP/TLS connections, `TURNStreamSocket`), polls them, feeds datagrams and deadlines in and sends what
-/// comes out. Other threads reach the core only through `perform`, which runs
+/// UDP sockets (and TURN servers' TCP/TLS connections, `TURNStreamSocket`), polls them, and
+/// drives the core by the one sans-IO contract (`SansIO`): each datagram in as
+/// `handle(.datagram…, now:)`, the deadline as `handleTimeout(now:)`, then `poll()` until nil,
+/// sending each `.transmit` and handing each `.event` to `onEvent`. Other threads reach the core only through `perform`, which runs
 /// a closure on the driver's thread — so the core has exactly one owner and
 /// no lock ever guards protocol state (STYLE.md rule 2). The only lock here
 /// guards the mailbox of closures.
@@ -29,13 +31,16 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     private var stopping = false            // read and written on the driver thread only
     public private(set) var sendFailures = 0 // driver thread only
 
+    /// Called on the driver's thread for each event the core decided, in order.
+    private let onEvent: ((Core.Event) -> Void)?
     /// Called on the driver's thread after every turn (mailbox work, datagrams,
-    /// timeouts), so the owner can move the core's events out.
+    /// timeouts) once the outputs are drained, so the owner can read the core's state.
     private let afterTurn: ((inout Core) -> Void)?
 
     public init(core: Core, sockets: [any DatagramSocket], clock: MonotonicClock,
-                afterTurn: ((inout Core) -> Void)? = nil) throws {
+                onEvent: ((Core.Event) -> Void)? = nil, afterTurn: ((inout Core) -> Void)? = nil) throws {
         self.core = core
+        self.onEvent = onEvent
         self.afterTurn = afterTurn
         self.sockets = sockets
         self.clock = clock
@@ -98,15 +103,20 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     }
 
     private func flush() {
-        afterTurn?(&core)
-        while let t = core.pollTransmit() {
-            guard let s = sockets.first(where: { $0.local == t.from })
-                    ?? sockets.first(where: { !($0 is TURNStreamSocket) && $0.local.ip.isIPv6 == t.to.ip.isIPv6 }) else {
-                sendFailures += 1
-                continue
+        while let o = core.poll() {
+            switch o {
+            case .transmit(let t):
+                guard let s = sockets.first(where: { $0.local == t.from })
+                        ?? sockets.first(where: { !($0 is TURNStreamSocket) && $0.local.ip.isIPv6 == t.to.ip.isIPv6 }) else {
+                    sendFailures += 1
+                    continue
+                }
+                if !s.send(t.bytes, to: t.to) { sendFailures += 1 }
+            case .event(let e):
+                onEvent?(e)
             }
-            if !s.send(t.bytes, to: t.to) { sendFailures += 1 }
         }
+        afterTurn?(&core)
     }
 
     private func loop() {
@@ -144,7 +154,7 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
                     // below copy them first (copy on write); otherwise the same memory
                     // takes the next datagram.
                     buffer.removeLast(buffer.count - count)
-                    core.handleDatagram(buffer, from: from, to: s.local, now: clock.now())
+                    core.handle(.datagram(buffer, from: from, to: s.local), now: clock.now())
                     buffer.append(contentsOf: zeros[buffer.count...])
                 }
             }
@@ -153,7 +163,7 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
             for (i, s) in sockets.enumerated() where !closedReported[i] {
                 guard let reason = s.closeReason else { continue }
                 closedReported[i] = true
-                core.handleSocketClosed(local: s.local, reason: reason, now: clock.now())
+                core.handle(.socketClosed(local: s.local, reason: reason), now: clock.now())
             }
             let now = clock.now()
             if let d = core.nextDeadline(), now >= d { core.handleTimeout(now: now) }

@@ -131,8 +131,8 @@ public final class PeerRunner: @unchecked Sendable {
         continuation = cont
         let shared = self.shared
         var lastTarget: Int? = nil   // the driver thread's own
-        driver = try DatagramDriver(core: session, sockets: sockets, clock: clock) { core in
-            while let e = core.pollEvent() { cont.yield(e) }
+        driver = try DatagramDriver(core: session, sockets: sockets, clock: clock,
+                                    onEvent: { cont.yield($0) }) { core in
             shared.backlogNanoseconds.store(core.mediaBacklog.totalNanoseconds, ordering: .relaxed)
             shared.audioExpectedLoss.store(core.statistics.audioExpectedLossPercent, ordering: .relaxed)
             if let t = core.targetBitrate, t != lastTarget {

@@ -25,10 +25,12 @@ public struct EncodedAudioFrame: Sendable, Equatable {
 /// The audio send path: Opus frames in → RTP datagrams (RFC 7587) with their
 /// header extensions; RTCP in → receiver statistics; RTCP sender reports out.
 ///
-/// Sans-IO, one contract (str0m's): call `handle(_:now:)` with an input, then
-/// call `poll(now:)` until it answers `.timeout(deadline)`; call `poll` again
-/// at that deadline (nil: only when new input arrives). Nothing here reads a
-/// clock, sleeps or touches a socket; SRTP and ICE wrap the datagrams.
+/// Sans-IO, the one contract (`SansIO` in CastCore): `handle(_:now:)` with an
+/// input, then `poll()` until nil (outputs in decision order), then
+/// `handleTimeout(now:)` at `nextDeadline()` (a sender report is due; nil: only
+/// when new input arrives). Nothing here reads a clock, sleeps or touches a
+/// socket; SRTP and ICE wrap the datagrams. A frame it cannot send is an
+/// `.event(.frameRejected)`, not a thrown error.
 ///
 /// Audio is not paced: a frame is one small packet every 20 ms, sent at once
 /// (a pacer queue behind a video keyframe would delay it by up to its drain
@@ -43,7 +45,7 @@ public struct EncodedAudioFrame: Sendable, Equatable {
 /// extensions-01) comes with each frame from the caller: one allocator counts
 /// audio and video together (the congestion controller's), so this sender has
 /// none. `packetSize(of:)` gives the size to register it under.
-public struct AudioSender: Sendable {
+public struct AudioSender: Sendable, SansIO {
     public typealias Datagram = VideoSender.Datagram
 
     public struct ExtensionIDs: Sendable, Equatable {
@@ -87,13 +89,14 @@ public struct AudioSender: Sendable {
     public enum Event: Sendable, Equatable {
         /// A report block about our SSRC: loss (feeds the encoder's expected loss), jitter, RTT.
         case receiverReport(ReceiverStatistics)
+        /// A frame that could not be sent (empty, an impossible sample count, or no
+        /// transport-wide sequence number while transport-cc is negotiated): nothing left.
+        case frameRejected(CastError)
     }
 
     public enum Output: Sendable, Equatable {
         case transmit(Datagram)
         case event(Event)
-        /// Nothing more now; poll again at this instant (nil: after the next input).
-        case timeout(Instant?)
     }
 
     public struct Statistics: Sendable, Equatable {
@@ -111,8 +114,7 @@ public struct AudioSender: Sendable {
     public private(set) var statistics = Statistics()
     private var packetizer: OpusPacketizer
     private var reports: RTCPSenderState
-    private var pending: [Output] = []
-    private var pendingHead = 0
+    private var outputs = OutputQueue<Output>()
 
     public var ssrc: UInt32 { packetizer.ssrc }
 
@@ -141,38 +143,31 @@ public struct AudioSender: Sendable {
 
     // MARK: In
 
-    /// Takes one input; then drain `poll(now:)`. A frame the packetizer refuses
-    /// (empty, or an impossible sample count) throws `.usage` and sends nothing.
-    public mutating func handle(_ input: Input, now: Instant) throws {
+    /// Takes one input; then drain `poll()`. A frame the packetizer refuses (empty, or an
+    /// impossible sample count) sends nothing and comes out as `.event(.frameRejected)`.
+    public mutating func handle(_ input: Input, now: Instant) {
         switch input {
         case .frame(let frame, let transportSequence):
-            try send(frame, transportSequence: transportSequence, now: now)
+            do { try send(frame, transportSequence: transportSequence, now: now) }
+            catch { outputs.push(.event(.frameRejected(error as? CastError ?? CastError(.usage, "\(error)")))) }
         case .rtcp(let bytes):
             handleRTCP(bytes, now: now)
         }
     }
 
-    /// The next output: datagrams and events in the order they arose, then a
-    /// sender report when one is due, then `.timeout`.
-    public mutating func poll(now: Instant) -> Output {
-        if pendingHead < pending.count {
-            let o = pending[pendingHead]
-            pendingHead += 1
-            if pendingHead == pending.count {
-                pending.removeAll(keepingCapacity: true)
-                pendingHead = 0
-            }
-            return o
-        }
+    /// A sender report when one is due (calling it early or twice is harmless).
+    public mutating func handleTimeout(now: Instant) {
         if let compound = reports.poll(now: now), let bytes = try? RTCPCompound.serialize(compound) {
             statistics.senderReportsSent += 1
-            return .transmit(.rtcp(bytes))
+            outputs.push(.transmit(.rtcp(bytes)))
         }
-        return .timeout(reports.nextReportAt)
     }
 
-    /// When `poll` has something again without new input (the next sender report).
-    public var nextDeadline: Instant? { pendingHead < pending.count ? nil : reports.nextReportAt }
+    /// The next output, datagrams and events in the order they were decided; nil when drained.
+    public mutating func poll() -> Output? { outputs.pop() }
+
+    /// When the next sender report is due (nil: only after new input).
+    public func nextDeadline() -> Instant? { reports.nextReportAt }
 
     /// An RTCP BYE for our SSRC (RFC 3550 §6.6), for a clean stop.
     public func goodbye(reason: String = "") -> Datagram? {
@@ -196,7 +191,7 @@ public struct AudioSender: Sendable {
         statistics.framesSent += 1
         statistics.bytesSent += bytes.count
         statistics.skippedSamples += frame.skippedBefore
-        pending.append(.transmit(.rtp(bytes)))
+        outputs.push(.transmit(.rtp(bytes)))
     }
 
     /// The extension block for the negotiated extensions (nil when none). The
@@ -231,7 +226,7 @@ public struct AudioSender: Sendable {
                 let s = reports.received(b, now: now)
                 statistics.receiver = s
                 if let rtt = s.roundTripTime { statistics.roundTripTime = rtt }
-                pending.append(.event(.receiverReport(s)))
+                outputs.push(.event(.receiverReport(s)))
             }
         }
     }

@@ -10,9 +10,29 @@ extension CastError.Code {
 /// handshake over datagrams the owner moves, checks the peer by the
 /// fingerprint from its SDP, and yields SRTP keys.
 ///
-/// Sans IO: `handleDatagram`/`handleTimeout` in, `pollTransmit`/`pollEvent`
-/// out, `nextDeadline` for the owner's timer (str0m's shape). One owner.
-public final class DTLSTransport {
+/// Sans IO, the one contract (`SansIO` in CastCore): `handle(.start / .datagram /
+/// .close, now:)` and `handleTimeout(now:)` in, `poll()` until nil out (`.transmit`
+/// records and `.event`s in decision order), `nextDeadline()` for the owner's timer.
+/// One owner. A reference type, unlike the other machines: it wraps OpenSSL's `SSL`
+/// state (`SSLEngine`: memory BIOs, retransmissions on the caller's clock), which cannot
+/// be copied; it does no IO and reads no clock. What OpenSSL writes is moved into the
+/// output queue as each input is handled, before the events that input decided.
+public final class DTLSTransport: SansIO {
+    public enum Input: Sendable, Equatable {
+        /// Start the handshake (the client sends its ClientHello; a server waits).
+        case start
+        /// A datagram from the selected ICE pair whose first byte says DTLS.
+        case datagram([UInt8])
+        /// Send close_notify (the peer's DTLS ends too); reports `dtls-closed` if it was connected.
+        case close
+    }
+
+    public enum Output: Sendable, Equatable {
+        /// A DTLS record for the peer.
+        case transmit([UInt8])
+        case event(Event)
+    }
+
     public enum Role: Sendable, Equatable {
         case client, server
 
@@ -41,7 +61,7 @@ public final class DTLSTransport {
     public let role: Role
     public private(set) var keyingMaterial: SRTPKeyingMaterial?
     private let engine: SSLEngine
-    private var events: [Event] = []
+    private var outputs = OutputQueue<Output>()
     private var finished = false
     private var closedReported = false
 
@@ -58,15 +78,12 @@ public final class DTLSTransport {
     /// RFC 7983 §7: a first byte in 20...63 is DTLS (STUN is 0...3, RTP/RTCP 128...191).
     public static func isDTLS(firstByte: UInt8) -> Bool { (20...63).contains(firstByte) }
 
-    /// Starts the handshake (the client sends its ClientHello; a server waits).
-    public func start(now: Instant) {
-        engine.start(now: now)
-        update()
-    }
-
-    /// A datagram from the selected ICE pair whose first byte says DTLS.
-    public func handleDatagram(_ datagram: [UInt8], now: Instant) {
-        engine.feed(datagram, now: now)
+    public func handle(_ input: Input, now: Instant) {
+        switch input {
+        case .start: engine.start(now: now)
+        case .datagram(let d): engine.feed(d, now: now)
+        case .close: engine.close()
+        }
         update()
     }
 
@@ -75,35 +92,33 @@ public final class DTLSTransport {
         update()
     }
 
-    /// The next datagram to send to the peer.
-    public func pollTransmit() -> [UInt8]? { engine.pollOutgoing() }
-
-    /// `connected` or `failed`, exactly once; after `connected`, at most one
-    /// `failed` with code `dtls-closed`.
-    public func pollEvent() -> Event? { events.isEmpty ? nil : events.removeFirst() }
+    /// The next record to send or event, in decision order; nil when drained. The events:
+    /// `connected` or `failed`, exactly once; after `connected`, at most one `failed` with
+    /// code `dtls-closed`.
+    public func poll() -> Output? { outputs.pop() }
 
     public func nextDeadline() -> Instant? { engine.nextDeadline() }
 
     public var isConnected: Bool { engine.state == .connected && keyingMaterial != nil }
 
-    /// Sends close_notify (the peer's DTLS ends too); reports `closed` if it was connected.
-    public func close() {
-        engine.close()
-        update()
+    /// What OpenSSL wrote so far goes out first: it was decided before the events below.
+    private func takeRecords() {
+        while let d = engine.pollOutgoing() { outputs.push(.transmit(d)) }
     }
 
     private func update() {
         // castd opens no data channel: DTLS application data has no reader.
         while engine.readApplication() != nil {}
+        takeRecords()
         if finished {
             if keyingMaterial != nil, !closedReported {
                 switch engine.state {
                 case .closed:
                     closedReported = true
-                    events.append(.failed(CastError(.dtlsClosed, "DTLS: the connection was closed (close_notify); media stopped")))
+                    outputs.push(.event(.failed(CastError(.dtlsClosed, "DTLS: the connection was closed (close_notify); media stopped"))))
                 case .failed(let e):
                     closedReported = true
-                    events.append(.failed(CastError(.dtlsClosed, "DTLS: the connection ended: \(e.message)")))
+                    outputs.push(.event(.failed(CastError(.dtlsClosed, "DTLS: the connection ended: \(e.message)"))))
                 default:
                     break
                 }
@@ -120,20 +135,22 @@ public final class DTLSTransport {
                 let exported = try engine.exportKeyingMaterial(label: "EXTRACTOR-dtls_srtp", length: profile.exporterLength)
                 let keys = try SRTPKeyingMaterial(exported: exported, profile: profile, isClient: role == .client)
                 keyingMaterial = keys
-                events.append(.connected(keys))
+                outputs.push(.event(.connected(keys)))
             } catch let e as CastError {
                 engine.close()
-                events.append(.failed(e))
+                takeRecords()
+                outputs.push(.event(.failed(e)))
             } catch {
                 engine.close()
-                events.append(.failed(CastError(.handshake, "DTLS: \(error)")))
+                takeRecords()
+                outputs.push(.event(.failed(CastError(.handshake, "DTLS: \(error)"))))
             }
         case .failed(let e):
             finished = true
-            events.append(.failed(e))
+            outputs.push(.event(.failed(e)))
         case .closed:
             finished = true
-            events.append(.failed(CastError(.handshake, "DTLS: the peer closed the connection during the handshake")))
+            outputs.push(.event(.failed(CastError(.handshake, "DTLS: the peer closed the connection during the handshake"))))
         case .idle, .handshaking:
             break
         }

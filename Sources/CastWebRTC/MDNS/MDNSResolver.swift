@@ -1,11 +1,12 @@
 import CastCore
 
 /// Resolves the `<uuid>.local` names of remote host candidates by multicast DNS
-/// (RFC 6762), as a pure state machine with time passed in:
+/// (RFC 6762), as a pure state machine that keeps the one `SansIO` contract:
 ///
-/// - inputs: `resolve(_:now:)`, `handle(datagram:now:)`, `handleTimeout(now:)`;
-/// - outputs: `pollQuery()` (a datagram for the shell to multicast to every group
-///   on every interface), `pollEvent()`, `nextDeadline()`.
+/// - inputs: `handle(.resolve(name) / .giveUp(name) / .datagram(bytes), now:)`, and
+///   `handleTimeout(now:)` at `nextDeadline()`;
+/// - outputs: `poll()` until nil, in decision order: `.query(bytes)` (a datagram for the
+///   shell to multicast to every group on every interface) and `.event(Event)`.
 ///
 /// It listens as well as asks: every address record in any response it hears —
 /// answers to its queries, other hosts' answers, and unsolicited announcements
@@ -17,7 +18,24 @@ import CastCore
 /// responders multicast their answers, which every listener on the port
 /// receives; a QU (unicast) answer to a shared port 5353 could land in another
 /// process's socket.
-public struct MDNSResolver: Sendable {
+public struct MDNSResolver: Sendable, SansIO {
+    public enum Input: Sendable, Equatable {
+        /// Ask for `name`'s addresses. A fresh cached answer (an announcement heard
+        /// earlier) resolves it at once; otherwise a query goes out now.
+        case resolve(String)
+        /// Give `name` up at once (the shell has no mDNS socket): ICE stops waiting for it.
+        case giveUp(String)
+        /// A datagram received on port 5353. Queries (our own, looped back, and other
+        /// hosts') and malformed messages change nothing.
+        case datagram([UInt8])
+    }
+
+    public enum Output: Sendable, Equatable {
+        /// A query to multicast to every group on every interface.
+        case query([UInt8])
+        case event(Event)
+    }
+
     public struct Configuration: Sendable {
         /// Delays from the first query to each retransmission (§5.2: at least 1 s, then doubling).
         public var retransmissions: [Duration] = [.seconds(1), .seconds(3)]
@@ -59,8 +77,7 @@ public struct MDNSResolver: Sendable {
     public private(set) var malformed = 0
     private var cache: [String: [CachedAddress]] = [:]   // canonical name → addresses
     private var lookups: [String: Lookup] = [:]           // canonical name → lookup
-    private var queries: [[UInt8]] = []
-    private var events: [Event] = []
+    private var outputs = OutputQueue<Output>()
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -70,31 +87,30 @@ public struct MDNSResolver: Sendable {
 
     // MARK: Inputs
 
-    /// Asks for `name`'s addresses. A fresh cached answer (an announcement heard
-    /// earlier) resolves it at once; otherwise a query goes out now.
-    public mutating func resolve(_ name: String, now: Instant) {
+    public mutating func handle(_ input: Input, now: Instant) {
+        switch input {
+        case .resolve(let name): resolve(name, now: now)
+        case .giveUp(let name): outputs.push(.event(.unresolved(name: name)))
+        case .datagram(let bytes): handle(datagram: bytes, now: now)
+        }
+    }
+
+    private mutating func resolve(_ name: String, now: Instant) {
         let key = MDNSMessage.canonical(name)
         if let hit = addresses(for: key, now: now), !hit.isEmpty {
-            events.append(.resolved(name: name, addresses: hit, fromCache: true))
+            outputs.push(.event(.resolved(name: name, addresses: hit, fromCache: true)))
             return
         }
         guard lookups[key] == nil else { return }
         guard lookups.count < configuration.maxPending, let q = try? MDNS.query(for: name, id: 0, unicastResponse: false) else {
-            events.append(.unresolved(name: name))
+            outputs.push(.event(.unresolved(name: name)))
             return
         }
         lookups[key] = Lookup(name: name, query: q, started: now, sent: 0)
-        queries.append(q)
+        outputs.push(.query(q))
     }
 
-    /// Gives `name` up at once (the shell has no mDNS socket): ICE stops waiting for it.
-    public mutating func giveUp(_ name: String) {
-        events.append(.unresolved(name: name))
-    }
-
-    /// A datagram received on port 5353. Queries (our own, looped back, and other
-    /// hosts') and malformed messages change nothing.
-    public mutating func handle(datagram: [UInt8], now: Instant) {
+    private mutating func handle(datagram: [UInt8], now: Instant) {
         let m: MDNSMessage
         do { m = try MDNSMessage(parsing: datagram) } catch { malformed += 1; return }
         guard m.isResponse else { return }
@@ -105,7 +121,7 @@ public struct MDNSResolver: Sendable {
         for (key, l) in lookups.sorted(by: { $0.value.started < $1.value.started }) {
             if let hit = addresses(for: key, now: now), !hit.isEmpty {
                 lookups[key] = nil
-                events.append(.resolved(name: l.name, addresses: hit, fromCache: false))
+                outputs.push(.event(.resolved(name: l.name, addresses: hit, fromCache: false)))
             }
         }
     }
@@ -114,18 +130,17 @@ public struct MDNSResolver: Sendable {
         for (key, l) in lookups.sorted(by: { $0.value.started < $1.value.started }) {
             if now - l.started >= configuration.timeout {
                 lookups[key] = nil
-                events.append(.unresolved(name: l.name))
+                outputs.push(.event(.unresolved(name: l.name)))
             } else if l.sent < configuration.retransmissions.count, now - l.started >= configuration.retransmissions[l.sent] {
                 lookups[key]?.sent += 1
-                queries.append(l.query)
+                outputs.push(.query(l.query))
             }
         }
     }
 
     // MARK: Outputs
 
-    public mutating func pollQuery() -> [UInt8]? { queries.isEmpty ? nil : queries.removeFirst() }
-    public mutating func pollEvent() -> Event? { events.isEmpty ? nil : events.removeFirst() }
+    public mutating func poll() -> Output? { outputs.pop() }
 
     public func nextDeadline() -> Instant? {
         lookups.values.map { l in

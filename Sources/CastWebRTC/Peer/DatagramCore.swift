@@ -12,20 +12,29 @@ public struct Transmit: Sendable, Equatable {
     }
 }
 
-/// A sans-IO protocol core a `DatagramDriver` can run (str0m's shape):
-/// datagrams and timeouts in, datagrams out, and when to call again.
-public protocol DatagramCore {
-    mutating func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant)
-    mutating func handleTimeout(now: Instant)
-    mutating func pollTransmit() -> Transmit?
-    func nextDeadline() -> Instant?
+/// What the network hands a `DatagramCore`.
+public enum DatagramInput: Sendable {
+    /// A datagram (or a slice of a stream socket's bytes) that arrived on our socket bound
+    /// to `to`, from `from`.
+    case datagram([UInt8], from: SocketAddress, to: SocketAddress)
     /// A stream socket the shell runs beside the datagram ones (a TURN server's TCP or TLS
     /// connection, RFC 8656 §3.1) closed or never connected; `reason` completes the sentence
-    /// "the TCP connection …". Its bytes came in through `handleDatagram` under `local`.
-    mutating func handleSocketClosed(local: SocketAddress, reason: String, now: Instant)
+    /// "the TCP connection …". Its bytes came in as `.datagram` under `local`.
+    case socketClosed(local: SocketAddress, reason: String)
 }
 
-extension DatagramCore {
-    /// Cores without stream sockets have nothing to do.
-    public mutating func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {}
+/// What a `DatagramCore` decided, in order: a datagram to send, or an event for its owner.
+public enum DatagramOutput<Event> {
+    case transmit(Transmit)
+    case event(Event)
+}
+
+extension DatagramOutput: Sendable where Event: Sendable {}
+extension DatagramOutput: Equatable where Event: Equatable {}
+
+/// A sans-IO protocol core a `DatagramDriver` can run: the one `SansIO` contract with
+/// datagrams (and stream-socket closes) in, and datagrams and events out of one `poll()`.
+/// The driver carries out `.transmit` itself and hands `.event` to its owner.
+public protocol DatagramCore: SansIO where Input == DatagramInput, Output == DatagramOutput<Event> {
+    associatedtype Event
 }

@@ -2,9 +2,13 @@ import CastCore
 import CastOpenSSL
 import CastRTP
 
-/// One WebRTC send-only peer connection as a sans-IO value (str0m's shape):
-/// castd's offer, the answer, trickled candidates, and every datagram and
-/// timeout go in; datagrams to send, events, and the next deadline come out.
+/// One WebRTC send-only peer connection as a sans-IO value, on the one contract
+/// (`SansIO`, through `DatagramCore`): every datagram goes in as `handle(.datagram…,
+/// now:)` and every timeout as `handleTimeout(now:)`; datagrams to send and events come
+/// out of one `poll()`, in the order they were decided, then `nextDeadline()`. castd's
+/// offer, the answer, trickled candidates, media and `close` are the owner's commands
+/// (named methods, each with `now`; the answer and a candidate throw a sentence the owner
+/// reports at once); their outputs drain through the same `poll()`.
 ///
 /// It composes, in one visible place: the ICE agent (connectivity, consent),
 /// DTLS (keys, peer identity by fingerprint), SRTP (protect/unprotect) and the
@@ -143,9 +147,10 @@ public final class PeerSession {
     private var answer: NegotiatedAnswer? = nil
     private var iceState: ICEConnectionState = .new
     private var dtlsConnected = false
-    /// O(1) at both ends (issue 19): the driver pops one datagram per packet.
-    private var transmits = RingBuffer<Transmit>()
-    private var events: [Event] = []
+    /// Datagrams and events in decision order; O(1) at both ends (issue 19): the driver
+    /// pops one datagram per packet.
+    private var outputs = OutputQueue<Output>()
+    public typealias Output = DatagramOutput<Event>
 
     /// Builds the offer: fresh ICE credentials, the certificate's fingerprint,
     /// random SSRCs. `random` supplies every random choice (tests pass a seeded one).
@@ -222,28 +227,28 @@ public final class PeerSession {
     /// A local address with a bound UDP socket: becomes a host candidate (and srflx via STUN).
     public func addLocalAddress(_ base: SocketAddress, now: Instant) {
         ice.handle(.hostCandidate(base), now: now)
-        relays.addBase(base, now: now)
+        relays.handle(.addBase(base), now: now)
         pump(now: now)
     }
 
     /// The shell's TCP or TLS connection to `configuration.turnServers[server]` (RFC 8656
     /// §3.1), from `local`: the allocation is made over it; its bytes come in through
-    /// `handleDatagram(…, to: local)` and go out as transmits from `local`. When it closes,
-    /// `handleSocketClosed(local:…)`; when it could not be opened, `relayStreamFailed`.
+    /// `handle(.datagram(…, to: local))` and go out as transmits from `local`. When it closes,
+    /// `handle(.socketClosed(local:…))`; when it could not be opened, `relayStreamFailed`.
     public func addRelayStream(server: Int, local: SocketAddress, now: Instant) {
-        relays.addStream(server: server, local: local, now: now)
+        relays.handle(.addStream(server: server, local: local), now: now)
         pump(now: now)
     }
 
     public func relayStreamFailed(server: Int, reason: String, now: Instant) {
-        relays.streamFailed(server: server, reason: reason, now: now)
+        relays.handle(.streamFailed(server: server, reason: reason), now: now)
         pump(now: now)
     }
 
     /// Every local address has been added.
     public func endOfLocalAddresses(now: Instant) {
         ice.handle(.endOfLocalCandidates, now: now)
-        relays.endOfBases()
+        relays.handle(.endOfBases, now: now)
         pump(now: now)
     }
 
@@ -269,13 +274,13 @@ public final class PeerSession {
         }
         answer = a
         statistics.codec = a.video.codec
-        events.append(.videoCodec(a.video.codec))
-        if audio != nil { events.append(.audioAccepted) }
-        else if let why = a.audioRejection { events.append(.audioRejected(why)) }
+        emit(.videoCodec(a.video.codec))
+        if audio != nil { emit(.audioAccepted) }
+        else if let why = a.audioRejection { emit(.audioRejected(why)) }
         ice.handle(.remoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd), now: now)
         for c in a.candidates {
             ice.handle(.remoteCandidate(c), now: now)
-            if let addr = c.socketAddress { relays.permit(addr.ip, now: now) }
+            if let addr = c.socketAddress { relays.handle(.permit(addr.ip), now: now) }
         }
         if a.endOfCandidates { ice.handle(.endOfRemoteCandidates, now: now) }
         pump(now: now)
@@ -287,7 +292,7 @@ public final class PeerSession {
         guard c.transport.lowercased() == "udp" else { return }   // castd speaks ICE over UDP only
         let outcome = ice.admission(of: c)
         ice.handle(.remoteCandidate(c), now: now)
-        if outcome == .kept, let addr = c.socketAddress { relays.permit(addr.ip, now: now) }
+        if outcome == .kept, let addr = c.socketAddress { relays.handle(.permit(addr.ip), now: now) }
         pump(now: now)
         switch outcome {
         case .kept, .skipped: return
@@ -329,12 +334,9 @@ public final class PeerSession {
         guard mediaFlows, var a = audio else { statistics.audioFramesDropped += 1; return }
         let size = a.packetSize(of: frame)
         let seq = a.configuration.extensionIDs.transportCC == nil ? nil : video.registerCompanionPacket(size: size, now: now)
-        do {
-            try a.handle(.frame(frame, transportSequenceNumber: seq), now: now)
-            audioRate.add(size, now: now)
-        } catch {
-            statistics.audioFramesDropped += 1
-        }
+        let sent = a.statistics.framesSent
+        a.handle(.frame(frame, transportSequenceNumber: seq), now: now)   // a refused frame is counted as it drains
+        if a.statistics.framesSent > sent { audioRate.add(size, now: now) }
         audio = a
         pump(now: now)
     }
@@ -361,17 +363,18 @@ public final class PeerSession {
         if state == .connected, var bye = audio?.goodbye(reason: "castd closed") { sendMedia(&bye, now: now) }
         ice.handle(.close, now: now)
         drainICE(now: now)
-        dtls?.close()
+        dtls?.handle(.close, now: now)
         // RFC 8656 §8: release the allocations (one Refresh with LIFETIME 0 each; the shell
         // sends what is queued and stops, and an unanswered release just expires on the server).
-        relays.close(now: now)
+        relays.handle(.close, now: now)
         pumpRelays(now: now)
         setState(.closed)
     }
 
     // MARK: - Outputs
 
-    public func pollEvent() -> Event? { events.isEmpty ? nil : events.removeFirst() }
+    private func emit(_ e: Event) { outputs.push(.event(e)) }
+    private func queue(_ t: Transmit) { outputs.push(.transmit(t)) }
 
     // MARK: - Internals
 
@@ -386,11 +389,11 @@ public final class PeerSession {
         guard s != state else { return }
         let wasConnected = state == .connected
         state = s
-        events.append(.stateChanged(s))
+        emit(.stateChanged(s))
         // Frames before this moment were dropped (no keys yet), and a receiver
         // can only start decoding at an IDR: ask the encoder for one now rather
         // than wait for the receiver's PLI (aiortc, for one, never sends it).
-        if s == .connected && !wasConnected { events.append(.keyframeRequested) }
+        if s == .connected && !wasConnected { emit(.keyframeRequested) }
     }
 
     private func updateState() {
@@ -420,11 +423,6 @@ public final class PeerSession {
 
     private func pumpOnce(now: Instant) {
         pumpICEAndMDNS(now: now)
-        while let q = mdns.pollQuery() {
-            for e in mdnsEndpoints {
-                transmits.append(Transmit(bytes: q, from: e, to: SocketAddress(e.ip.isIPv6 ? MDNS.ipv6Group : MDNS.ipv4Group, MDNS.port)))
-            }
-        }
         pumpDTLSAndMedia(now: now)
     }
 
@@ -434,16 +432,20 @@ public final class PeerSession {
         var busy = true
         while busy {
             busy = false
-            while let e = mdns.pollEvent() {
+            while let o = mdns.poll() {
                 busy = true
-                switch e {
-                case .resolved(let name, let addresses, let fromCache):
+                switch o {
+                case .query(let q):
+                    for e in mdnsEndpoints {
+                        queue(Transmit(bytes: q, from: e, to: SocketAddress(e.ip.isIPv6 ? MDNS.ipv6Group : MDNS.ipv4Group, MDNS.port)))
+                    }
+                case .event(.resolved(let name, let addresses, let fromCache)):
                     statistics.mdnsResolved += 1
-                    events.append(.mdnsResolved(hostname: name, addresses: addresses, fromCache: fromCache))
+                    emit(.mdnsResolved(hostname: name, addresses: addresses, fromCache: fromCache))
                     ice.handle(.resolved(hostname: name, addresses: addresses), now: now)
-                case .unresolved(let name):
+                case .event(.unresolved(let name)):
                     statistics.mdnsUnresolved += 1
-                    events.append(.mdnsUnresolved(hostname: name))
+                    emit(.mdnsUnresolved(hostname: name))
                     ice.handle(.resolved(hostname: name, addresses: []), now: now)
                 }
             }
@@ -453,7 +455,7 @@ public final class PeerSession {
         // after selection: the selected pair's remote is that host candidate from now on.
         if let pair = ice.selectedPair, let type = ice.remoteCandidates.first(where: { $0.socketAddress == pair.remote })?.type {
             if let before = statistics.selectedRemoteType, before != type.rawValue {
-                events.append(.selectedPair(local: pair.local, remote: pair.remote, remoteType: type,
+                emit(.selectedPair(local: pair.local, remote: pair.remote, remoteType: type,
                                             localType: relays.isRelayed(pair.local) ? .relay : .host))
             }
             statistics.selectedRemoteType = type.rawValue
@@ -464,9 +466,9 @@ public final class PeerSession {
     /// address's goes through its TURN allocation.
     private func route(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
         if relays.isRelayed(from) {
-            relays.send(from: from, to: to, bytes, now: now)
+            relays.handle(.send(bytes, from: from, to: to), now: now)
         } else {
-            transmits.append(Transmit(bytes: bytes, from: from, to: to))
+            queue(Transmit(bytes: bytes, from: from, to: to))
         }
     }
 
@@ -474,19 +476,19 @@ public final class PeerSession {
         while true {
             switch relays.poll() {
             case .transmit(let t)?:
-                transmits.append(t)
+                queue(t)
             case .allocated(let server, let index, let relayed, let mapped)?:
                 ice.handle(.relayCandidate(.init(relayed: relayed, mapped: mapped, server: server.address,
                                                  transport: server.transport, serverIndex: index)), now: now)
-                events.append(.relayAllocated(server: server.name, relayed: relayed))
+                emit(.relayAllocated(server: server.name, relayed: relayed))
                 // Its candidate event now, so that it is trickled before endOfCandidates.
                 drainICE(now: now)
                 // Let the receiver's checks in before ours went out to it (RFC 8656 §9).
-                for c in ice.remoteCandidates { if let a = c.socketAddress { relays.permit(a.ip, now: now) } }
+                for c in ice.remoteCandidates { if let a = c.socketAddress { relays.handle(.permit(a.ip), now: now) } }
             case .data(let from, let to, let bytes)?:
                 receive(bytes, from: from, to: to, now: now)
             case .failed(let server, let error)?:
-                events.append(.relayFailed(server: server.name, message: error.message))
+                emit(.relayFailed(server: server.name, message: error.message))
             case .gatheringFinished?:
                 relaysGathered = true
                 reportGatheringIfDone()
@@ -499,7 +501,7 @@ public final class PeerSession {
     private func reportGatheringIfDone() {
         guard iceGathered, relaysGathered, !gatheringReported else { return }
         gatheringReported = true
-        events.append(.gatheringComplete)
+        emit(.gatheringComplete)
     }
 
     /// Carries out what ICE decided, in its order (its datagrams go out through `route`);
@@ -523,33 +525,37 @@ public final class PeerSession {
             iceState = s
             if s == .connected, let d = dtls, !d.isConnected, !dtlsStarted {
                 dtlsStarted = true
-                d.start(now: now)
+                d.handle(.start, now: now)
             }
             updateState()
-        case .localCandidate(let c): events.append(.localCandidate(c.attributeValue))
+        case .localCandidate(let c): emit(.localCandidate(c.attributeValue))
         case .gatheringComplete:
             iceGathered = true
             reportGatheringIfDone()
         case .needsResolution(let h):
-            events.append(.needsResolution(hostname: h))
-            if mdnsEndpoints.isEmpty { mdns.giveUp(h) } else { mdns.resolve(h, now: now) }
+            emit(.needsResolution(hostname: h))
+            if mdnsEndpoints.isEmpty { mdns.handle(.giveUp(h), now: now) } else { mdns.handle(.resolve(h), now: now) }
         case .selectedPair(let l, let r):
             statistics.selectedPair = "\(l) -> \(r)"
             let type = ice.remoteCandidates.first { $0.socketAddress == r }?.type ?? .prflx
             let localType: CandidateType = relays.isRelayed(l) ? .relay : .host
             statistics.selectedLocalType = localType.rawValue
             // RFC 8656 §12: media through a relay goes as ChannelData (4 bytes of overhead, not 36).
-            if localType == .relay { relays.bindChannel(relayed: l, peer: r, now: now) }
-            events.append(.selectedPair(local: l, remote: r, remoteType: type, localType: localType))
+            if localType == .relay { relays.handle(.bindChannel(relayed: l, peer: r), now: now) }
+            emit(.selectedPair(local: l, remote: r, remoteType: type, localType: localType))
         case .roleChanged: break
         }
     }
 
     private func pumpDTLSAndMedia(now: Instant) {
+        // DTLS's records and events in decision order; a record goes over the selected pair
+        // (without one, ICE has failed or closed and the record has nowhere to go).
         if let d = dtls {
-            while let e = d.pollEvent() {
-                switch e {
-                case .connected(let keys):
+            while let o = d.poll() {
+                switch o {
+                case .transmit(let bytes):
+                    if let pair = ice.selectedPair { route(bytes, from: pair.local, to: pair.remote, now: now) }
+                case .event(.connected(let keys)):
                     do {
                         outbound = try keys.outboundSession(allowRepeatTransmit: true)
                         if configuration.outboundSRTP == .castd { outboundRTP = try keys.outboundProtector() }
@@ -557,22 +563,17 @@ public final class PeerSession {
                         dtlsConnected = true
                         updateState()
                     } catch {
-                        events.append(.failure("SRTP could not be set up: \(error)"))
+                        emit(.failure("SRTP could not be set up: \(error)"))
                         setState(.failed)
                     }
-                case .failed(let err) where err.code == .dtlsClosed && dtlsConnected:
+                case .event(.failed(let err)) where err.code == .dtlsClosed && dtlsConnected:
                     // The receiver closed its peer connection (refresh, Stop): not an
                     // error of ours, but this connection is over (spec §11 re-offers).
-                    events.append(.remoteClosed)
+                    emit(.remoteClosed)
                     setState(.failed)
-                case .failed(let err):
-                    events.append(.failure(err.message))
+                case .event(.failed(let err)):
+                    emit(.failure(err.message))
                     setState(.failed)
-                }
-            }
-            if let pair = ice.selectedPair {
-                while let bytes = d.pollTransmit() {
-                    route(bytes, from: pair.local, to: pair.remote, now: now)
                 }
             }
         }
@@ -594,8 +595,8 @@ public final class PeerSession {
         loop: while true {
             switch video.poll() {
             case .transmit(var d)?: sendMedia(&d, now: now)
-            case .event(.keyframeRequested)?: events.append(.keyframeRequested)
-            case .event(.bandwidthEstimate(let b))?: events.append(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
+            case .event(.keyframeRequested)?: emit(.keyframeRequested)
+            case .event(.bandwidthEstimate(let b))?: emit(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
             case .event(.accessUnitRejected)?: statistics.accessUnitsDropped += 1
             case .event(.retransmit)?, .event(.receiverReport)?, .event(.targetRate)?: break
             case nil: break loop
@@ -607,13 +608,15 @@ public final class PeerSession {
     /// receiver reports into the loss plan) until only its deadline is left.
     private func pumpAudio(now: Instant) {
         guard var a = audio else { return }
+        a.handleTimeout(now: now)   // a sender report when one is due (early is harmless)
         loop: while true {
-            switch a.poll(now: now) {
-            case .transmit(var d): sendMedia(&d, now: now)
-            case .event(.receiverReport(let r)):
+            switch a.poll() {
+            case .transmit(var d)?: sendMedia(&d, now: now)
+            case .event(.receiverReport(let r))?:
                 audioLossPlan.report(fractionLost: r.fractionLost, now: now)
                 statistics.audioExpectedLossPercent = audioLossPlan.expectedLossPercent
-            case .timeout: break loop
+            case .event(.frameRejected)?: statistics.audioFramesDropped += 1
+            case nil: break loop
             }
         }
         audio = a
@@ -651,7 +654,7 @@ public final class PeerSession {
         guard let srtp = inbound else { return }
         guard let plain = try? srtp.unprotectRTCP(protected) else { statistics.srtpErrors += 1; return }
         if var a = audio {
-            try? a.handle(.rtcp(plain), now: now)   // RTCP input never throws; its report blocks feed the loss plan
+            a.handle(.rtcp(plain), now: now)   // its report blocks feed the loss plan
             audio = a
             pumpAudio(now: now)
         }
@@ -661,15 +664,22 @@ public final class PeerSession {
 }
 
 extension PeerSession: DatagramCore {
-    public func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
+    public func handle(_ input: DatagramInput, now: Instant) {
+        switch input {
+        case .datagram(let bytes, let from, let to): handleDatagram(bytes, from: from, to: to, now: now)
+        case .socketClosed(let local, let reason): handleSocketClosed(local: local, reason: reason, now: now)
+        }
+    }
+
+    private func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
         if mdnsEndpoints.contains(to) {
             statistics.mdnsDatagramsIn += 1
-            mdns.handle(datagram: bytes, now: now)
+            mdns.handle(.datagram(bytes), now: now)
             pump(now: now)
             return
         }
         if relays.claims(bytes, from: from, to: to) {
-            relays.handle(bytes, from: from, to: to, now: now)
+            relays.handle(.datagram(bytes, from: from, to: to), now: now)
             pump(now: now)
             return
         }
@@ -686,7 +696,7 @@ extension PeerSession: DatagramCore {
             ice.handle(.datagram(bytes, from: from, to: to), now: now)
         case .dtls:
             // Only from the peer ICE validated (RFC 8842 §4: DTLS over the selected pair).
-            if let d = dtls, let pair = ice.selectedPair, pair.remote == from { d.handleDatagram(bytes, now: now) }
+            if let d = dtls, let pair = ice.selectedPair, pair.remote == from { d.handle(.datagram(bytes), now: now) }
             else { statistics.malformedIn += 1 }
         case .rtpOrRtcp:
             // RFC 5761 §4: RTCP packet types 192–223 in the second byte.
@@ -707,15 +717,16 @@ extension PeerSession: DatagramCore {
 
     /// A TURN server's stream connection closed: that relay is gone (ICE goes on over the
     /// others; consent on a pair through it fails, and §11 re-offers with fresh allocations).
-    public func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {
-        relays.streamClosed(local: local, reason: reason, now: now)
+    private func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {
+        relays.handle(.streamClosed(local: local, reason: reason), now: now)
         pump(now: now)
     }
 
-    public func pollTransmit() -> Transmit? {
-        guard let t = transmits.popFirst() else { return nil }
-        statistics.datagramsOut += 1
-        return t
+    /// The next datagram or event, in decision order; nil when drained.
+    public func poll() -> Output? {
+        let o = outputs.pop()
+        if case .transmit? = o { statistics.datagramsOut += 1 }
+        return o
     }
 
     public func nextDeadline() -> Instant? {
@@ -724,6 +735,6 @@ extension PeerSession: DatagramCore {
         d = Instant.earliest(d, mdns.nextDeadline())
         d = Instant.earliest(d, dtls?.nextDeadline())
         d = Instant.earliest(d, mediaFlows ? video.nextDeadline() : nil)
-        return Instant.earliest(d, mediaFlows ? audio?.nextDeadline : nil)
+        return Instant.earliest(d, mediaFlows ? audio?.nextDeadline() : nil)
     }
 }

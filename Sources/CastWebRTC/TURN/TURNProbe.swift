@@ -5,8 +5,9 @@ import CastCore
 /// the time it took, then every allocation released (Refresh with LIFETIME 0, RFC 8656 §8).
 /// Nothing is relayed.
 ///
-/// Contract (str0m's shape, as `DatagramCore`): after every `handle…(now:)` the owner sends
-/// what `pollTransmit()` gives until nil, and calls `handleTimeout(now:)` at `nextDeadline()`.
+/// Contract (the one `SansIO` contract, as `DatagramCore`): after `start` and every
+/// `handle(_:now:)` the owner sends what `poll()` gives until nil, and calls
+/// `handleTimeout(now:)` at `nextDeadline()`.
 /// `finished` turns true once every server has answered, failed or timed out.
 public struct TURNProbe: Sendable {
     public enum Outcome: Sendable, Equatable {
@@ -20,7 +21,7 @@ public struct TURNProbe: Sendable {
     public private(set) var finished = false
     private var relays: TURNRelays
     private var started: Instant? = nil
-    private var transmits: [Transmit] = []
+    private var outputs = OutputQueue<DatagramOutput<Never>>()
 
     public init(servers: [TURNServer], timing: TURNTiming = TURNProbe.timing) {
         self.servers = servers
@@ -40,15 +41,15 @@ public struct TURNProbe: Sendable {
     public mutating func start(udpBases: [SocketAddress], streams: [(server: Int, local: SocketAddress)],
                                streamFailures: [(server: Int, reason: String)], now: Instant) {
         started = now
-        for s in streams { relays.addStream(server: s.server, local: s.local, now: now) }
-        for f in streamFailures { relays.streamFailed(server: f.server, reason: f.reason, now: now) }
-        for b in udpBases { relays.addBase(b, now: now) }
+        for s in streams { relays.handle(.addStream(server: s.server, local: s.local), now: now) }
+        for f in streamFailures { relays.handle(.streamFailed(server: f.server, reason: f.reason), now: now) }
+        for b in udpBases { relays.handle(.addBase(b), now: now) }
         // A UDP server of a family no socket was given for never starts: say so.
         for (i, s) in servers.enumerated() where s.transport == .udp && !udpBases.contains(where: { $0.ip.isIPv6 == s.address.ip.isIPv6 }) {
             outcomes[i] = .failed(CastError(.turnConnection, "TURN server \(s.name): no UDP socket of its address family (\(s.address.ip.isIPv6 ? "IPv6" : "IPv4")) could be opened here"),
                                   after: .zero)
         }
-        relays.endOfBases()
+        relays.handle(.endOfBases, now: now)
         drain(now: now)
     }
 
@@ -57,7 +58,7 @@ public struct TURNProbe: Sendable {
         loop: while true {
             switch relays.poll() {
             case .transmit(let t)?:
-                transmits.append(t)
+                outputs.push(.transmit(t))
             case .allocated(_, let index, let relayed, let mapped)?:
                 if outcomes[index] == nil { outcomes[index] = .allocated(relayed: relayed, mapped: mapped, after: elapsed) }
             case .failed(let server, let error)?:
@@ -68,7 +69,7 @@ public struct TURNProbe: Sendable {
             case .gatheringFinished?:
                 // Every server answered: release what was allocated; the probe is over
                 // (an unanswered release just expires on the server).
-                relays.close(now: now)
+                relays.handle(.close, now: now)
                 finished = true
             case nil:
                 break loop
@@ -78,9 +79,17 @@ public struct TURNProbe: Sendable {
 }
 
 extension TURNProbe: DatagramCore {
-    public mutating func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
-        guard relays.claims(bytes, from: from, to: to) else { return }
-        relays.handle(bytes, from: from, to: to, now: now)
+    /// A probe has no events: its outcomes are read from `outcomes` once `finished`.
+    public typealias Event = Never
+
+    public mutating func handle(_ input: DatagramInput, now: Instant) {
+        switch input {
+        case .datagram(let bytes, let from, let to):
+            guard relays.claims(bytes, from: from, to: to) else { return }
+            relays.handle(.datagram(bytes, from: from, to: to), now: now)
+        case .socketClosed(let local, let reason):
+            relays.handle(.streamClosed(local: local, reason: reason), now: now)
+        }
         drain(now: now)
     }
 
@@ -89,14 +98,7 @@ extension TURNProbe: DatagramCore {
         drain(now: now)
     }
 
-    public mutating func pollTransmit() -> Transmit? {
-        transmits.isEmpty ? nil : transmits.removeFirst()
-    }
+    public mutating func poll() -> DatagramOutput<Never>? { outputs.pop() }
 
     public func nextDeadline() -> Instant? { finished ? nil : relays.nextDeadline() }
-
-    public mutating func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {
-        relays.streamClosed(local: local, reason: reason, now: now)
-        drain(now: now)
-    }
 }

@@ -2,22 +2,53 @@ import CastCore
 
 /// The TURN allocations of one peer connection: one `TURNClient` per TURN server of
 /// ice-config, allocated from a host socket of the server's address family (the socket
-/// the host candidate uses, as browsers do). Pure: its inputs are the named methods
-/// below (each with `now`), then `poll()` until nil (outputs in decision order), then
-/// `handleTimeout(now:)` at `nextDeadline()`; its clients keep the `SansIO` contract.
+/// the host candidate uses, as browsers do). Pure, and keeps the one `SansIO` contract:
+/// `handle(input, now:)`, then `poll()` until nil (outputs in decision order), then
+/// `handleTimeout(now:)` at `nextDeadline()`; its clients keep the same contract.
+/// `claims(_:from:to:)` and `isRelayed(_:)` are questions, asked before an input.
 ///
 /// To ICE, a relayed address is one more local socket (RFC 8445 §5.1.1.2: a relayed
-/// candidate is its own base): what ICE, DTLS and SRTP send "from" it goes through
-/// `send(from:to:_:now:)`, and what peers send to it comes back as `.data`.
+/// candidate is its own base): what ICE, DTLS and SRTP send "from" it goes in as `.send`,
+/// and what peers send to it comes back as `.data`.
 ///
-/// A UDP server is allocated on from a host socket (`addBase`). A TCP or TLS server
+/// A UDP server is allocated on from a host socket (`.addBase`). A TCP or TLS server
 /// (RFC 8656 §3.1) needs a connection of its own: the shell opens it and reports its local
-/// address with `addStream(server:local:now:)`; the connection's bytes then come in and go
+/// address with `.addStream(server:local:)`; the connection's bytes then come in and go
 /// out under that address, as if it were a socket (any slice of the stream: the client
-/// frames it), and `streamClosed(local:reason:now:)` ends that allocation (also when it comes
-/// before `addStream`: the shell's thread may see a connection fail before the work that adds
+/// frames it), and `.streamClosed(local:reason:)` ends that allocation (also when it comes
+/// before `.addStream`: the shell's thread may see a connection fail before the work that adds
 /// it has run).
-public struct TURNRelays: Sendable {
+public struct TURNRelays: Sendable, SansIO {
+    public enum Input: Sendable {
+        /// A host socket is ready: allocate on every UDP server of its family not yet allocated on.
+        case addBase(SocketAddress)
+        /// The shell opened (or is opening) the TCP/TLS connection to `servers[server]` from
+        /// `local`: allocate over it. What the client sends before the connection is up, the
+        /// shell holds; if it never comes up, `.streamClosed` says so.
+        case addStream(server: Int, local: SocketAddress)
+        /// The connection from `local` closed or failed (`reason` completes "the TCP connection …"):
+        /// its allocation is gone (RFC 8656 §3.1); ICE goes on over the others.
+        /// A close for a connection not added yet is kept until `.addStream` names it.
+        case streamClosed(local: SocketAddress, reason: String)
+        /// The shell could not even open a connection to `servers[server]` (no socket): that
+        /// allocation fails at once with `reason`.
+        case streamFailed(server: Int, reason: String)
+        /// No more host sockets will come: gathering may finish once the allocations have.
+        case endOfBases
+        /// A datagram (or stream slice) that arrived on `to` from `from` and that
+        /// `claims(_:from:to:)` said is for a TURN client.
+        case datagram([UInt8], from: SocketAddress, to: SocketAddress)
+        /// Relay a datagram from the relayed address `from` to `to` (permission made on the way).
+        case send([UInt8], from: SocketAddress, to: SocketAddress)
+        /// A permission for a remote candidate's address on every allocation, so its checks
+        /// are let in before ours went out (RFC 8656 §9).
+        case permit(IPAddress)
+        /// The selected pair runs through `relayed`: bind a channel to the peer (RFC 8656 §12).
+        case bindChannel(relayed: SocketAddress, peer: SocketAddress)
+        /// Release every allocation (Refresh with LIFETIME 0).
+        case close
+    }
+
     public enum Output: Sendable, Equatable {
         /// A datagram for a TURN server, from the host socket the allocation uses.
         case transmit(Transmit)
@@ -69,8 +100,41 @@ public struct TURNRelays: Sendable {
     /// Whether any allocation is still being made.
     public var gathering: Bool { entries.contains { !$0.finishedGathering } }
 
-    /// A host socket is ready: allocate on every server of its family not yet allocated on.
-    public mutating func addBase(_ base: SocketAddress, now: Instant) {
+    public mutating func handle(_ input: Input, now: Instant) {
+        switch input {
+        case .addBase(let base): addBase(base, now: now)
+        case .addStream(let server, let local): addStream(server: server, local: local, now: now)
+        case .streamClosed(let local, let reason): streamClosed(local: local, reason: reason, now: now)
+        case .streamFailed(let server, let reason): streamFailed(server: server, reason: reason, now: now)
+        case .endOfBases:
+            basesEnded = true
+            reportGatheringIfDone()
+        case .datagram(let bytes, let from, let to):
+            guard let i = entries.firstIndex(where: { $0.client.server.address == from && $0.base == to }) else { return }
+            entries[i].client.handle(.received(bytes), now: now)
+            drain(i)
+        case .send(let bytes, let from, let to):
+            guard let i = entries.firstIndex(where: { $0.relayed == from }) else { return }
+            entries[i].client.handle(.send(to: to, bytes), now: now)
+            drain(i)
+        case .permit(let ip):
+            for i in entries.indices where entries[i].client.relayedAddress?.ip.isIPv6 == ip.isIPv6 {
+                entries[i].client.handle(.createPermission(ip), now: now)
+                drain(i)
+            }
+        case .bindChannel(let relayed, let peer):
+            guard let i = entries.firstIndex(where: { $0.relayed == relayed }) else { return }
+            entries[i].client.handle(.bindChannel(peer: peer), now: now)
+            drain(i)
+        case .close:
+            for i in entries.indices {
+                entries[i].client.handle(.close, now: now)
+                drain(i)
+            }
+        }
+    }
+
+    private mutating func addBase(_ base: SocketAddress, now: Instant) {
         guard !base.ip.isLoopback, !base.ip.isLinkLocal else { return }
         for (i, s) in servers.enumerated() where s.transport == .udp && s.address.ip.isIPv6 == base.ip.isIPv6
             && !entries.contains(where: { $0.index == i }) {
@@ -78,10 +142,7 @@ public struct TURNRelays: Sendable {
         }
     }
 
-    /// The shell opened (or is opening) the TCP/TLS connection to `servers[server]` from
-    /// `local`: allocate over it. What the client sends before the connection is up, the
-    /// shell holds; if it never comes up, `streamClosed` says so.
-    public mutating func addStream(server: Int, local: SocketAddress, now: Instant) {
+    private mutating func addStream(server: Int, local: SocketAddress, now: Instant) {
         guard servers.indices.contains(server), servers[server].transport.isStream,
               !entries.contains(where: { $0.index == server }) else { return }
         if let k = earlyCloses.firstIndex(where: { $0.local == local }) {
@@ -93,10 +154,7 @@ public struct TURNRelays: Sendable {
         start(server, base: local, now: now)
     }
 
-    /// The connection from `local` closed or failed (`reason` completes "the TCP connection …"):
-    /// its allocation is gone (RFC 8656 §3.1); ICE goes on over the others.
-    /// A close for a connection not added yet is kept until `addStream` names it.
-    public mutating func streamClosed(local: SocketAddress, reason: String, now: Instant) {
+    private mutating func streamClosed(local: SocketAddress, reason: String, now: Instant) {
         guard let i = entries.firstIndex(where: { $0.base == local && $0.client.server.transport.isStream }) else {
             if !earlyCloses.contains(where: { $0.local == local }) {
                 if earlyCloses.count == Self.earlyClosesKept { earlyCloses.removeFirst() }
@@ -108,9 +166,7 @@ public struct TURNRelays: Sendable {
         drain(i)
     }
 
-    /// The shell could not even open a connection to `servers[server]` (no socket): that
-    /// allocation fails at once with `reason`.
-    public mutating func streamFailed(server: Int, reason: String, now: Instant) {
+    private mutating func streamFailed(server: Int, reason: String, now: Instant) {
         guard servers.indices.contains(server), !entries.contains(where: { $0.index == server }) else { return }
         let s = servers[server]
         // Never started, so nothing is sent; the entry only carries the failure (and counts for gathering).
@@ -126,12 +182,6 @@ public struct TURNRelays: Sendable {
         c.handle(.start, now: now)
         entries.append(Entry(client: c, index: index, base: base))
         drain(entries.count - 1)
-    }
-
-    /// No more host sockets will come: gathering may finish once the allocations have.
-    public mutating func endOfBases() {
-        basesEnded = true
-        reportGatheringIfDone()
     }
 
     /// Whether a datagram that arrived on `to` from `from` is for a TURN client: it comes
@@ -152,51 +202,14 @@ public struct TURNRelays: Sendable {
         }
     }
 
-    public mutating func handle(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
-        guard let i = entries.firstIndex(where: { $0.client.server.address == from && $0.base == to }) else { return }
-        entries[i].client.handle(.received(bytes), now: now)
-        drain(i)
-    }
-
     /// Whether `address` is (or was) the relayed address of one of these allocations.
     public func isRelayed(_ address: SocketAddress) -> Bool {
         entries.contains { $0.relayed == address }
     }
 
-    /// Relays a datagram from the relayed address `from` to `to` (permission made on the way).
-    public mutating func send(from: SocketAddress, to: SocketAddress, _ bytes: [UInt8], now: Instant) {
-        guard let i = entries.firstIndex(where: { $0.relayed == from }) else { return }
-        entries[i].client.handle(.send(to: to, bytes), now: now)
-        drain(i)
-    }
-
-    /// A permission for a remote candidate's address on every allocation, so its checks
-    /// are let in before ours went out (RFC 8656 §9).
-    public mutating func permit(_ ip: IPAddress, now: Instant) {
-        for i in entries.indices where entries[i].client.relayedAddress?.ip.isIPv6 == ip.isIPv6 {
-            entries[i].client.handle(.createPermission(ip), now: now)
-            drain(i)
-        }
-    }
-
-    /// The selected pair runs through `relayed`: bind a channel to the peer (RFC 8656 §12).
-    public mutating func bindChannel(relayed: SocketAddress, peer: SocketAddress, now: Instant) {
-        guard let i = entries.firstIndex(where: { $0.relayed == relayed }) else { return }
-        entries[i].client.handle(.bindChannel(peer: peer), now: now)
-        drain(i)
-    }
-
     public mutating func handleTimeout(now: Instant) {
         for i in entries.indices {
             entries[i].client.handleTimeout(now: now)
-            drain(i)
-        }
-    }
-
-    /// Releases every allocation (Refresh with LIFETIME 0).
-    public mutating func close(now: Instant) {
-        for i in entries.indices {
-            entries[i].client.handle(.close, now: now)
             drain(i)
         }
     }
