@@ -76,12 +76,6 @@ public struct ByteWriter: Sendable {
         bytes.reserveCapacity(capacity)
     }
 
-    /// Writes after what `buffer` holds, into its storage (a `BufferPool`'s buffer: no
-    /// allocation while its capacity lasts and nothing else references it).
-    public init(buffer: consuming [UInt8]) {
-        bytes = buffer
-    }
-
     public var count: Int { bytes.count }
 
     public mutating func u8(_ v: UInt8) { bytes.append(v) }

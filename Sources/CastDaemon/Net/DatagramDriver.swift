@@ -106,7 +106,6 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
                 continue
             }
             if !s.send(t.bytes, to: t.to) { sendFailures += 1 }
-            core.recycle(t.bytes)   // sent: the core may build a later datagram in these bytes
         }
     }
 

@@ -77,13 +77,8 @@ public enum RTCPPacket: Equatable, Sendable {
 /// feedback packet) parses the same way; writing emits the packets as given
 /// (castd's reports put the SR first and SDES CNAME next, §6.1).
 public enum RTCPCompound {
-    /// Written into `buffer`'s storage when it has one and nothing else references it (a
-    /// sender's `BufferPool`, with room for SRTCP's trailer: no allocation, issue 19).
-    public static func serialize(_ packets: [RTCPPacket], into buffer: consuming [UInt8] = []) throws -> [UInt8] {
-        var storage = buffer
-        storage.removeAll(keepingCapacity: true)
-        if storage.capacity < 128 { storage.reserveCapacity(128) }
-        var w = ByteWriter(buffer: storage)
+    public static func serialize(_ packets: [RTCPPacket]) throws -> [UInt8] {
+        var w = ByteWriter(capacity: 128)
         for p in packets { try p.write(into: &w) }
         return w.bytes
     }

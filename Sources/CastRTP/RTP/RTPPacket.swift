@@ -59,17 +59,11 @@ public struct RTPPacket: Sendable {
     /// with `trailerCapacity` bytes of spare capacity after them, so that SRTP can
     /// append its tag in place (`SRTPSession.trailerCapacity`): the one allocation of
     /// a packet on the send path.
-    /// Built in `buffer`'s storage when it has the room and nothing else references it (a
-    /// `BufferPool`'s, given back after an earlier packet was sent: then no allocation at all).
-    public func serialize(extensions: RTPInlineExtensions, trailerCapacity: Int,
-                          into buffer: consuming [UInt8] = []) throws -> [UInt8] {
+    public func serialize(extensions: RTPInlineExtensions, trailerCapacity: Int) throws -> [UInt8] {
         var h = header
         h.extensions = nil
         let length = h.encodedLength + extensions.encodedLength + payloadLength + Int(paddingLength)
-        var storage = buffer
-        storage.removeAll(keepingCapacity: true)
-        storage.reserveCapacity(length + max(0, trailerCapacity))
-        var w = ByteWriter(buffer: storage)
+        var w = ByteWriter(capacity: length + max(0, trailerCapacity))
         try h.write(into: &w, padding: paddingLength > 0, inlineExtensions: extensions.isEmpty ? nil : extensions)
         writeBody(into: &w)
         return w.bytes

@@ -244,9 +244,6 @@ public struct VideoSender: Sendable, SansIO {
     public private(set) var statistics = Statistics()
     private var rtx: RTXEncoder?
     private var history: PacketHistory
-    /// Buffers of sent datagrams given back by the owner (`recycle`): the next packets are
-    /// built in them, so that in steady state a packet costs no allocation (issue 19).
-    private var buffers: BufferPool
     private var pacer: Pacer<PacedPacket>
     private var reports: RTCPSenderState
     private var keyframes: KeyframeRequestLimiter
@@ -310,7 +307,6 @@ public struct VideoSender: Sendable, SansIO {
                              initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random))
         }
         history = PacketHistory(limits: configuration.history)
-        buffers = BufferPool(minimumCapacity: configuration.mtu + configuration.trailerCapacity)
         pacer = Pacer(configuration: configuration.pacer)
         reports = RTCPSenderState(ssrc: packetizer.ssrc, cname: configuration.cname,
                                   interval: configuration.reportInterval,
@@ -435,7 +431,7 @@ public struct VideoSender: Sendable, SansIO {
             }
         }
         sendProbe(now: now)
-        if let compound = reports.poll(now: now), let bytes = try? RTCPCompound.serialize(compound, into: buffers.take()) {
+        if let compound = reports.poll(now: now), let bytes = try? RTCPCompound.serialize(compound) {
             statistics.senderReportsSent += 1
             outputs.push(.transmit(.rtcp(bytes)))
         }
@@ -450,14 +446,6 @@ public struct VideoSender: Sendable, SansIO {
         d = Instant.earliest(d, probe?.next)
         return Instant.earliest(d, firstQueuedExpiry)
     }
-
-    /// A datagram's bytes back once they are sent (or dropped): a later packet is built in
-    /// them. Bytes still referenced elsewhere are harmless here (the next packet then gets
-    /// storage of its own, copy on write), so giving back is never a use after return.
-    public mutating func recycle(_ bytes: consuming [UInt8]) { buffers.give(bytes) }
-
-    /// Datagram buffers reused from `recycle` and ones made new (tests, the bench).
-    public var bufferPoolCounts: (reused: Int, made: Int) { (buffers.reused, buffers.made) }
 
     /// An RTCP BYE for our SSRCs (RFC 3550 §6.6), for a clean stop.
     public func goodbye(reason: String = "") -> Datagram? {
@@ -500,8 +488,7 @@ public struct VideoSender: Sendable, SansIO {
             let d = configuration.playoutDelay
             stamps.append(id: id, value: RTPExtensionValue.playoutDelayValue(minimum: d.minimum, maximum: d.maximum), length: 3)
         }
-        guard let bytes = try? packet.serialize(extensions: stamps, trailerCapacity: configuration.trailerCapacity,
-                                                into: buffers.take())
+        guard let bytes = try? packet.serialize(extensions: stamps, trailerCapacity: configuration.trailerCapacity)
         else { return nil }
         estimator.handle(.packetSent(transportSequenceNumber: transportSeq, size: bytes.count + configuration.srtpOverhead,
                                      probeCluster: probeCluster), now: now)

@@ -23,14 +23,9 @@ public protocol DatagramCore {
     /// connection, RFC 8656 §3.1) closed or never connected; `reason` completes the sentence
     /// "the TCP connection …". Its bytes came in through `handleDatagram` under `local`.
     mutating func handleSocketClosed(local: SocketAddress, reason: String, now: Instant)
-    /// A transmit's bytes after `sendto` (or a failed send): the core may build a later
-    /// datagram in them (a `BufferPool`, issue 19). The shell keeps no reference it uses.
-    mutating func recycle(_ bytes: consuming [UInt8])
 }
 
 extension DatagramCore {
     /// Cores without stream sockets have nothing to do.
     public mutating func handleSocketClosed(local: SocketAddress, reason: String, now: Instant) {}
-    /// Cores that pool no buffers let them go.
-    public mutating func recycle(_ bytes: consuming [UInt8]) {}
 }

@@ -722,10 +722,6 @@ extension PeerSession: DatagramCore {
         return t
     }
 
-    /// A sent datagram's bytes back from the driver: the video sender builds later packets
-    /// in them (issue 19).
-    public func recycle(_ bytes: consuming [UInt8]) { video.recycle(bytes) }
-
     public func nextDeadline() -> Instant? {
         // Pairwise, not through an array: the driver asks on every turn (issue 19).
         var d = Instant.earliest(ice.nextDeadline(), relays.nextDeadline())
