@@ -51,3 +51,46 @@ public final class HMACSHA1 {
         withUnsafeMutableBytes(of: &c) { OPENSSL_cleanse($0.baseAddress, $0.count) }
     }
 }
+
+extension HMACSHA1 {
+    /// One-shot HMAC-SHA1 (RFC 2104) of `first`, `second` and `third` in order, under
+    /// `key`, with the pads on the stack: the 20 returned bytes are its one allocation
+    /// (OpenSSL's one-shot `HMAC` makes and frees a MAC context each call). For messages
+    /// whose key changes from one to the next (STUN's MESSAGE-INTEGRITY, issue 19).
+    public static func mac(key: [UInt8], _ first: UnsafeRawBufferPointer,
+                           _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
+                           _ third: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: length) { out, count in
+            withUnsafeTemporaryAllocation(byteCount: blockSize, alignment: 8) { pad in
+                let p = pad.baseAddress!
+                pad.initializeMemory(as: UInt8.self, repeating: 0)
+                var c = SHA_CTX()
+                key.withUnsafeBytes { k in
+                    if k.count > blockSize {   // RFC 2104 §2: a longer key is hashed first
+                        _ = castd_sha1_init(&c)
+                        _ = castd_sha1_update(&c, k.baseAddress, k.count)
+                        _ = castd_sha1_final(p.assumingMemoryBound(to: UInt8.self), &c)
+                    } else if let base = k.baseAddress {
+                        p.copyMemory(from: base, byteCount: k.count)
+                    }
+                }
+                for i in 0..<blockSize { p.storeBytes(of: p.load(fromByteOffset: i, as: UInt8.self) ^ 0x36, toByteOffset: i, as: UInt8.self) }
+                _ = castd_sha1_init(&c)
+                _ = castd_sha1_update(&c, p, blockSize)
+                if first.count > 0 { _ = castd_sha1_update(&c, first.baseAddress, first.count) }
+                if second.count > 0 { _ = castd_sha1_update(&c, second.baseAddress, second.count) }
+                if third.count > 0 { _ = castd_sha1_update(&c, third.baseAddress, third.count) }
+                _ = castd_sha1_final(out.baseAddress, &c)
+                // 0x36 ^ 0x5c: the inner pad becomes the outer one.
+                for i in 0..<blockSize { p.storeBytes(of: p.load(fromByteOffset: i, as: UInt8.self) ^ 0x6a, toByteOffset: i, as: UInt8.self) }
+                _ = castd_sha1_init(&c)
+                _ = castd_sha1_update(&c, p, blockSize)
+                _ = castd_sha1_update(&c, out.baseAddress, length)
+                _ = castd_sha1_final(out.baseAddress, &c)
+                OPENSSL_cleanse(p, blockSize)
+                withUnsafeMutableBytes(of: &c) { OPENSSL_cleanse($0.baseAddress, $0.count) }
+            }
+            count = length
+        }
+    }
+}

@@ -164,6 +164,87 @@ private func hex(_ s: String) -> [UInt8] { Hex.decode(s.filter { !$0.isWhitespac
         }
     }
 
+    // MARK: - SRTCP
+
+    /// An RTCP-shaped packet from `ssrc`: a header (sender report type, length in words)
+    /// and `words` 32-bit words of body.
+    static func rtcp(ssrc: UInt32, words: Int, fill: UInt8) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(0x80)
+        w.u8(200)
+        w.u16(UInt16(words))
+        w.u32(ssrc)
+        for i in 0..<(4 * words) { w.u8(fill &+ UInt8(truncatingIfNeeded: i &* 13)) }
+        return w.bytes
+    }
+
+    func protectRTCP(_ p: SRTPProtector, _ packet: [UInt8]) throws -> [UInt8] {
+        var b = packet
+        b.reserveCapacity(b.count + p.rtcpTrailerLength)
+        try p.protectRTCP(inPlace: &b)
+        return b
+    }
+
+    /// RFC 7714 §17.1: SRTCP with AEAD_AES_128_GCM, E = 1, SRTCP index 0x5d4, from the
+    /// session key and salt of §16 (the same for SRTCP there).
+    @Test func srtcpGcmMatchesRFC7714Section17() throws {
+        let p = try SRTPProtector(profile: .aeadAes128Gcm, sessionKey: Redacted(hex("000102030405060708090a0b0c0d0e0f")),
+                                  sessionSalt: Redacted(hex("517569642070726f2071756f")), authenticationKey: nil)
+        p.setRTCPIndex(0x5d3, ssrc: 0x4d61_7273)   // the next one is 0x5d4
+        let plain = hex("81c8000d 4d617273 4e545031 4e545032 52545020 0000042a 0000e930 4c756e61 deadbeef deadbeef deadbeef deadbeef deadbeef")
+        let expected = hex("""
+            81c8000d 4d617273 63e94885 dcdab67c a727d766 2f6b7e99 7ff5c0f7 6c06f32d c676a5f1 730d6fda 4ce09b46 86303ded
+            0bb9275b c84aa458 96cf4d2f c5abf872 45d9eade 800005d4
+            """)
+        #expect(try protectRTCP(p, plain) == expected)
+    }
+
+    /// Three SSRCs' compounds interleaved (each its own SRTCP index from 1), with RTP on
+    /// the same SSRCs in between (their index spaces apart), lengths from the bare 8-byte
+    /// header up: libsrtp and castd produce the same bytes, and libsrtp's receiver takes them.
+    @Test(arguments: SRTPProfile.allCases)
+    func srtcpMatchesLibsrtpByteForByte(_ profile: SRTPProfile) throws {
+        let (libsrtp, ours, receiver) = try Self.libsrtpAndOurs(profile, seed: 21)
+        var rng = SeededRandom(seed: 77)
+        var seqs: [UInt32: UInt16] = [:]
+        for i in 0..<1_200 {
+            let ssrc = [UInt32(0x1111_1111), 0x2222_2222, 0x0000_0001][Int.random(in: 0..<3, using: &rng)]
+            if i % 4 == 0 {
+                let seq = seqs[ssrc, default: 100] &+ 1
+                seqs[ssrc] = seq
+                let packet = Self.rtp(seq: seq, ssrc: ssrc, payload: [UInt8](repeating: UInt8(i & 0xff), count: 50))
+                #expect(try protect(ours, packet) == libsrtp.protectRTP(packet))
+            }
+            let packet = Self.rtcp(ssrc: ssrc, words: [0, 1, 5, 6, 12, 100][Int.random(in: 0..<6, using: &rng)],
+                                   fill: UInt8.random(in: 0...255, using: &rng))
+            let p = try protectRTCP(ours, packet)
+            #expect(try p == libsrtp.protectRTCP(packet), "packet \(i) ssrc \(ssrc)")
+            #expect(p.count == packet.count + ours.rtcpTrailerLength)
+            #expect(try receiver.unprotectRTCP(p) == packet)
+        }
+    }
+
+    /// RFC 3711 §3.4: the index is 31 bits; past 2^31 − 1 the session must be rekeyed, so
+    /// castd refuses (as libsrtp does) and leaves the packet alone. Not RTCP: refused too.
+    @Test func srtcpIndexRunsOutAndBadPacketsAreRefused() throws {
+        let (_, ours, _) = try Self.libsrtpAndOurs(.aes128CmHmacSha1_80, seed: 4)
+        ours.setRTCPIndex(SRTPProtector.maxRTCPIndex - 1, ssrc: 5)
+        let packet = Self.rtcp(ssrc: 5, words: 6, fill: 1)
+        let last = try protectRTCP(ours, packet)
+        #expect(Array(last[(last.count - 14)..<(last.count - 10)]) == [0xff, 0xff, 0xff, 0xff])   // E = 1, index 2^31 − 1
+        for bad in [packet, Array(packet.prefix(7)), [0x40] + packet.dropFirst()] {
+            var b = bad
+            do {
+                try ours.protectRTCP(inPlace: &b)
+                Issue.record("protected a \(bad.count)-byte packet it should refuse")
+            } catch let e as CastError {
+                #expect(e.code == .srtp)
+            }
+            #expect(b == bad)
+        }
+        #expect(try protectRTCP(ours, Self.rtcp(ssrc: 6, words: 1, fill: 0)).count == 12 + 14)   // another SSRC goes on
+    }
+
     // MARK: - Bad input, allocations, secrets
 
     @Test func malformedPacketsAreRefusedAndLeftAlone() throws {
@@ -207,6 +288,22 @@ private func hex(_ s: String) -> [UInt8] { Hex.decode(s.filter { !$0.isWhitespac
         let allocations = castd_allocations_on_this_thread() - before
         #expect(allocations == 0)
         #expect(try receiver.unprotectRTP(packets[150]).count == packets[150].count - ours.tagLength)
+    }
+
+    /// SRTCP likewise: a compound with room for the trailer is protected without an allocation.
+    @Test(arguments: SRTPProfile.allCases)
+    func protectingRTCPAllocatesNothing(_ profile: SRTPProfile) throws {
+        let (_, ours, receiver) = try Self.libsrtpAndOurs(profile, seed: 9)
+        var packets = (0..<50).map { i -> [UInt8] in
+            var b = Self.rtcp(ssrc: 77, words: 12, fill: UInt8(i))
+            b.reserveCapacity(b.count + SRTPSession.trailerCapacity)
+            return b
+        }
+        try ours.protectRTCP(inPlace: &packets[0])   // the SSRC's slot made once
+        let before = castd_allocations_on_this_thread()
+        for i in 1..<50 { try ours.protectRTCP(inPlace: &packets[i]) }
+        #expect(castd_allocations_on_this_thread() - before == 0)
+        #expect(try receiver.unprotectRTCP(packets[49]) == Self.rtcp(ssrc: 77, words: 12, fill: 49))
     }
 
     @Test func keysNeverShowInDescriptionsOrErrors() throws {

@@ -37,9 +37,9 @@ public final class PeerSession {
         public var mdns = MDNSResolver.Configuration()
         /// Offer the optional send-only Opus m-line (spec §7, issue 18); the receiver may reject it.
         public var audio = false
-        /// Who protects outgoing RTP: castd's own transform on OpenSSL (no allocation per
-        /// packet, issue 19), or libsrtp as before, kept to bisect a regression
-        /// (`CASTD_SRTP_OUTBOUND=libsrtp`). SRTCP and everything inbound is libsrtp's either way.
+        /// Who protects outgoing RTP and RTCP: castd's own transform on OpenSSL (no
+        /// allocation per packet, issue 19), or libsrtp as before, kept to bisect a regression
+        /// (`CASTD_SRTP_OUTBOUND=libsrtp`). Everything inbound is libsrtp's either way.
         public var outboundSRTP: OutboundSRTP = .castd
 
         public init(wallclockOffset: Duration) { self.wallclockOffset = wallclockOffset }
@@ -132,8 +132,8 @@ public final class PeerSession {
     private var gatheringReported = false
     private var dtls: DTLSTransport? = nil
     private var outbound: SRTPSession? = nil
-    /// Outgoing RTP's protector unless `configuration.outboundSRTP` is `.libsrtp`.
-    private var outboundRTP: SRTPProtector? = nil
+    /// Outgoing RTP's and RTCP's protector unless `configuration.outboundSRTP` is `.libsrtp`.
+    private var outboundOwn: SRTPProtector? = nil
     private var inbound: SRTPSession? = nil
     private var video: VideoSender
     /// The audio sender, once the answer accepted the audio m-line.
@@ -558,7 +558,7 @@ public final class PeerSession {
                 case .event(.connected(let keys)):
                     do {
                         outbound = try keys.outboundSession(allowRepeatTransmit: true)
-                        if configuration.outboundSRTP == .castd { outboundRTP = try keys.outboundProtector() }
+                        if configuration.outboundSRTP == .castd { outboundOwn = try keys.outboundProtector() }
                         inbound = try keys.inboundSession()
                         dtlsConnected = true
                         updateState()
@@ -640,9 +640,13 @@ public final class PeerSession {
         if case .rtp = d { isRTP = true }
         do {
             try d.withBytes { bytes in
-                if !isRTP { try srtp.protectRTCP(inPlace: &bytes) }
-                else if let own = outboundRTP { try own.protectRTP(inPlace: &bytes) }
-                else { try srtp.protectRTP(inPlace: &bytes) }
+                if let own = outboundOwn {
+                    if isRTP { try own.protectRTP(inPlace: &bytes) } else { try own.protectRTCP(inPlace: &bytes) }
+                } else if isRTP {
+                    try srtp.protectRTP(inPlace: &bytes)
+                } else {
+                    try srtp.protectRTCP(inPlace: &bytes)
+                }
                 route(bytes, from: pair.local, to: pair.remote, now: now)
             }
         } catch {

@@ -1,12 +1,12 @@
 import CastCore
 import CastOpenSSL
 
-/// castd's own outbound SRTP for RTP (issue 19): protects a packet in place, with one
+/// castd's own outbound SRTP and SRTCP (issue 19): protects a packet in place, with one
 /// OpenSSL context per session key kept for the session's life, so that a packet costs
 /// no heap allocation. Debian's libsrtp (built on NSS) makes a cipher context per packet
-/// (5 allocations with GCM, 14 with AES-CM); it still does SRTCP and everything inbound
+/// (5 allocations with GCM, 14 with AES-CM); it still does everything inbound
 /// (`SRTPSession`), and `PeerSession.Configuration.outboundSRTP = .libsrtp` puts it back
-/// on this path too, to bisect a regression.
+/// on the outbound path too (RTP and RTCP), to bisect a regression.
 ///
 /// Both profiles castd offers:
 /// - AEAD_AES_128_GCM (RFC 7714 §8–9): IV = salt XOR (0x0000 | SSRC | ROC | SEQ),
@@ -14,6 +14,14 @@ import CastOpenSSL
 /// - AES_CM_128_HMAC_SHA1_80 (RFC 3711 §4.1.1, §4.2.1): counter block =
 ///   salt·2^16 XOR SSRC·2^64 XOR index·2^16, payload encrypted; then HMAC-SHA1 over the
 ///   whole packet followed by the ROC, its first 80 bits appended.
+///
+/// SRTCP (RFC 3711 §3.4; RFC 7714 §9 for GCM) has session keys of its own (labels 3–5)
+/// and a 31-bit SRTCP index per SSRC, counted from 1 as libsrtp counts it, sent with the
+/// E bit set (the compound is encrypted after its first 8 bytes):
+/// - GCM: IV = salt XOR (0x0000 | SSRC | 0x0000 | index), AAD = the first 8 bytes and the
+///   E‖index word; the packet is header, ciphertext, tag, E‖index.
+/// - AES-CM: the RTP counter block with the SRTCP index; the tag covers the packet and
+///   its E‖index word; the packet is header, ciphertext, E‖index, tag.
 ///
 /// Session keys come from the DTLS-exported master key and salt through the AES-CM PRF
 /// of RFC 3711 §4.3 (key derivation rate 0). The rollover counter is kept per SSRC
@@ -30,14 +38,25 @@ public final class SRTPProtector: CustomStringConvertible {
         case counter(AES128Counter, HMACSHA1)
     }
 
-    private let cipher: Cipher
-    /// The session salt (12 bytes for GCM, 14 for AES-CM), and 32 bytes of scratch for the
-    /// IV and the ROC: one allocation for the session's life, wiped in `deinit`.
+    /// One session key's transform: the key, and where its session salt lies in `scratch`.
+    private struct Keys {
+        let cipher: Cipher
+        let saltOffset: Int
+    }
+
+    private let rtp: Keys, rtcp: Keys
+    /// The SRTP and SRTCP session salts (12 bytes each for GCM, 14 for AES-CM), and scratch
+    /// for the IV, the ROC or E‖index word and GCM's SRTCP AAD: one allocation for the
+    /// session's life, wiped in `deinit`.
     private let scratch: UnsafeMutableRawBufferPointer
-    private static let saltOffset = 0, ivOffset = 16, rocOffset = 32
-    private static let scratchSize = 48
+    private static let rtpSaltOffset = 0, rtcpSaltOffset = 16, ivOffset = 32, rocOffset = 48, aadOffset = 64
+    private static let scratchSize = 80
     /// Per SSRC: the highest packet index sent, ROC·2^16 + SEQ (RFC 3711 §3.3.1).
     private var streams: [(ssrc: UInt32, index: UInt64)] = []
+    /// Per SSRC: the last SRTCP index sent (RFC 3711 §3.4; 0 before the first).
+    private var rtcpStreams: [(ssrc: UInt32, index: UInt32)] = []
+    /// RFC 3711 §3.4: the index is 31 bits; libsrtp refuses to go past this one.
+    static let maxRTCPIndex: UInt32 = 0x7fff_ffff
     /// castd sends from three SSRCs at most (video, RTX, audio); a bound keeps a bug from
     /// growing the table without end.
     public static let maxStreams = 32
@@ -51,31 +70,55 @@ public final class SRTPProtector: CustomStringConvertible {
         }
         let kdf = try AES128Counter(key: masterKey)
         let salt = masterSalt.unredacted
+        func keys(_ labels: (encryption: UInt8, authentication: UInt8, salt: UInt8)) throws -> SessionKeys {
+            SessionKeys(key: Redacted(try Self.derive(kdf, label: labels.encryption, count: 16, masterSalt: salt)),
+                        salt: Redacted(try Self.derive(kdf, label: labels.salt, count: profile.saltLength, masterSalt: salt)),
+                        authentication: profile == .aeadAes128Gcm ? nil
+                            : Redacted(try Self.derive(kdf, label: labels.authentication, count: HMACSHA1.length, masterSalt: salt)))
+        }
         try self.init(profile: profile,
-                      sessionKey: Redacted(try Self.derive(kdf, label: Self.labelEncryption, count: 16, masterSalt: salt)),
-                      sessionSalt: Redacted(try Self.derive(kdf, label: Self.labelSalt, count: profile.saltLength, masterSalt: salt)),
-                      authenticationKey: profile == .aeadAes128Gcm ? nil
-                        : Redacted(try Self.derive(kdf, label: Self.labelAuthentication, count: HMACSHA1.length, masterSalt: salt)))
+                      rtp: keys((Self.labelEncryption, Self.labelAuthentication, Self.labelSalt)),
+                      rtcp: keys((Self.labelRTCPEncryption, Self.labelRTCPAuthentication, Self.labelRTCPSalt)))
     }
 
-    /// From the session keys themselves (RFC 7714 §16's vectors start there).
-    init(profile: SRTPProfile, sessionKey: Redacted<[UInt8]>, sessionSalt: Redacted<[UInt8]>,
-         authenticationKey: Redacted<[UInt8]>?) throws {
-        guard sessionSalt.unredacted.count == profile.saltLength else {
+    /// One direction's session keys (RFC 3711 §4.3): the cipher key, the salt, and for
+    /// AES-CM the HMAC key.
+    struct SessionKeys {
+        var key: Redacted<[UInt8]>
+        var salt: Redacted<[UInt8]>
+        var authentication: Redacted<[UInt8]>?
+    }
+
+    /// From the session keys themselves, the same for SRTP and SRTCP (RFC 7714 §16's and
+    /// §17's vectors start there).
+    convenience init(profile: SRTPProfile, sessionKey: Redacted<[UInt8]>, sessionSalt: Redacted<[UInt8]>,
+                     authenticationKey: Redacted<[UInt8]>?) throws {
+        let keys = SessionKeys(key: sessionKey, salt: sessionSalt, authentication: authenticationKey)
+        try self.init(profile: profile, rtp: keys, rtcp: keys)
+    }
+
+    init(profile: SRTPProfile, rtp rtpKeys: SessionKeys, rtcp rtcpKeys: SessionKeys) throws {
+        guard rtpKeys.salt.unredacted.count == profile.saltLength, rtcpKeys.salt.unredacted.count == profile.saltLength else {
             throw CastError(.srtp, "\(profile) needs a \(profile.saltLength)-byte session salt")
         }
-        self.profile = profile
-        switch profile {
-        case .aeadAes128Gcm:
-            cipher = .gcm(try AES128GCM(key: sessionKey))
-        case .aes128CmHmacSha1_80:
-            guard let auth = authenticationKey else { throw CastError(.srtp, "\(profile) needs an authentication key") }
-            cipher = .counter(try AES128Counter(key: sessionKey), HMACSHA1(key: auth))
+        func cipher(_ k: SessionKeys) throws -> Cipher {
+            switch profile {
+            case .aeadAes128Gcm:
+                return .gcm(try AES128GCM(key: k.key))
+            case .aes128CmHmacSha1_80:
+                guard let auth = k.authentication else { throw CastError(.srtp, "\(profile) needs an authentication key") }
+                return .counter(try AES128Counter(key: k.key), HMACSHA1(key: auth))
+            }
         }
+        self.profile = profile
+        rtp = Keys(cipher: try cipher(rtpKeys), saltOffset: Self.rtpSaltOffset)
+        rtcp = Keys(cipher: try cipher(rtcpKeys), saltOffset: Self.rtcpSaltOffset)
         scratch = .allocate(byteCount: Self.scratchSize, alignment: 8)
         scratch.initializeMemory(as: UInt8.self, repeating: 0)
-        scratch.copyBytes(from: sessionSalt.unredacted)
+        UnsafeMutableRawBufferPointer(rebasing: scratch[Self.rtpSaltOffset...]).copyBytes(from: rtpKeys.salt.unredacted)
+        UnsafeMutableRawBufferPointer(rebasing: scratch[Self.rtcpSaltOffset...]).copyBytes(from: rtcpKeys.salt.unredacted)
         streams.reserveCapacity(4)
+        rtcpStreams.reserveCapacity(4)
     }
 
     deinit {
@@ -89,6 +132,8 @@ public final class SRTPProtector: CustomStringConvertible {
 
     /// RFC 3711 §4.3.2: the labels of the SRTP session keys.
     static let labelEncryption: UInt8 = 0x00, labelAuthentication: UInt8 = 0x01, labelSalt: UInt8 = 0x02
+    /// … and of the SRTCP session keys.
+    static let labelRTCPEncryption: UInt8 = 0x03, labelRTCPAuthentication: UInt8 = 0x04, labelRTCPSalt: UInt8 = 0x05
 
     /// RFC 3711 §4.3.1/§4.3.3: with a key derivation rate of 0, r = 0 and
     /// x = (label·2^48) XOR master_salt over 112 bits; the key is the AES-CM keystream from
@@ -130,9 +175,9 @@ public final class SRTPProtector: CustomStringConvertible {
         let s = scratch
         try packet.withUnsafeMutableBytes { bytes in
             let iv = s.baseAddress! + Self.ivOffset
-            let salt = s.baseAddress! + Self.saltOffset
+            let salt = s.baseAddress! + rtp.saltOffset
             let payload = UnsafeMutableRawBufferPointer(rebasing: bytes[header..<length])
-            switch cipher {
+            switch rtp.cipher {
             case .gcm(let gcm):
                 // RFC 7714 §8.1: 00 00 | SSRC | ROC | SEQ, XOR the 96-bit session salt.
                 Self.store(0, at: iv, count: 2)
@@ -159,9 +204,95 @@ public final class SRTPProtector: CustomStringConvertible {
         }
     }
 
+    /// RTCP → SRTCP in place (RFC 3711 §3.4, RFC 7714 §9): everything after the first 8
+    /// bytes (header and sender SSRC) encrypted where it lies, then the tag and the E‖index
+    /// word appended (`rtcpTrailerLength` bytes; no allocation with that much spare
+    /// capacity). Throws for a packet that is not RTCP version 2 of at least 8 bytes, or
+    /// once an SSRC's 2^31 − 1 indices are used up; the packet is then unchanged.
+    public func protectRTCP(inPlace packet: inout [UInt8]) throws {
+        let length = packet.count
+        guard length >= 8, packet[0] >> 6 == 2 else {
+            throw CastError(.srtp, "protecting RTCP: a \(length)-byte packet is not RTCP version 2")
+        }
+        let ssrc = UInt32(packet[4]) << 24 | UInt32(packet[5]) << 16 | UInt32(packet[6]) << 8 | UInt32(packet[7])
+        let index = try nextRTCPIndex(ssrc: ssrc)
+        packet.append(contentsOf: profile == .aeadAes128Gcm ? Self.zeros20 : Self.zeros14)
+        do {
+            try sealRTCP(&packet, length: length, ssrc: ssrc, index: index)
+        } catch {
+            packet.removeLast(packet.count - length)
+            throw error
+        }
+    }
+
+    /// SRTCP's trailer: the tag and the 4-byte E‖index word.
+    public var rtcpTrailerLength: Int { tagLength + 4 }
+
+    private func sealRTCP(_ packet: inout [UInt8], length: Int, ssrc: UInt32, index: UInt32) throws {
+        let s = scratch
+        let word = UInt64(0x8000_0000 | index)   // E = 1: encrypted
+        try packet.withUnsafeMutableBytes { bytes in
+            let iv = s.baseAddress! + Self.ivOffset
+            let salt = s.baseAddress! + rtcp.saltOffset
+            let payload = UnsafeMutableRawBufferPointer(rebasing: bytes[8..<length])
+            switch rtcp.cipher {
+            case .gcm(let gcm):
+                // RFC 7714 §9.1: 00 00 | SSRC | 00 00 | 0‖index, XOR the salt; §9.2: the AAD is
+                // the first 8 bytes and the E‖index word.
+                Self.store(0, at: iv, count: 2)
+                Self.store(UInt64(ssrc), at: iv + 2, count: 4)
+                Self.store(UInt64(index), at: iv + 6, count: 6)
+                Self.xor(iv, salt, count: AES128GCM.ivLength)
+                let aad = s.baseAddress! + Self.aadOffset
+                aad.copyMemory(from: bytes.baseAddress!, byteCount: 8)
+                Self.store(word, at: aad + 8, count: 4)
+                try gcm.seal(iv: iv, aad: UnsafeRawBufferPointer(start: aad, count: 12), text: payload,
+                             tag: bytes.baseAddress! + length)
+                Self.store(word, at: bytes.baseAddress! + length + AES128GCM.tagLength, count: 4)
+            case .counter(let ctr, let hmac):
+                // RFC 3711 §4.1.1 with the SRTCP index as i; §3.4: the tag covers the packet
+                // and its E‖index word, and comes last.
+                Self.store(0, at: iv, count: 4)
+                Self.store(UInt64(ssrc), at: iv + 4, count: 4)
+                Self.store(UInt64(index), at: iv + 8, count: 6)
+                Self.store(0, at: iv + 14, count: 2)
+                Self.xor(iv, salt, count: 14)
+                try ctr.apply(iv: iv, to: payload)
+                Self.store(word, at: bytes.baseAddress! + length, count: 4)
+                hmac.authenticate(UnsafeRawBufferPointer(rebasing: bytes[0..<length + 4]), UnsafeRawBufferPointer(start: nil, count: 0),
+                                  into: UnsafeMutableRawBufferPointer(rebasing: bytes[length + 4..<length + 14]))
+            }
+        }
+    }
+
+    /// The next SRTCP index for `ssrc`: 1 for its first packet, as libsrtp counts.
+    private func nextRTCPIndex(ssrc: UInt32) throws -> UInt32 {
+        var slot = -1
+        for i in rtcpStreams.indices where rtcpStreams[i].ssrc == ssrc { slot = i; break }
+        if slot < 0 {
+            guard rtcpStreams.count < Self.maxStreams else {
+                throw CastError(.srtp, "protecting RTCP: more than \(Self.maxStreams) SSRCs on one session")
+            }
+            rtcpStreams.append((ssrc, 0))
+            slot = rtcpStreams.count - 1
+        }
+        guard rtcpStreams[slot].index < Self.maxRTCPIndex else {
+            throw CastError(.srtp, "protecting RTCP: the SRTCP index is used up (RFC 3711 §3.4: rekey)")
+        }
+        rtcpStreams[slot].index += 1
+        return rtcpStreams[slot].index
+    }
+
+    /// Test only: the last SRTCP index sent from `ssrc` (RFC 7714 §17's vector starts at 0x5d4).
+    func setRTCPIndex(_ index: UInt32, ssrc: UInt32) {
+        if let i = rtcpStreams.firstIndex(where: { $0.ssrc == ssrc }) { rtcpStreams[i].index = index }
+        else { rtcpStreams.append((ssrc, index)) }
+    }
+
     /// The tag's room, appended before sealing (whole arrays, so that a debug build's
-    /// append does not go element by element).
+    /// append does not go element by element); SRTCP's adds the E‖index word.
     private static let zeros16 = [UInt8](repeating: 0, count: 16), zeros10 = [UInt8](repeating: 0, count: 10)
+    private static let zeros20 = [UInt8](repeating: 0, count: 20), zeros14 = [UInt8](repeating: 0, count: 14)
 
     /// The low `count` bytes of `value`, big-endian, at `p`.
     private static func store(_ value: UInt64, at p: UnsafeMutableRawPointer, count: Int) {
@@ -230,7 +361,7 @@ public final class SRTPProtector: CustomStringConvertible {
 }
 
 extension SRTPKeyingMaterial {
-    /// castd's own protector for the RTP this side sends (`SRTPProtector`).
+    /// castd's own protector for the RTP and RTCP this side sends (`SRTPProtector`).
     public func outboundProtector() throws -> SRTPProtector {
         try SRTPProtector(profile: profile, masterKey: localKey, masterSalt: localSalt)
     }

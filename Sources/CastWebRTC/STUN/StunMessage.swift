@@ -105,7 +105,7 @@ public struct StunMessage: Equatable, Sendable {
         } else if let key = integrityKey {
             // §14.5: the length field counts up to and including MESSAGE-INTEGRITY.
             w.set16(UInt16(w.count - 20 + 24), at: 2)
-            let mac = Digest.sha1.hmac(key: key, w.bytes)
+            let mac = w.bytes.withUnsafeBytes { HMACSHA1.mac(key: key, $0) }
             Self.append(.messageIntegrity(mac), to: &w, transactionID: transactionID)
         }
         if fingerprint {
@@ -216,11 +216,23 @@ public struct StunMessage: Equatable, Sendable {
 
     private func verifyMAC(at offset: Int?, size: Int, digest: Digest, key: [UInt8],
                            value: (StunAttribute) -> [UInt8]?) -> Bool {
-        guard let raw, let off = offset else { return false }
-        var prefix = Array(raw[0..<off])
+        guard let raw, let off = offset, off >= 20, off <= raw.count else { return false }
         let len = UInt16(off - 20 + size)
-        prefix[2] = UInt8(len >> 8); prefix[3] = UInt8(len & 0xff)
-        let full = digest.hmac(key: key, prefix)
+        let full: [UInt8]
+        if digest == .sha1 {
+            // The message up to the attribute with its length field replaced, fed in three
+            // parts rather than copied (issue 19).
+            full = raw.withUnsafeBytes { r in
+                withUnsafeBytes(of: len.bigEndian) { l in
+                    HMACSHA1.mac(key: key, UnsafeRawBufferPointer(rebasing: r[0..<2]), l,
+                                 UnsafeRawBufferPointer(rebasing: r[4..<off]))
+                }
+            }
+        } else {
+            var prefix = Array(raw[0..<off])
+            prefix[2] = UInt8(len >> 8); prefix[3] = UInt8(len & 0xff)
+            full = digest.hmac(key: key, prefix)
+        }
         guard let got = attributes.lazy.compactMap(value).first, got.count <= full.count, !got.isEmpty else { return false }
         let mac = full.prefix(got.count)
         // Constant-time comparison: a timing side channel would leak the MAC.
