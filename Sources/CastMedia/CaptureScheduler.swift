@@ -14,12 +14,13 @@ import CastCore
 /// then reads a picture up to one source period old (8.3 ms on average at 60 Hz; at 30 Hz
 /// whatever phase the first frame fell on, the same for every frame). When the changes come on a
 /// steady cadence and the pending one is older than `fresh`, the read waits for the next
-/// change instead (expected one cadence after the last, at most `maxHold` away), so the picture
+/// change instead (expected one cadence after the last, at most `maxHold` away; the
+/// cadence is the median of the last gaps between changes, when half of them agree with it), so the picture
 /// is read right after it was drawn. What a wait takes from the interval is given back by
 /// the next one (the next minimum interval counts from where this one ended, the wait
 /// included, up to half an interval): the frame rate stays what it was, only the phase
-/// moves. A change that does not come within its slack ends the wait (the cadence is
-/// forgotten until three gaps agree again); keyframes and refreshes never wait.
+/// moves. A change that does not come within its slack (a third of the cadence) ends the wait
+/// (two such in a row, or a pause of two intervals, and the cadence is forgotten); keyframes and refreshes never wait.
 ///
 /// The frame rate is the rate ladder's (30/20/15/10/5 fps, issue 14): it only
 /// sets the minimum interval, so a change still goes out at once when the last
@@ -87,11 +88,12 @@ public struct CaptureScheduler: Sendable {
     /// than `burst` apart are one change: a picture drawn in several requests).
     private var noticeAt: Instant?
     private var changeAt: Instant?
-    /// The gap between the two newest changes, how many gaps in a row agreed with the one
-    /// before, and the source's cadence once three gaps agree.
-    private var gap: Duration?
+    /// The gaps between the newest changes (at most `gapsKept`), and the source's cadence: their
+    /// median, once at least four gaps are there and at least half of them agree with it.
+    private var gaps: [Duration] = []
     public private(set) var cadence: Duration?
-    private var agreeing = 0
+    /// Waits in a row that ended without the change they waited for.
+    private var misses = 0
     /// The current wait for the next change: the interval's end it began at, and its end.
     private var holdFrom: Instant?
     private var holdUntil: Instant?
@@ -112,8 +114,12 @@ public struct CaptureScheduler: Sendable {
         self.now = now
     }
 
-    /// The longest wait for the next change: one cadence, at most the minimum interval.
-    public var maxHold: Duration { min(cadence ?? .zero, minimumInterval) }
+    /// The longest wait for the next change: one cadence, at most half the minimum interval. A
+    /// wait skips the pending change for the next: free when the source changes faster than
+    /// the frame rate, a frame lost when it does not; at a 30 Hz source (out of phase, or a
+    /// painter early by a few milliseconds) only a change more than half an interval old is
+    /// worth that.
+    public var maxHold: Duration { min(cadence ?? .zero, minimumInterval / 2) }
 
     /// The minimum interval between frames: 10⁹/fps ns, rounded down.
     public var minimumInterval: Duration { .nanoseconds(1_000_000_000 / Int64(frameRate)) }
@@ -187,33 +193,53 @@ public struct CaptureScheduler: Sendable {
         if let n = noticeAt, now - n < Self.burst { return }
         if let c = changeAt {
             let g = now - c
-            // A cadence is three gaps in a row that agree within a quarter (at least a millisecond):
-            // a steady animation, not the two or three repaints of a keypress.
-            if let old = gap, max(g - old, old - g) <= max(.milliseconds(1), g / 4) { agreeing += 1 } else { agreeing = 0 }
-            cadence = agreeing >= 2 ? g : nil
-            gap = g
+            // A pause longer than two intervals: whatever cadence there was has ended.
+            if g > minimumInterval * 2 { gaps.removeAll() } else { gaps.append(g) }
+            if gaps.count > Self.gapsKept { gaps.removeFirst() }
+            cadence = Self.steadyCadence(gaps)
         }
         changeAt = now
+    }
+
+    /// How many gaps the cadence is taken from.
+    public static let gapsKept = 8
+
+    /// The median gap when the changes are a steady animation: at least four gaps, at least
+    /// half of them within a quarter of the median (at least a millisecond) of it. A painter
+    /// on a loaded machine is late now and then (the bench's 60 Hz painter: gaps of 13 to 20 ms,
+    /// now and then 23 and then 10); the two or three repaints of a keypress are too few.
+    static func steadyCadence(_ gaps: [Duration]) -> Duration? {
+        guard gaps.count >= 4 else { return nil }
+        let median = gaps.sorted()[gaps.count / 2]
+        let tolerance = max(.milliseconds(1), median / 4)
+        let agreeing = gaps.filter { max($0 - median, median - $0) <= tolerance }.count
+        return 2 * agreeing >= gaps.count ? median : nil
     }
 
     /// Until when to wait for a fresher change than the one pending, or nil to read now.
     private mutating func hold(earliest: Instant) -> Instant? {
         guard phaseLock, let c = changeAt, let n = noticeAt else { return nil }
         // A change at most `fresh` old: read it (the end of a wait, or no need for one).
-        if now - n <= Self.fresh { return nil }
+        if now - n <= Self.fresh {
+            if holdUntil != nil { misses = 0 }
+            return nil
+        }
         if let until = holdUntil {
             if now < until { return until }
-            // The change did not come: read what there is, and trust the cadence no more.
-            cadence = nil
-            gap = nil
-            agreeing = 0
+            // The change did not come: read what there is; twice in a row, and the cadence is forgotten.
+            misses += 1
+            if misses >= 2 {
+                gaps.removeAll()
+                cadence = nil
+                misses = 0
+            }
             return nil
         }
         // A source faster than the frame rate, or about as fast (a 30 Hz animation read at 30 fps
         // keeps whatever phase it started with: without a wait, every picture as old as the first).
         guard let p = cadence, p < minimumInterval * 3 / 2 else { return nil }
         let next = c + p
-        let until = next + max(Self.burst, p / 4)
+        let until = next + max(Self.burst, p / 3)
         guard next - now <= maxHold, now < until else { return nil }
         holdFrom = earliest
         holdUntil = until
