@@ -35,4 +35,9 @@ public protocol FrameSource: AnyObject {
     /// Whether some changes raise no notification, so that the owner must look at the
     /// frame rate as well (the X11 cursor: a sprite XDamage does not see).
     var changesNeedProbing: Bool { get }
+    /// Whether `waitForChange` answers once per change, so that the owner can keep listening
+    /// while a change waits for the minimum interval and read the screen right after the newest
+    /// (`CaptureScheduler`'s phase lock). False when it answers true for as long as a change is
+    /// unread (a PipeWire buffer): asking again would spin.
+    var notifiesEachChange: Bool { get }
 }

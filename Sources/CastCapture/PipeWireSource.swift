@@ -103,6 +103,9 @@ public final class PipeWireSource: FrameSource {
 
     /// Every change arrives as a buffer (the cursor as metadata with it): nothing to look for.
     public var changesNeedProbing: Bool { false }
+
+    /// A delivered buffer stays "a change" until `capture` takes it.
+    public var notifiesEachChange: Bool { false }
 }
 
 extension Duration {

@@ -258,11 +258,24 @@ public final class XShmSource: FrameSource {
     /// The cursor is drawn from XFixes and moves without damage: it needs looking at.
     public var changesNeedProbing: Bool { options.cursor }
 
-    /// Waits on the X connection for a damage event (or a size change), at most until `deadline`.
+    /// Each damage event is answered by taking the damage (kept for the next frame), which
+    /// re-arms `XDamageReportNonEmpty`: the next drawing raises the next event.
+    public var notifiesEachChange: Bool { true }
+
+    /// Waits on the X connection for a damage event in the captured area (or a size change), at
+    /// most until `deadline`. The damage is taken at once, so that the next change raises an
+    /// event of its own (issue 19's phase lock hears every change, not only the first after a
+    /// frame); the round trip also means the drawing that raised the event is done.
     public func waitForChange(until deadline: Instant) -> Bool {
         var fds = pollfd(fd: castd_x11_connection_number(display), events: Int16(POLLIN), revents: 0)
         while true {
-            if drainEvents() || pendingReinit != nil { return true }
+            let damaged = drainEvents()
+            if pendingReinit != nil { return true }
+            if damaged {
+                let rects = takeDamage()
+                pendingDamage += rects
+                if !rects.isEmpty { return true }
+            }
             let left = (deadline - clock.now()).totalNanoseconds
             guard left > 0 else { return false }
             // Rounded up to whole milliseconds: a wait that ends just short of the deadline would spin.

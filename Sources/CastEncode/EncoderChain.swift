@@ -41,6 +41,8 @@ public final class EncoderChain {
     public private(set) var lastConvertTime = Duration.zero
     public private(set) var lastEncodeTime = Duration.zero
     private let clock = SystemMonotonicClock()
+    /// The two-thread converter, started at the first frame (a chain that never encodes starts no thread).
+    private var converter: SplitConverter? = nil
 
     /// VA-API first (the GPU does the work), then x264 (always there).
     public static let standardTable: [EncoderCandidate] = [
@@ -75,6 +77,8 @@ public final class EncoderChain {
         self.preference = preference
         self.log = log
     }
+
+    deinit { converter?.stop() }
 
     /// Opens the first row that works. Throws only when no row does.
     public func start() throws {
@@ -139,8 +143,9 @@ public final class EncoderChain {
             let image = self.image(for: enc.inputFormat)
             let t0 = clock.now()
             // BT.709 for H.264 (its VUI says so), BT.601 for VP8 (what its decoders assume).
-            PixelConverter.convert(from: pixels, format: frame.format, size: frame.size, stride: frame.stride, to: image,
-                                   matrix: enc.codec == .vp8 ? .bt601 : .bt709)
+            if converter == nil { converter = SplitConverter() }
+            converter!.convert(from: pixels, format: frame.format, size: frame.size, stride: frame.stride, to: image,
+                               matrix: enc.codec == .vp8 ? .bt601 : .bt709)
             let t1 = clock.now()
             if remaining.isEmpty { letGo() }
             do {

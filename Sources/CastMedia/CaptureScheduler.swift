@@ -8,6 +8,20 @@ import CastCore
 /// optional probe at the frame rate for changes no notification reports (the
 /// X11 cursor is a sprite XDamage does not see).
 ///
+/// Phase lock (`phaseLock`, for a source that reports every change, XDamage): a screen
+/// that changes faster than the frame rate (a 60 Hz animation read at 30 fps), or as fast
+/// out of phase, always has a change pending when the minimum interval ends, and reading it
+/// then reads a picture up to one source period old (8.3 ms on average at 60 Hz; at 30 Hz
+/// whatever phase the first frame fell on, the same for every frame). When the changes come on a
+/// steady cadence and the pending one is older than `fresh`, the read waits for the next
+/// change instead (expected one cadence after the last, at most `maxHold` away; the
+/// cadence is the median of the last gaps between changes, when half of them agree with it), so the picture
+/// is read right after it was drawn. What a wait takes from the interval is given back by
+/// the next one (the next minimum interval counts from where this one ended, the wait
+/// included, up to half an interval): the frame rate stays what it was, only the phase
+/// moves. A change that does not come within its slack (a third of the cadence) ends the wait
+/// (two such in a row, or a pause of two intervals, and the cadence is forgotten); keyframes and refreshes never wait.
+///
 /// The frame rate is the rate ladder's (30/20/15/10/5 fps, issue 14): it only
 /// sets the minimum interval, so a change still goes out at once when the last
 /// frame is old enough.
@@ -20,8 +34,10 @@ import CastCore
 /// first. Pure: no clock reads, time is what `handle` was last given.
 public struct CaptureScheduler: Sendable {
     public enum Input: Equatable, Sendable {
-        /// The source reported a change (or a change could not be captured and is still pending).
+        /// The source reported a change.
         case changed
+        /// A capture meant to read a change found no free slot: the change is still pending (not a new one).
+        case changeUnread
         /// A keyframe is wanted: read the screen whether it changed or not.
         case keyframeWanted
         /// The ladder's frame rate (frames per second, > 0; others are ignored).
@@ -54,6 +70,9 @@ public struct CaptureScheduler: Sendable {
     public let refreshInterval: Duration
     /// Whether to look for unreported changes at the frame rate.
     public let probes: Bool
+    /// Whether to phase-lock reads to the change notifications (the owner reports every change,
+    /// also while one is pending).
+    public let phaseLock: Bool
     private var now: Instant
     /// The last capture that could have produced a frame (not a probe that found nothing).
     private var lastCapture: Instant?
@@ -62,13 +81,45 @@ public struct CaptureScheduler: Sendable {
     private var lastProbe: Instant?
     private var changed = false
     private var keyframe = false
+    /// `lastCapture` as the last published frame set it (`.nothingChanged` goes back to it).
+    private var frameAnchor: Instant?
+    // Phase lock.
+    /// The newest notification, and the first of the burst it belongs to (notifications less
+    /// than `burst` apart are one change: a picture drawn in several requests).
+    private var noticeAt: Instant?
+    private var changeAt: Instant?
+    /// The gaps between the newest changes (at most `gapsKept`), and the source's cadence: their
+    /// median, once at least four gaps are there and at least half of them agree with it.
+    private var gaps: [Duration] = []
+    public private(set) var cadence: Duration?
+    /// Waits in a row that ended without the change they waited for.
+    private var misses = 0
+    /// The current wait for the next change: the interval's end it began at, and its end.
+    private var holdFrom: Instant?
+    private var holdUntil: Instant?
+    /// How much of the minimum interval the capture begun last gives back (the wait before it).
+    private var credit: Duration = .zero
 
-    public init(frameRate: Int, now: Instant, refreshInterval: Duration = .milliseconds(900), probes: Bool = false) {
+    /// Notifications closer than this are one change.
+    public static let burst = Duration.milliseconds(2)
+    /// A pending change at most this old is read at once.
+    public static let fresh = Duration.milliseconds(2)
+
+    public init(frameRate: Int, now: Instant, refreshInterval: Duration = .milliseconds(900), probes: Bool = false,
+                phaseLock: Bool = false) {
         self.frameRate = max(1, frameRate)
         self.refreshInterval = refreshInterval
         self.probes = probes
+        self.phaseLock = phaseLock
         self.now = now
     }
+
+    /// The longest wait for the next change: one cadence, at most half the minimum interval. A
+    /// wait skips the pending change for the next: free when the source changes faster than
+    /// the frame rate, a frame lost when it does not; at a 30 Hz source (out of phase, or a
+    /// painter early by a few milliseconds) only a change more than half an interval old is
+    /// worth that.
+    public var maxHold: Duration { min(cadence ?? .zero, minimumInterval / 2) }
 
     /// The minimum interval between frames: 10⁹/fps ns, rounded down.
     public var minimumInterval: Duration { .nanoseconds(1_000_000_000 / Int64(frameRate)) }
@@ -77,21 +128,28 @@ public struct CaptureScheduler: Sendable {
         // Time never goes back, even if an owner passes an older instant.
         self.now = max(self.now, now)
         switch input {
-        case .changed: changed = true
+        case .changed:
+            changed = true
+            if phaseLock { noteChange() }
+        case .changeUnread: changed = true
         case .keyframeWanted: keyframe = true
         case .frameRate(let fps): if fps > 0 { frameRate = fps }
         case .captured:
-            lastCapture = self.now
+            lastCapture = self.now - credit
+            frameAnchor = lastCapture
             lastFrame = self.now
             lastProbe = self.now
-        case .nothingChanged: lastCapture = lastFrame
+            credit = .zero
+        case .nothingChanged: lastCapture = frameAnchor
         case .timeout: break
         }
     }
 
-    /// Whether a change or a keyframe is waiting for the minimum interval to pass. The
-    /// owner then has nothing to wait for but the deadline: a source that keeps saying
-    /// "changed" until it is read (a PipeWire buffer) would otherwise wake it at once, again and again.
+    /// Whether a change or a keyframe is waiting for the minimum interval to pass (or, phase
+    /// lock, for a fresher change). The owner then has nothing to wait for but the deadline: a
+    /// source that keeps saying "changed" until it is read (a PipeWire buffer) would otherwise
+    /// wake it at once, again and again. A phase-locked owner keeps listening (its source
+    /// reports each change once) and feeds every change in.
     public var pending: Bool { changed || keyframe }
 
     /// The next thing to do: a capture due now, or the instant to come back at.
@@ -99,6 +157,7 @@ public struct CaptureScheduler: Sendable {
         let earliest = lastCapture.map { $0 + minimumInterval } ?? now
         if changed || keyframe {
             guard now >= earliest else { return .wait(until: earliest) }
+            if !keyframe, let until = hold(earliest: earliest) { return .wait(until: until) }
             let reason: Reason = keyframe ? .keyframe : .changed
             changed = false
             keyframe = false
@@ -111,6 +170,7 @@ public struct CaptureScheduler: Sendable {
         if now >= probeAt {
             // A probe that finds nothing costs a look, not a frame: it does not hold the next change back.
             lastProbe = now
+            credit = .zero
             return .capture(.probe)
         }
         return .wait(until: min(refreshAt, probeAt))
@@ -119,8 +179,70 @@ public struct CaptureScheduler: Sendable {
     private mutating func begin(_ reason: Reason) -> Output {
         // Counted from the attempt, so that a capture that yields nothing (every ring slot busy)
         // is retried an interval later, not in a tight loop.
-        lastCapture = now
+        credit = holdFrom.map { min(now - $0, minimumInterval / 2) } ?? .zero
+        holdFrom = nil
+        holdUntil = nil
+        lastCapture = now - credit
         lastProbe = now
         return .capture(reason)
+    }
+
+    /// A notification at `now`: a new change unless it follows the last within `burst`.
+    private mutating func noteChange() {
+        defer { noticeAt = now }
+        if let n = noticeAt, now - n < Self.burst { return }
+        if let c = changeAt {
+            let g = now - c
+            // A pause longer than two intervals: whatever cadence there was has ended.
+            if g > minimumInterval * 2 { gaps.removeAll() } else { gaps.append(g) }
+            if gaps.count > Self.gapsKept { gaps.removeFirst() }
+            cadence = Self.steadyCadence(gaps)
+        }
+        changeAt = now
+    }
+
+    /// How many gaps the cadence is taken from.
+    public static let gapsKept = 8
+
+    /// The median gap when the changes are a steady animation: at least four gaps, at least
+    /// half of them within a quarter of the median (at least a millisecond) of it. A painter
+    /// on a loaded machine is late now and then (the bench's 60 Hz painter: gaps of 13 to 20 ms,
+    /// now and then 23 and then 10); the two or three repaints of a keypress are too few.
+    static func steadyCadence(_ gaps: [Duration]) -> Duration? {
+        guard gaps.count >= 4 else { return nil }
+        let median = gaps.sorted()[gaps.count / 2]
+        let tolerance = max(.milliseconds(1), median / 4)
+        let agreeing = gaps.filter { max($0 - median, median - $0) <= tolerance }.count
+        return 2 * agreeing >= gaps.count ? median : nil
+    }
+
+    /// Until when to wait for a fresher change than the one pending, or nil to read now.
+    private mutating func hold(earliest: Instant) -> Instant? {
+        guard phaseLock, let c = changeAt, let n = noticeAt else { return nil }
+        // A change at most `fresh` old: read it (the end of a wait, or no need for one).
+        if now - n <= Self.fresh {
+            if holdUntil != nil { misses = 0 }
+            return nil
+        }
+        if let until = holdUntil {
+            if now < until { return until }
+            // The change did not come: read what there is; twice in a row, and the cadence is forgotten.
+            misses += 1
+            if misses >= 2 {
+                gaps.removeAll()
+                cadence = nil
+                misses = 0
+            }
+            return nil
+        }
+        // A source faster than the frame rate, or about as fast (a 30 Hz animation read at 30 fps
+        // keeps whatever phase it started with: without a wait, every picture as old as the first).
+        guard let p = cadence, p < minimumInterval * 3 / 2 else { return nil }
+        let next = c + p
+        let until = next + max(Self.burst, p / 3)
+        guard next - now <= maxHold, now < until else { return nil }
+        holdFrom = earliest
+        holdUntil = until
+        return until
     }
 }

@@ -7,11 +7,19 @@
 public enum PixelConverter {
     /// Converts `size` pixels of a packed frame into `dst` (which must have the same size),
     /// with BT.709's matrix (H.264, whose VUI says so) or BT.601's (VP8, whose decoders assume it).
-    @_optimize(speed)
     public static func convert(from src: UnsafeRawPointer, format: PixelFormat, size: FrameSize, stride: Int,
                                to dst: PlanarImage, matrix m: YCbCrMatrix = .bt709) {
+        convert(from: src, format: format, size: size, stride: stride, to: dst, matrix: m, pairs: 0..<(size.height / 2))
+    }
+
+    /// The same for the row pairs `pairs` only (pair `k` is rows 2k and 2k+1 and chroma row
+    /// k): disjoint ranges write disjoint bytes, so two threads may convert one frame.
+    @_optimize(speed)
+    public static func convert(from src: UnsafeRawPointer, format: PixelFormat, size: FrameSize, stride: Int,
+                               to dst: PlanarImage, matrix m: YCbCrMatrix, pairs: Range<Int>) {
         precondition(format.isPacked, "convert reads BGRx or RGBx")
         precondition(dst.size == size, "destination is \(dst.size), source \(size)")
+        precondition(pairs.lowerBound >= 0 && pairs.upperBound <= size.height / 2, "row pairs \(pairs) outside the frame")
         // Channel positions inside a little-endian 32-bit pixel.
         let (rShift, bShift): (UInt32, UInt32) = format == .bgrx ? (16, 0) : (0, 16)
         let w = size.width
@@ -21,7 +29,7 @@ public enum PixelConverter {
         let up = dst.plane(1)
         let us = dst.strides[1]
         let vp = nv12 ? up : dst.plane(2)
-        for cy in 0..<(size.height / 2) {
+        for cy in pairs {
             let row0 = src + (2 * cy) * stride
             let row1 = row0 + stride
             let y0 = yp + (2 * cy) * ys

@@ -149,4 +149,220 @@ import CastMedia
         // An input stamped earlier than what was seen is taken as happening at 50 ms.
         #expect(step(&s, .changed, at: t0 + .milliseconds(10)).captures == [.changed])
     }
+
+    // MARK: - Phase lock (reading a change right after it was drawn)
+
+    /// One read of the screen in a simulation: when, why, and how old the picture it read was
+    /// (the time since the newest change at or before it).
+    struct Read { let at: Instant; let reason: CaptureScheduler.Reason; let age: Duration }
+
+    /// Runs `s` against a source whose picture changes at `changes` (sorted; the owner hears of
+    /// each at that instant, as XDamage with the notification re-armed tells it) from `start`
+    /// to `end`; every read publishes a frame at once.
+    func simulate(_ s: inout CaptureScheduler, changes: [Instant], from start: Instant, to end: Instant) -> [Read] {
+        var reads: [Read] = []
+        var next = changes.firstIndex { $0 >= start } ?? changes.count
+        var now = start
+        s.handle(.timeout, now: now)
+        while now < end {
+            var wait: Instant
+            drain: while true {
+                switch s.poll() {
+                case .capture(let r):
+                    let drawn = changes[..<next].last ?? start
+                    reads.append(Read(at: now, reason: r, age: now - drawn))
+                    s.handle(.captured, now: now)
+                case .wait(let until):
+                    wait = until
+                    break drain
+                }
+            }
+            if next < changes.count, changes[next] <= wait {
+                now = changes[next]
+                next += 1
+                s.handle(.changed, now: now)
+            } else {
+                now = wait
+                s.handle(.timeout, now: now)
+            }
+        }
+        return reads
+    }
+
+    /// Changes every `period` starting at `phase` after t0, until `end`, each moved by up to
+    /// ±`jitter` (seeded, so the test is the same every run).
+    func cadence(_ period: Duration, phase: Duration, jitter: Duration = .zero, until end: Instant) -> [Instant] {
+        var out: [Instant] = []
+        var rng = SeededRandom(seed: 19)
+        var k: Int64 = 0
+        while true {
+            var t = t0 + phase + period * k
+            if jitter > .zero {
+                let j = Int64(rng.next() % UInt64(2 * jitter.totalNanoseconds + 1)) - jitter.totalNanoseconds
+                t = t + .nanoseconds(j)
+            }
+            if t >= end { return out }
+            if let last = out.last, t <= last { k += 1; continue }
+            out.append(t)
+            k += 1
+        }
+    }
+
+    func mean(_ ds: [Duration]) -> Double {
+        ds.map { Double($0.totalNanoseconds) / 1e6 }.reduce(0, +) / Double(max(1, ds.count))
+    }
+
+    @Test func aSixtyHertzScreenIsReadRightAfterItChangesAtTheSameFrameRate() {
+        let end = t0 + .seconds(4)
+        // The 60 Hz painter's phase against the first frame: every phase, both ways.
+        for phaseMs in [1, 5, 9, 13, 16] {
+            let changes = cadence(.nanoseconds(16_666_667), phase: .milliseconds(Int64(phaseMs)), until: end)
+            var locked = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+            var free = CaptureScheduler(frameRate: 30, now: t0)
+            let a = simulate(&locked, changes: changes, from: t0, to: end)
+            let b = simulate(&free, changes: changes, from: t0, to: end)
+            // Same frame rate: 30 fps, 120 frames in 4 s, give or take the first.
+            #expect(abs(a.count - b.count) <= 1, "phase \(phaseMs) ms: \(a.count) against \(b.count)")
+            #expect(a.count >= 119 && a.count <= 121, "phase \(phaseMs) ms: \(a.count) reads")
+            // Never faster than the rate over any second.
+            for w in stride(from: 0, to: 3, by: 1) {
+                let from = t0 + .seconds(Int64(w)), to = from + .seconds(1)
+                #expect(a.filter { $0.at >= from && $0.at < to }.count <= 31)
+            }
+            // Never two frames closer than half an interval (the most a wait gives back).
+            for (x, y) in zip(a, a.dropFirst()) { #expect(y.at - x.at >= interval30 / 2) }
+            // After the first few frames every picture is read as it was drawn.
+            let settled = a.dropFirst(3).map(\.age)
+            #expect(settled.allSatisfy { $0 <= CaptureScheduler.fresh }, "phase \(phaseMs) ms: \(settled.max()!)")
+            #expect(locked.cadence != nil)
+            // Without the lock the picture is as old as the phase says, the same every frame.
+            let freeAge = mean(b.dropFirst(3).map(\.age))
+            if phaseMs <= 13 { #expect(freeAge > 2.5, "phase \(phaseMs) ms: \(freeAge)") }
+        }
+    }
+
+    @Test func aJitteryPainterStillKeepsTheFrameRateAndFreshPictures() {
+        let end = t0 + .seconds(4)
+        let changes = cadence(.nanoseconds(16_666_667), phase: .milliseconds(7), jitter: .microseconds(800), until: end)
+        var s = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        let reads = simulate(&s, changes: changes, from: t0, to: end)
+        #expect(reads.count >= 118 && reads.count <= 121, "\(reads.count)")
+        #expect(mean(reads.dropFirst(3).map(\.age)) < 1.0)
+        #expect(reads.dropFirst(3).map(\.age).max()! <= .milliseconds(17))
+    }
+
+    @Test func fiftyAndHundredFortyFourHertzKeepThirtyFps() {
+        let end = t0 + .seconds(4)
+        for period in [Duration.milliseconds(20), .nanoseconds(6_944_444)] {
+            let changes = cadence(period, phase: .milliseconds(3), until: end)
+            var s = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+            let reads = simulate(&s, changes: changes, from: t0, to: end)
+            #expect(reads.count >= 119 && reads.count <= 121, "\(period): \(reads.count)")
+            #expect(reads.dropFirst(3).allSatisfy { $0.age <= CaptureScheduler.fresh }, "\(period)")
+        }
+    }
+
+    @Test func aThirtyHertzScreenOutOfPhaseIsPulledIntoPhaseOnce() {
+        let end = t0 + .seconds(4)
+        // Changes 11 ms after each 30 fps slot: without the lock every change is pending when
+        // the interval ends, and every picture is read 22.3 ms old, for ever.
+        let changes = cadence(.nanoseconds(33_333_333), phase: .milliseconds(11), until: end)
+        var free = CaptureScheduler(frameRate: 30, now: t0)
+        let b = simulate(&free, changes: changes, from: t0, to: end)
+        #expect(b.dropFirst().allSatisfy { $0.age == .nanoseconds(22_333_333) })
+        var s = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        let reads = simulate(&s, changes: changes, from: t0, to: end)
+        // Once the cadence is known (five changes), one wait of 11 ms, then each change is read
+        // as it comes: one frame fewer than without, none held after.
+        #expect(reads.count >= b.count - 1 && reads.count <= b.count, "\(reads.count) against \(b.count)")
+        let late = reads.dropFirst(8).filter { $0.age != .zero }
+        #expect(late.isEmpty, "\(late.prefix(3).map { ($0.at - t0, $0.age) })")
+        // In phase from the start: no wait at all.
+        let inPhase = cadence(.nanoseconds(33_333_333), phase: .nanoseconds(33_333_333), until: end)
+        var t = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        let r2 = simulate(&t, changes: inPhase, from: t0, to: end)
+        #expect(r2.count == inPhase.count + 1)
+        #expect(r2.allSatisfy { $0.age == .zero })
+    }
+
+    @Test func aThirtyHertzPainterEarlyOrLateByAFewMillisecondsLosesNoFrame() {
+        // The bench's painter at 30 fps on a loaded machine: each change up to 3 ms early or late.
+        let end = t0 + .seconds(4)
+        let changes = cadence(.nanoseconds(33_333_333), phase: .milliseconds(1), jitter: .milliseconds(3), until: end)
+        var locked = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        var free = CaptureScheduler(frameRate: 30, now: t0)
+        let a = simulate(&locked, changes: changes, from: t0, to: end)
+        let b = simulate(&free, changes: changes, from: t0, to: end)
+        #expect(a.count >= b.count, "\(a.count) against \(b.count)")
+        #expect(a.dropFirst().allSatisfy { $0.age <= .milliseconds(7) })
+    }
+
+    @Test func sparseChangesAreReadAtOnceAndNeverWaitForAChangeThatDoesNotCome() {
+        // A keypress now and then, sometimes two or three changes close together, then quiet.
+        var rng = SeededRandom(seed: 7)
+        var changes: [Instant] = []
+        var t = t0 + .milliseconds(40)
+        while t < t0 + .seconds(10) {
+            changes.append(t)
+            let burst = Int(rng.next() % 3)
+            for i in 0..<burst { changes.append(t + .milliseconds(Int64(12 * (i + 1)))) }
+            t = t + .milliseconds(Int64(150 + rng.next() % 400))
+        }
+        var locked = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        var free = CaptureScheduler(frameRate: 30, now: t0)
+        let a = simulate(&locked, changes: changes, from: t0, to: t0 + .seconds(10))
+        let b = simulate(&free, changes: changes, from: t0, to: t0 + .seconds(10))
+        // Read exactly as without the lock: no change is held for a cadence that is not there.
+        #expect(a.map(\.at) == b.map(\.at))
+        #expect(a.filter { $0.reason == .changed }.count >= changes.count / 2)
+    }
+
+    @Test func aWaitEndsWhenTheChangeDoesNotComeAndTheCadenceIsForgotten() {
+        // 60 Hz for 200 ms, then the animation stops.
+        let stop = t0 + .milliseconds(200)
+        let changes = cadence(.nanoseconds(16_666_667), phase: .milliseconds(9), until: stop)
+        var s = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        let reads = simulate(&s, changes: changes, from: t0, to: t0 + .seconds(2))
+        let last = changes.last!
+        // The last change is read, at most one wait's slack after it (never starved).
+        let after = reads.filter { $0.at >= last }
+        #expect(!after.isEmpty)
+        #expect(after.first!.at - last <= .milliseconds(17) + .milliseconds(6))   // one cadence and its slack, a third of it
+        #expect(after.first!.reason == .changed)
+        // Then the still screen's refresh, 900 ms after the last frame, and nothing in between.
+        #expect(after.count == 2 && after[1].reason == .refresh)
+        #expect(after[1].at - after[0].at == .milliseconds(900))
+        #expect(s.cadence == nil || !s.pending)
+    }
+
+    @Test func aStillScreenCostsOnlyItsRefreshWithTheLockOn() {
+        var s = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        let reads = simulate(&s, changes: [], from: t0, to: t0 + .milliseconds(4_000))
+        #expect(reads.map(\.reason) == [.refresh, .refresh, .refresh, .refresh, .refresh])
+        #expect(reads.map(\.at) == (0..<5).map { t0 + .milliseconds(900 * Int64($0)) })
+    }
+
+    @Test func keyframesDoNotWaitForTheNextChange() {
+        var s = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        let changes = cadence(.nanoseconds(16_666_667), phase: .milliseconds(9), until: t0 + .milliseconds(500))
+        _ = simulate(&s, changes: changes, from: t0, to: t0 + .milliseconds(500))
+        #expect(s.cadence != nil)
+        // A change 8 ms old at the interval's end: a keyframe request reads it at once.
+        let t = t0 + .seconds(1)
+        s.handle(.changed, now: t)
+        s.handle(.captured, now: t)
+        s.handle(.changed, now: t + .milliseconds(10))
+        #expect(step(&s, .keyframeWanted, at: t + interval30).captures == [.keyframe])
+    }
+
+    @Test func anUnreadChangeIsNotANewChange() {
+        var s = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        let changes = cadence(.nanoseconds(16_666_667), phase: .milliseconds(9), until: t0 + .milliseconds(500))
+        _ = simulate(&s, changes: changes, from: t0, to: t0 + .milliseconds(500))
+        let cadence = s.cadence
+        #expect(cadence != nil)
+        s.handle(.changeUnread, now: t0 + .milliseconds(503))
+        #expect(s.pending)
+        #expect(s.cadence == cadence)
+    }
 }

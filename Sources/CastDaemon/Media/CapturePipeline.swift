@@ -250,7 +250,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         // A refresh a little under every second: with scheduling delays, a still
         // screen still reaches the receiver at least once in every second.
         var scheduler = CaptureScheduler(frameRate: caps.maxFrameRate, now: clock.now(),
-                                         refreshInterval: .milliseconds(900), probes: source.changesNeedProbing)
+                                         refreshInterval: .milliseconds(900), probes: source.changesNeedProbing,
+                                         phaseLock: source.notifiesEachChange)
         var keyframeNoted = false
         capturing: while running.load(ordering: .relaxed) {
             if let sentence = ended() {
@@ -297,7 +298,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                             scheduler.handle(.keyframeWanted, now: now)
                         } else if source.ring.stats.dropped > droppedBefore {
                             // Every slot was busy: the change is still to be read, an interval later.
-                            scheduler.handle(.changed, now: now)
+                            scheduler.handle(.changeUnread, now: now)
                         } else if reason.onlyIfChanged {
                             scheduler.handle(.nothingChanged, now: now)
                         }
@@ -317,10 +318,11 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             }
             // Until the source reports a change or the scheduler's deadline; at most 50 ms, so
             // that a stop, a keyframe request or a new frame rate is seen within that. A change
-            // already known only waits for the deadline: PipeWire's "a frame is there" stays
-            // true until the frame is taken, and asking again would spin.
+            // already known only waits for the deadline unless the source reports each change
+            // (XDamage, for the phase lock): PipeWire's "a frame is there" stays true until the
+            // frame is taken, and asking again would spin.
             let until = min(deadline, clock.now() + .milliseconds(50))
-            if scheduler.pending {
+            if scheduler.pending && !source.notifiesEachChange {
                 let left = until - clock.now()
                 if left > .zero { SystemThread.sleep(left) }
             } else if source.waitForChange(until: until) {
