@@ -153,6 +153,20 @@ import Testing
         #expect(r.pendingNames == 0)
     }
 
+    @Test func namesAskedAtOneInstantAreAskedAgainAndGivenUpInTheOrderAsked() throws {
+        // Eight names at one instant: a dictionary's order would match the asked one by
+        // chance once in 40 320 runs; the outputs must follow the decisions (SansIO.swift).
+        let names = (0..<8).map { "\($0)0c8f0f4-2b1e-4a7d-9c55-6b1d2e3f4a5b.local" }
+        var r = MDNSResolver()
+        for n in names { r.handle(.resolve(n), now: t0) }
+        let asked = try names.map { try MDNS.query(for: $0, id: 0, unicastResponse: false) }
+        #expect(Self.drain(&r).queries == asked)
+        r.handleTimeout(now: t0 + .seconds(1))
+        #expect(Self.drain(&r).queries == asked)
+        r.handleTimeout(now: t0 + .seconds(5))
+        #expect(Self.drain(&r).events == names.map { .unresolved(name: $0) })
+    }
+
     @Test func anAnswerToAPendingQueryResolvesIt() throws {
         var r = MDNSResolver()
         r.handle(.resolve(Self.name), now: t0)

@@ -70,6 +70,7 @@ public struct MDNSResolver: Sendable, SansIO {
         var query: [UInt8]
         var started: Instant
         var sent: Int               // retransmissions done so far
+        var order: UInt64           // when it was asked among the others: outputs keep that order
     }
 
     public let configuration: Configuration
@@ -77,6 +78,10 @@ public struct MDNSResolver: Sendable, SansIO {
     public private(set) var malformed = 0
     private var cache: [String: [CachedAddress]] = [:]   // canonical name → addresses
     private var lookups: [String: Lookup] = [:]           // canonical name → lookup
+    private var asked: UInt64 = 0
+    /// The lookups in the order they were asked (names asked at one instant keep their order,
+    /// which a dictionary's does not).
+    private var lookupsInOrder: [(key: String, value: Lookup)] { lookups.sorted { $0.value.order < $1.value.order } }
     private var outputs = OutputQueue<Output>()
 
     public init(configuration: Configuration = Configuration()) {
@@ -106,7 +111,8 @@ public struct MDNSResolver: Sendable, SansIO {
             outputs.push(.event(.unresolved(name: name)))
             return
         }
-        lookups[key] = Lookup(name: name, query: q, started: now, sent: 0)
+        lookups[key] = Lookup(name: name, query: q, started: now, sent: 0, order: asked)
+        asked += 1
         outputs.push(.query(q))
     }
 
@@ -118,7 +124,7 @@ public struct MDNSResolver: Sendable, SansIO {
             guard case .address(let ip) = rec.data else { continue }
             learn(MDNSMessage.canonical(rec.name), ip: ip, type: rec.type, ttl: rec.ttl, cacheFlush: rec.cacheFlush, now: now)
         }
-        for (key, l) in lookups.sorted(by: { $0.value.started < $1.value.started }) {
+        for (key, l) in lookupsInOrder {
             if let hit = addresses(for: key, now: now), !hit.isEmpty {
                 lookups[key] = nil
                 outputs.push(.event(.resolved(name: l.name, addresses: hit, fromCache: false)))
@@ -127,7 +133,7 @@ public struct MDNSResolver: Sendable, SansIO {
     }
 
     public mutating func handleTimeout(now: Instant) {
-        for (key, l) in lookups.sorted(by: { $0.value.started < $1.value.started }) {
+        for (key, l) in lookupsInOrder {
             if now - l.started >= configuration.timeout {
                 lookups[key] = nil
                 outputs.push(.event(.unresolved(name: l.name)))
