@@ -134,7 +134,7 @@ public final class PeerRunner: @unchecked Sendable {
         driver = try DatagramDriver(core: session, sockets: sockets, clock: clock,
                                     onEvent: { cont.yield($0) }) { core in
             shared.backlogNanoseconds.store(core.mediaBacklog.totalNanoseconds, ordering: .relaxed)
-            shared.audioExpectedLoss.store(core.statistics.audioExpectedLossPercent, ordering: .relaxed)
+            shared.audioExpectedLoss.store(core.audioExpectedLossPercent, ordering: .relaxed)
             if let t = core.targetBitrate, t != lastTarget {
                 lastTarget = t
                 onTargetBitrate(t, core.statistics.video?.estimate)

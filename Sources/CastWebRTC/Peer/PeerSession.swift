@@ -118,7 +118,18 @@ public final class PeerSession {
     public let offer: Offer
     public var offerSDP: String { offer.sdp }
     public private(set) var state: State = .new
-    public private(set) var statistics = Statistics()
+    /// The session's counters, with the senders' own read when asked: copying them into a
+    /// stored field at every media turn shared the latency histograms' storage with that copy,
+    /// so the sender's next record copied its bucket arrays (three allocations a frame, issue 19).
+    public var statistics: Statistics {
+        var s = counters
+        s.video = video.statistics
+        s.audio = audio?.statistics
+        return s
+    }
+    private var counters = Statistics()
+    /// The loss Opus plans for, read by the shell after every turn (without copying the rest).
+    public var audioExpectedLossPercent: Int { counters.audioExpectedLossPercent }
 
     private let configuration: Configuration
     private let certificate: Certificate
@@ -273,7 +284,7 @@ public final class PeerSession {
                                     ssrc: ssrc, random: &rng)
         }
         answer = a
-        statistics.codec = a.video.codec
+        counters.codec = a.video.codec
         emit(.videoCodec(a.video.codec))
         if audio != nil { emit(.audioAccepted) }
         else if let why = a.audioRejection { emit(.audioRejected(why)) }
@@ -320,7 +331,7 @@ public final class PeerSession {
     /// Annex B, or a VP8 frame) if the connection is up; otherwise it is dropped
     /// and counted (a frame is sent now or never).
     public func sendAccessUnit(_ au: [UInt8], captureTime: Instant, now: Instant) {
-        guard mediaFlows else { statistics.accessUnitsDropped += 1; return }
+        guard mediaFlows else { counters.accessUnitsDropped += 1; return }
         video.handle(.accessUnit(au, captureTime: captureTime), now: now)   // a rejected one is counted when drained
         pump(now: now)
     }
@@ -331,7 +342,7 @@ public final class PeerSession {
     /// estimator counts it. Dropped and counted when the connection is not up or the
     /// receiver did not take audio.
     public func sendAudio(_ frame: EncodedAudioFrame, now: Instant) {
-        guard mediaFlows, var a = audio else { statistics.audioFramesDropped += 1; return }
+        guard mediaFlows, var a = audio else { counters.audioFramesDropped += 1; return }
         let size = a.packetSize(of: frame)
         let seq = a.configuration.extensionIDs.transportCC == nil ? nil : video.registerCompanionPacket(size: size, now: now)
         let sent = a.statistics.framesSent
@@ -440,11 +451,11 @@ public final class PeerSession {
                         queue(Transmit(bytes: q, from: e, to: SocketAddress(e.ip.isIPv6 ? MDNS.ipv6Group : MDNS.ipv4Group, MDNS.port)))
                     }
                 case .event(.resolved(let name, let addresses, let fromCache)):
-                    statistics.mdnsResolved += 1
+                    counters.mdnsResolved += 1
                     emit(.mdnsResolved(hostname: name, addresses: addresses, fromCache: fromCache))
                     ice.handle(.resolved(hostname: name, addresses: addresses), now: now)
                 case .event(.unresolved(let name)):
-                    statistics.mdnsUnresolved += 1
+                    counters.mdnsUnresolved += 1
                     emit(.mdnsUnresolved(hostname: name))
                     ice.handle(.resolved(hostname: name, addresses: []), now: now)
                 }
@@ -454,11 +465,11 @@ public final class PeerSession {
         // A peer-reflexive remote that the signalled (or resolved) host candidate replaces
         // after selection: the selected pair's remote is that host candidate from now on.
         if let pair = ice.selectedPair, let type = ice.remoteCandidates.first(where: { $0.socketAddress == pair.remote })?.type {
-            if let before = statistics.selectedRemoteType, before != type.rawValue {
+            if let before = counters.selectedRemoteType, before != type.rawValue {
                 emit(.selectedPair(local: pair.local, remote: pair.remote, remoteType: type,
                                             localType: relays.isRelayed(pair.local) ? .relay : .host))
             }
-            statistics.selectedRemoteType = type.rawValue
+            counters.selectedRemoteType = type.rawValue
         }
     }
 
@@ -536,10 +547,10 @@ public final class PeerSession {
             emit(.needsResolution(hostname: h))
             if mdnsEndpoints.isEmpty { mdns.handle(.giveUp(h), now: now) } else { mdns.handle(.resolve(h), now: now) }
         case .selectedPair(let l, let r):
-            statistics.selectedPair = "\(l) -> \(r)"
+            counters.selectedPair = "\(l) -> \(r)"
             let type = ice.remoteCandidates.first { $0.socketAddress == r }?.type ?? .prflx
             let localType: CandidateType = relays.isRelayed(l) ? .relay : .host
-            statistics.selectedLocalType = localType.rawValue
+            counters.selectedLocalType = localType.rawValue
             // RFC 8656 §12: media through a relay goes as ChannelData (4 bytes of overhead, not 36).
             if localType == .relay { relays.handle(.bindChannel(relayed: l, peer: r), now: now) }
             emit(.selectedPair(local: l, remote: r, remoteType: type, localType: localType))
@@ -582,8 +593,6 @@ public final class PeerSession {
         if mediaFlows { video.handleTimeout(now: now) }
         drainVideo(now: now)
         if mediaFlows { pumpAudio(now: now) }
-        statistics.video = video.statistics
-        statistics.audio = audio?.statistics
     }
 
     /// Carries out what the video sender decided, in its order: each datagram is protected
@@ -597,7 +606,7 @@ public final class PeerSession {
             case .transmit(var d)?: sendMedia(&d, now: now)
             case .event(.keyframeRequested)?: emit(.keyframeRequested)
             case .event(.bandwidthEstimate(let b))?: emit(.bandwidthEstimate(bitsPerSecond: b.bitsPerSecond))
-            case .event(.accessUnitRejected)?: statistics.accessUnitsDropped += 1
+            case .event(.accessUnitRejected)?: counters.accessUnitsDropped += 1
             case .event(.retransmit)?, .event(.receiverReport)?, .event(.targetRate)?: break
             case nil: break loop
             }
@@ -614,8 +623,8 @@ public final class PeerSession {
             case .transmit(var d)?: sendMedia(&d, now: now)
             case .event(.receiverReport(let r))?:
                 audioLossPlan.report(fractionLost: r.fractionLost, now: now)
-                statistics.audioExpectedLossPercent = audioLossPlan.expectedLossPercent
-            case .event(.frameRejected)?: statistics.audioFramesDropped += 1
+                counters.audioExpectedLossPercent = audioLossPlan.expectedLossPercent
+            case .event(.frameRejected)?: counters.audioFramesDropped += 1
             case nil: break loop
             }
         }
@@ -633,7 +642,7 @@ public final class PeerSession {
     private func sendMedia(_ d: inout VideoSender.Datagram, now: Instant) {
         guard let pair = ice.selectedPair, let srtp = outbound else { return }
         if testDropper.drops(d, fraction: configuration.testHooks.dropMediaFraction, rtxPayloadType: answer?.video.rtxPayloadType) {
-            statistics.injectedDrops += 1
+            counters.injectedDrops += 1
             return
         }
         var isRTP = false
@@ -650,13 +659,13 @@ public final class PeerSession {
                 route(bytes, from: pair.local, to: pair.remote, now: now)
             }
         } catch {
-            statistics.srtpErrors += 1
+            counters.srtpErrors += 1
         }
     }
 
     private func handleRTCP(_ protected: [UInt8], now: Instant) {
         guard let srtp = inbound else { return }
-        guard let plain = try? srtp.unprotectRTCP(protected) else { statistics.srtpErrors += 1; return }
+        guard let plain = try? srtp.unprotectRTCP(protected) else { counters.srtpErrors += 1; return }
         if var a = audio {
             a.handle(.rtcp(plain), now: now)   // its report blocks feed the loss plan
             audio = a
@@ -677,7 +686,7 @@ extension PeerSession: DatagramCore {
 
     private func handleDatagram(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
         if mdnsEndpoints.contains(to) {
-            statistics.mdnsDatagramsIn += 1
+            counters.mdnsDatagramsIn += 1
             mdns.handle(.datagram(bytes), now: now)
             pump(now: now)
             return
@@ -694,20 +703,20 @@ extension PeerSession: DatagramCore {
     /// One datagram for ICE, DTLS or RTCP, from a socket or from a relay (then `to` is the
     /// relayed address).
     private func receive(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress, now: Instant) {
-        statistics.datagramsIn += 1
+        counters.datagramsIn += 1
         switch PacketKind(classifying: bytes) {
         case .stun:
             ice.handle(.datagram(bytes, from: from, to: to), now: now)
         case .dtls:
             // Only from the peer ICE validated (RFC 8842 §4: DTLS over the selected pair).
             if let d = dtls, let pair = ice.selectedPair, pair.remote == from { d.handle(.datagram(bytes), now: now) }
-            else { statistics.malformedIn += 1 }
+            else { counters.malformedIn += 1 }
         case .rtpOrRtcp:
             // RFC 5761 §4: RTCP packet types 192–223 in the second byte.
             if bytes.count >= 2, (192...223).contains(bytes[1]) { handleRTCP(bytes, now: now) }
             // castd is send-only: incoming RTP is ignored.
         default:
-            statistics.malformedIn += 1
+            counters.malformedIn += 1
         }
     }
 
@@ -729,7 +738,7 @@ extension PeerSession: DatagramCore {
     /// The next datagram or event, in decision order; nil when drained.
     public func poll() -> Output? {
         let o = outputs.pop()
-        if case .transmit? = o { statistics.datagramsOut += 1 }
+        if case .transmit? = o { counters.datagramsOut += 1 }
         return o
     }
 
