@@ -83,6 +83,21 @@ private func hex(_ s: String) -> [UInt8] { Hex.decode(s.filter { !$0.isWhitespac
         #expect(try protect(p, SRTPSessionTests.rtp) == SRTPSessionTests.srtp)
     }
 
+    /// One session keeps an index for at most `maxStreams` SSRCs, for RTP and RTCP alike;
+    /// the next one is refused in words, and the SSRCs it has keep working.
+    @Test func moreSSRCsThanTheSessionKeepsAreRefusedForRTPAndRTCP() throws {
+        let p = try SRTPProtector(profile: .aes128CmHmacSha1_80, masterKey: SRTPSessionTests.key, masterSalt: SRTPSessionTests.salt)
+        let n = UInt32(SRTPProtector.maxStreams)
+        for ssrc in 1...n {
+            _ = try protect(p, Self.rtp(seq: 1, ssrc: ssrc, payload: [1, 2, 3]))
+            _ = try protectRTCP(p, Self.rtcp(ssrc: ssrc, words: 5, fill: 7))
+        }
+        #expect(throws: CastError.self) { _ = try protect(p, Self.rtp(seq: 1, ssrc: n + 1, payload: [1])) }
+        #expect(throws: CastError.self) { _ = try protectRTCP(p, Self.rtcp(ssrc: n + 1, words: 5, fill: 7)) }
+        _ = try protect(p, Self.rtp(seq: 2, ssrc: n, payload: [4]))
+        _ = try protectRTCP(p, Self.rtcp(ssrc: n, words: 5, fill: 8))
+    }
+
     // MARK: - Byte for byte against libsrtp
 
     /// Two SSRCs interleaved (video and RTX), sequence numbers wrapping (ROC 1, 2, …), a

@@ -265,17 +265,21 @@ public final class SRTPProtector: CustomStringConvertible {
         }
     }
 
+    /// Where `ssrc`'s index is kept in `table` (RTP's or RTCP's), added at 0 when it is new;
+    /// at most `maxStreams` SSRCs on one session.
+    private static func slot<Index: FixedWidthInteger>(of ssrc: UInt32, in table: inout [(ssrc: UInt32, index: Index)],
+                                                      protecting what: String) throws -> Int {
+        for i in table.indices where table[i].ssrc == ssrc { return i }
+        guard table.count < maxStreams else {
+            throw CastError(.srtp, "protecting \(what): more than \(maxStreams) SSRCs on one session")
+        }
+        table.append((ssrc, 0))
+        return table.count - 1
+    }
+
     /// The next SRTCP index for `ssrc`: 1 for its first packet, as libsrtp counts.
     private func nextRTCPIndex(ssrc: UInt32) throws -> UInt32 {
-        var slot = -1
-        for i in rtcpStreams.indices where rtcpStreams[i].ssrc == ssrc { slot = i; break }
-        if slot < 0 {
-            guard rtcpStreams.count < Self.maxStreams else {
-                throw CastError(.srtp, "protecting RTCP: more than \(Self.maxStreams) SSRCs on one session")
-            }
-            rtcpStreams.append((ssrc, 0))
-            slot = rtcpStreams.count - 1
-        }
+        let slot = try Self.slot(of: ssrc, in: &rtcpStreams, protecting: "RTCP")
         guard rtcpStreams[slot].index < Self.maxRTCPIndex else {
             throw CastError(.srtp, "protecting RTCP: the SRTCP index is used up (RFC 3711 §3.4: rekey)")
         }
@@ -327,15 +331,7 @@ public final class SRTPProtector: CustomStringConvertible {
     /// The packet index for `seq` on `ssrc` (ROC·2^16 + SEQ), remembered when it is the
     /// highest yet.
     private func nextIndex(ssrc: UInt32, seq: UInt16) throws -> UInt64 {
-        var slot = -1
-        for i in streams.indices where streams[i].ssrc == ssrc { slot = i; break }
-        if slot < 0 {
-            guard streams.count < Self.maxStreams else {
-                throw CastError(.srtp, "protecting RTP: more than \(Self.maxStreams) SSRCs on one session")
-            }
-            streams.append((ssrc, 0))
-            slot = streams.count - 1
-        }
+        let slot = try Self.slot(of: ssrc, in: &streams, protecting: "RTP")
         let (guess, delta) = Self.estimate(highest: streams[slot].index, seq: seq)
         if delta > 0 { streams[slot].index = guess }
         return guess
