@@ -248,14 +248,7 @@ private func hex(_ s: String) -> [UInt8] { Hex.decode(s.filter { !$0.isWhitespac
         let last = try protectRTCP(ours, packet)
         #expect(Array(last[(last.count - 14)..<(last.count - 10)]) == [0xff, 0xff, 0xff, 0xff])   // E = 1, index 2^31 − 1
         for bad in [packet, Array(packet.prefix(7)), [0x40] + packet.dropFirst()] {
-            var b = bad
-            do {
-                try ours.protectRTCP(inPlace: &b)
-                Issue.record("protected a \(bad.count)-byte packet it should refuse")
-            } catch let e as CastError {
-                #expect(e.code == .srtp)
-            }
-            #expect(b == bad)
+            expectRefusedAndLeftAlone(bad) { try ours.protectRTCP(inPlace: &$0) }
         }
         #expect(try protectRTCP(ours, Self.rtcp(ssrc: 6, words: 1, fill: 0)).count == 12 + 14)   // another SSRC goes on
     }
@@ -274,15 +267,22 @@ private func hex(_ s: String) -> [UInt8] { Hex.decode(s.filter { !$0.isWhitespac
             [0x8f] + Array(good.dropFirst().prefix(40)), // 15 CSRCs announced, too few bytes
         ]
         for bad in cases {
-            var b = bad
-            do {
-                try ours.protectRTP(inPlace: &b)
-                Issue.record("accepted a malformed \(bad.count)-byte packet")
-            } catch let e as CastError {
-                #expect(e.code == .srtp)
-            }
-            #expect(b == bad)
+            expectRefusedAndLeftAlone(bad) { try ours.protectRTP(inPlace: &$0) }
         }
+    }
+
+    /// `protect` refuses `bad` with an SRTP error and leaves its bytes as they were.
+    func expectRefusedAndLeftAlone(_ bad: [UInt8], by protect: (inout [UInt8]) throws -> Void) {
+        var b = bad
+        do {
+            try protect(&b)
+            Issue.record("protected a \(bad.count)-byte packet it should refuse")
+        } catch let e as CastError {
+            #expect(e.code == .srtp)
+        } catch {
+            Issue.record("refused a \(bad.count)-byte packet with \(error), not a CastError")
+        }
+        #expect(b == bad)
     }
 
     /// After a stream's first packet, protecting a packet whose buffer has room for the tag
