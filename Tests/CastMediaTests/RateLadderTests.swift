@@ -6,8 +6,41 @@ import CastMedia
     let t0 = Instant(nanoseconds: 1_000_000_000)
     let p1080 = FrameSize(width: 1920, height: 1080)
 
-    func ladder(_ size: FrameSize? = nil, maxFrameRate: Int = 30, maxBitrate: Int = 4_000_000) -> RateLadder {
-        RateLadder(size: size ?? p1080, maxFrameRate: maxFrameRate, maxBitrate: maxBitrate)
+    /// Without the start-up window unless asked: most tests here are about the hysteresis after it.
+    func ladder(_ size: FrameSize? = nil, maxFrameRate: Int = 30, maxBitrate: Int = 4_000_000,
+                startUpWindow: Duration = .zero) -> RateLadder {
+        RateLadder(size: size ?? p1080, maxFrameRate: maxFrameRate, maxBitrate: maxBitrate, startUpWindow: startUpWindow)
+    }
+
+    // The cast's start: the controller's start rate (1 Mbit/s: 10 fps at 1080p), then its
+    // start-up probes' measurement a few hundred milliseconds later.
+    @Test func theStartUpProbesMeasurementIsTakenWithoutAHold() {
+        var l = RateLadder(size: p1080, maxFrameRate: 30, maxBitrate: 4_000_000)
+        #expect(l.startUpWindow == .seconds(3))
+        #expect(l.update(targetBitrate: 1_000_000, now: t0)?.frameRate == 10)
+        #expect(l.update(targetBitrate: 4_000_000, now: t0 + .milliseconds(400)) == .init(bitrate: 4_000_000, frameRate: 30))
+    }
+
+    @Test func inTheStartUpWindowUpStepsStillNeedTheMarginAndDownStepsStayImmediate() {
+        var l = ladder(startUpWindow: .seconds(3))
+        _ = l.update(targetBitrate: 1_000_000, now: t0)
+        // 1.6 Mbit/s clears 20 fps's 1.5 Mbit/s but not by the 15 % margin; 15 fps's 1.1 it does.
+        _ = l.update(targetBitrate: 1_600_000, now: t0 + .milliseconds(300))
+        #expect(l.current.frameRate == 15)
+        #expect(l.update(targetBitrate: 2_000_000, now: t0 + .milliseconds(600))?.frameRate == 20)
+        #expect(l.update(targetBitrate: 900_000, now: t0 + .milliseconds(900))?.frameRate == 10)
+        #expect(l.update(targetBitrate: 4_000_000, now: t0 + .milliseconds(1200))?.frameRate == 30)
+    }
+
+    @Test func afterTheStartUpWindowTheHoldAppliesAgain() {
+        var l = ladder(startUpWindow: .seconds(3))
+        _ = l.update(targetBitrate: 1_000_000, now: t0)
+        _ = l.update(targetBitrate: 4_000_000, now: t0 + .seconds(3))
+        #expect(l.current.frameRate == 10)
+        _ = l.update(targetBitrate: 4_000_000, now: t0 + .milliseconds(4999))
+        #expect(l.current.frameRate == 10)
+        _ = l.update(targetBitrate: 4_000_000, now: t0 + .seconds(5))
+        #expect(l.current.frameRate == 30)
     }
 
     @Test func startsAtTheCapsUntilTheFirstTarget() {
