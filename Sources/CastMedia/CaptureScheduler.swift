@@ -17,9 +17,16 @@ import CastCore
 /// change instead (expected one cadence after the last, at most `maxHold` away; the
 /// cadence is the median of the last gaps between changes, when half of them agree with it), so the picture
 /// is read right after it was drawn. What a wait takes from the interval is given back by
-/// the next one (the next minimum interval counts from where this one ended, the wait
-/// included, up to half an interval): the frame rate stays what it was, only the phase
-/// moves. A change that does not come within its slack (a third of the cadence) ends the wait
+/// the next one: the frame rate stays what it was, only the phase moves.
+///
+/// The next minimum interval counts from the instant a capture was due (the end of the
+/// last interval, or the change or keyframe request that came after it), not from when the
+/// owner got round to it, up to half an interval later: a wait for a fresher change is given
+/// back so, and so is an owner thread that wakes late. Counting from the wake-up made every
+/// interval longer by the thread's wake-up delay, so a 30 Hz screen read at 30 fps slipped
+/// behind its changes until one was lost (28.1 of a 30 Hz painter's frames a second read with
+/// Firefox decoding on the same two cores); the frames' anchors are still at least an
+/// interval apart, so no second holds more frames than the rate. A change that does not come within its slack (a third of the cadence) ends the wait
 /// (two such in a row, or a pause of two intervals, and the cadence is forgotten); keyframes and refreshes never wait.
 ///
 /// The frame rate is the rate ladder's (30/20/15/10/5 fps, issue 14): it only
@@ -94,10 +101,12 @@ public struct CaptureScheduler: Sendable {
     public private(set) var cadence: Duration?
     /// Waits in a row that ended without the change they waited for.
     private var misses = 0
-    /// The current wait for the next change: the interval's end it began at, and its end.
-    private var holdFrom: Instant?
+    /// The current wait for the next change: its end.
     private var holdUntil: Instant?
-    /// How much of the minimum interval the capture begun last gives back (the wait before it).
+    /// Since when the pending change or keyframe request has been waiting.
+    private var pendingSince: Instant?
+    /// How much of the minimum interval the capture begun last gives back: how late it began
+    /// after it was due (a wait for a fresher change, a late wake-up), at most half an interval.
     private var credit: Duration = .zero
 
     /// Notifications closer than this are one change.
@@ -129,10 +138,15 @@ public struct CaptureScheduler: Sendable {
         self.now = max(self.now, now)
         switch input {
         case .changed:
+            notePending()
             changed = true
             if phaseLock { noteChange() }
-        case .changeUnread: changed = true
-        case .keyframeWanted: keyframe = true
+        case .changeUnread:
+            notePending()
+            changed = true
+        case .keyframeWanted:
+            notePending()
+            keyframe = true
         case .frameRate(let fps): if fps > 0 { frameRate = fps }
         case .captured:
             lastCapture = self.now - credit
@@ -159,12 +173,14 @@ public struct CaptureScheduler: Sendable {
             guard now >= earliest else { return .wait(until: earliest) }
             if !keyframe, let until = hold(earliest: earliest) { return .wait(until: until) }
             let reason: Reason = keyframe ? .keyframe : .changed
+            let due = max(earliest, pendingSince ?? now)
             changed = false
             keyframe = false
-            return begin(reason)
+            pendingSince = nil
+            return begin(reason, due: due)
         }
         let refreshAt = max(earliest, lastFrame.map { $0 + refreshInterval } ?? now)
-        if now >= refreshAt { return begin(.refresh) }
+        if now >= refreshAt { return begin(.refresh, due: now) }
         guard probes else { return .wait(until: refreshAt) }
         let probeAt = max(earliest, lastProbe.map { $0 + minimumInterval } ?? now)
         if now >= probeAt {
@@ -176,11 +192,15 @@ public struct CaptureScheduler: Sendable {
         return .wait(until: min(refreshAt, probeAt))
     }
 
-    private mutating func begin(_ reason: Reason) -> Output {
-        // Counted from the attempt, so that a capture that yields nothing (every ring slot busy)
-        // is retried an interval later, not in a tight loop.
-        credit = holdFrom.map { min(now - $0, minimumInterval / 2) } ?? .zero
-        holdFrom = nil
+    private mutating func notePending() {
+        if !changed && !keyframe { pendingSince = now }
+    }
+
+    /// A capture due since `due`. The next interval counts from then (see the type's comment),
+    /// from the attempt: a capture that yields nothing (every ring slot busy) is retried an
+    /// interval later, not in a tight loop.
+    private mutating func begin(_ reason: Reason, due: Instant) -> Output {
+        credit = min(max(.zero, now - due), minimumInterval / 2)
         holdUntil = nil
         lastCapture = now - credit
         lastProbe = now
@@ -241,7 +261,6 @@ public struct CaptureScheduler: Sendable {
         let next = c + p
         let until = next + max(Self.burst, p / 3)
         guard next - now <= maxHold, now < until else { return nil }
-        holdFrom = earliest
         holdUntil = until
         return until
     }
