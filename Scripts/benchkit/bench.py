@@ -228,6 +228,8 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
     lat = [(x.decoded - x.drawn) * 1000 for x in samples if x.drawn is not None]
     stages = receiver.breakdown(samples)
     times = [x.decoded for x in answerer.rec.samples if t_first <= x.decoded <= w1]
+    # The cast's first two seconds (before the warm-up and the window): how soon it reaches its rate.
+    first_2s = sum(1 for t in times if t < t_first + 2.0) / 2.0
     gaps = [b - a for a, b in zip(times, times[1:])]
     pk = [p for p in receiver.PACKETS if w0 <= p[0] <= w1]
     frame_bytes: dict[int, list[int]] = {}   # RTP timestamp -> [payload bytes, packets], over the whole round
@@ -251,7 +253,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "approval_to_first_frame_ms": round((t_first - t_approve) * 1000, 1),
         "latencies_ms": [round(v, 2) for v in lat],
         "stages_ms": {k: [round(r[k], 2) for r in stages] for k in (stages[0] if stages else {})},
-        "frames": len(samples), "fps": round(len(samples) / span, 2),
+        "frames": len(samples), "fps": round(len(samples) / span, 2), "fps_first_2s": first_2s,
         "frames_with_readable_timecode": len(lat),
         "freezes": sum(1 for g in gaps if g > FREEZE_S), "longest_gap_ms": round(max(gaps, default=0) * 1000, 1),
         "cpu_s_per_min": round((cpu1 - cpu0) / span * 60, 2),
@@ -286,6 +288,7 @@ def summarize(rounds: list[dict]) -> dict:
         "mean_bitrate_bps": int(mean("mean_bitrate_bps")),
         "max_1s_bitrate_bps": max(r["max_1s_bitrate_bps"] for r in rounds),
         "frames_delivered": sum(r["frames"] for r in rounds), "fps": mean("fps"),
+        "fps_first_2s": mean("fps_first_2s"),
         "readable_timecode_fraction": round(sum(r["frames_with_readable_timecode"] for r in rounds)
                                             / max(1, sum(r["frames"] for r in rounds)), 3),
         "freezes": sum(r["freezes"] for r in rounds),
@@ -349,7 +352,8 @@ async def _keep_playing(rig: PipeWireAudioRig, wav: Path) -> None:
 
 
 RATIO_KEYS = ("glass_to_glass_median_ms", "glass_to_glass_p95_ms", "approval_to_first_frame_ms", "cpu_s_per_min",
-              "peak_rss_mib", "rss_added_by_streaming_mib", "mean_bitrate_bps", "max_1s_bitrate_bps", "fps")
+              "peak_rss_mib", "rss_added_by_streaming_mib", "mean_bitrate_bps", "max_1s_bitrate_bps", "fps",
+              "fps_first_2s")
 
 
 async def run(args) -> dict:
