@@ -17,7 +17,10 @@ import CastCore
 /// change instead (expected one cadence after the last, at most `maxHold` away; the
 /// cadence is the median of the last gaps between changes, when half of them agree with it), so the picture
 /// is read right after it was drawn. What a wait takes from the interval is given back by
-/// the next one: the frame rate stays what it was, only the phase moves.
+/// the next one: the frame rate stays what it was, only the phase moves. A source about as
+/// fast as the frame rate (a 30 Hz animation) whose next change is more than half an interval
+/// away is not waited for (that would lose a frame); its pending change is read, and the next
+/// interval ends up to `pullStep` earlier, until the reads fall right after its changes.
 ///
 /// The next minimum interval counts from the instant a capture was due (the end of the
 /// last interval, or the change or keyframe request that came after it), not from when the
@@ -105,6 +108,8 @@ public struct CaptureScheduler: Sendable {
     private var holdUntil: Instant?
     /// Since when the pending change or keyframe request has been waiting.
     private var pendingSince: Instant?
+    /// How much earlier than due the capture begun next counts (the phase lock's pull).
+    private var pull: Duration = .zero
     /// How much of the minimum interval the capture begun last gives back: how late it began
     /// after it was due (a wait for a fresher change, a late wake-up), at most half an interval.
     private var credit: Duration = .zero
@@ -177,7 +182,8 @@ public struct CaptureScheduler: Sendable {
             changed = false
             keyframe = false
             pendingSince = nil
-            return begin(reason, due: due)
+            defer { pull = .zero }
+            return begin(reason, due: due - pull)
         }
         let refreshAt = max(earliest, lastFrame.map { $0 + refreshInterval } ?? now)
         if now >= refreshAt { return begin(.refresh, due: now) }
@@ -260,8 +266,18 @@ public struct CaptureScheduler: Sendable {
         guard let p = cadence, p < minimumInterval * 3 / 2 else { return nil }
         let next = c + p
         let until = next + max(Self.burst, p / 3)
-        guard next - now <= maxHold, now < until else { return nil }
+        guard next - now <= maxHold, now < until else {
+            // Too far to wait for without losing a frame. A source about as fast as the frame
+            // rate would keep this picture's age for ever (a 30 Hz screen whose changes come a
+            // few milliseconds before each interval ends): read it now, and let the next interval
+            // end up to `pullStep` earlier, so that the reads walk onto the changes.
+            if p >= minimumInterval * 3 / 4 { pull = min(now - n, Self.pullStep) }
+            return nil
+        }
         holdUntil = until
         return until
     }
+
+    /// How much earlier one interval may end to bring the reads onto a source's changes.
+    public static let pullStep = Duration.milliseconds(4)
 }

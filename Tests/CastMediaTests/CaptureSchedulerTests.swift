@@ -332,6 +332,34 @@ import CastMedia
         #expect(r2.allSatisfy { $0.age == .zero })
     }
 
+    @Test func aThirtyHertzScreenChangingJustBeforeEachIntervalEndsIsPulledOntoItsChangesWithoutALoss() {
+        let end = t0 + .seconds(4)
+        // Changes 8.3 ms before each 30 fps interval ends: too far from the next change to wait
+        // for it (that would lose a frame), so without a pull every picture is read 8.3 ms old.
+        let changes = cadence(.nanoseconds(33_333_333), phase: .milliseconds(25), until: end)
+        var s = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        let reads = simulate(&s, changes: changes, from: t0, to: end)
+        // The first frame, then one read per change: none lost.
+        #expect(reads.count == changes.count + 1, "\(reads.count) reads of \(changes.count) changes")
+        // Once the cadence is known (five changes) and three pulls of 4 ms have run, every
+        // picture is read as it is drawn.
+        let late = reads.dropFirst(10).filter { $0.age > CaptureScheduler.fresh }
+        #expect(late.isEmpty, "\(late.prefix(3).map { ($0.at - t0, $0.age) })")
+        for w in 0..<4 {
+            let from = t0 + .seconds(Int64(w)), to = from + .seconds(1)
+            #expect(reads.filter { $0.at >= from && $0.at < to }.count <= 31)
+        }
+        // No two reads closer than an interval less one pull.
+        for (x, y) in zip(reads.dropFirst(), reads.dropFirst(2)) {
+            #expect(y.at - x.at >= interval30 - CaptureScheduler.pullStep)
+        }
+        // A 60 Hz screen is not pulled (its changes are waited for instead): 30 fps exactly.
+        let fast = cadence(.nanoseconds(16_666_667), phase: .milliseconds(9), until: end)
+        var f = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+        let r60 = simulate(&f, changes: fast, from: t0, to: end)
+        #expect(r60.count >= 119 && r60.count <= 121, "\(r60.count)")
+    }
+
     @Test func aThirtyHertzPainterEarlyOrLateByAFewMillisecondsLosesNoFrame() {
         // The bench's painter at 30 fps on a loaded machine: each change up to 3 ms early or late.
         let end = t0 + .seconds(4)
