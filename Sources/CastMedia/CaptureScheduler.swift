@@ -18,9 +18,11 @@ import CastCore
 /// cadence is the median of the last gaps between changes, when half of them agree with it), so the picture
 /// is read right after it was drawn. What a wait takes from the interval is given back by
 /// the next one: the frame rate stays what it was, only the phase moves. A source about as
-/// fast as the frame rate (a 30 Hz animation) whose next change is more than half an interval
-/// away is not waited for (that would lose a frame); its pending change is read, and the next
-/// interval ends up to `pullStep` earlier, until the reads fall right after its changes.
+/// fast as the frame rate (a 30 Hz animation: its cadence at most `pullCadenceTolerance`
+/// shorter than the interval) whose next change is more than half an interval away is not
+/// waited for (that would lose a frame); its pending change is read, and the next interval
+/// ends up to `pullStep` earlier, until the reads fall right after its changes (at most half
+/// an interval of such pulls a second).
 ///
 /// The next minimum interval counts from the instant a capture was due (the end of the
 /// last interval, or the change or keyframe request that came after it), not from when the
@@ -108,8 +110,11 @@ public struct CaptureScheduler: Sendable {
     private var holdUntil: Instant?
     /// Since when the pending change or keyframe request has been waiting.
     private var pendingSince: Instant?
-    /// How much earlier than due the capture begun next counts (the phase lock's pull).
+    /// How much earlier than due the capture begun next counts (the phase lock's pull), and
+    /// the pulls not yet repaid by time (see `takePull`).
     private var pull: Duration = .zero
+    private var pullDebt: Duration = .zero
+    private var pullDebtAt: Instant?
     /// How much of the minimum interval the capture begun last gives back: how late it began
     /// after it was due (a wait for a fresher change, a late wake-up), at most half an interval.
     private var credit: Duration = .zero
@@ -271,7 +276,7 @@ public struct CaptureScheduler: Sendable {
             // rate would keep this picture's age for ever (a 30 Hz screen whose changes come a
             // few milliseconds before each interval ends): read it now, and let the next interval
             // end up to `pullStep` earlier, so that the reads walk onto the changes.
-            if p >= minimumInterval * 3 / 4 { pull = min(now - n, Self.pullStep) }
+            if p >= minimumInterval - Self.pullCadenceTolerance { pull = takePull(min(now - n, Self.pullStep)) }
             return nil
         }
         holdUntil = until
@@ -280,4 +285,24 @@ public struct CaptureScheduler: Sendable {
 
     /// How much earlier one interval may end to bring the reads onto a source's changes.
     public static let pullStep = Duration.milliseconds(4)
+    /// Only a source at most this much faster than the frame rate is pulled onto (a painter's
+    /// cadence is the median of its gaps; a faster source drifts across the intervals, and
+    /// pulling after it would read it at its own rate).
+    public static let pullCadenceTolerance = Duration.milliseconds(1)
+
+    /// `wanted`, or as much of it as the pull budget has: at most half an interval of pulls
+    /// in a burst, refilled at half an interval a second, so that no second holds more than
+    /// one frame over the rate.
+    private mutating func takePull(_ wanted: Duration) -> Duration {
+        let budget = minimumInterval / 2
+        if let at = pullDebtAt {
+            let repaid = Duration.nanoseconds((now - at).totalNanoseconds / 1_000_000
+                                              * budget.totalNanoseconds / 1_000)
+            pullDebt = max(.zero, pullDebt - repaid)
+        }
+        pullDebtAt = now
+        let granted = max(.zero, min(wanted, budget - pullDebt))
+        pullDebt += granted
+        return granted
+    }
 }

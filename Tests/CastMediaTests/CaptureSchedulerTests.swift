@@ -360,6 +360,25 @@ import CastMedia
         #expect(r60.count >= 119 && r60.count <= 121, "\(r60.count)")
     }
 
+    @Test func aSourceALittleFasterThanTheFrameRateIsNotReadFasterThanTheRate() {
+        // 31, 32, 36 and 40 Hz: its changes drift across the intervals, so a pull never lands for
+        // good; pulling after every drift would read it at its own rate, above 30 fps.
+        let end = t0 + .seconds(4)
+        for hz in [30.5, 31.0, 32.0, 36.0, 40.0] {
+            for jitter in [Duration.zero, .milliseconds(2)] {
+                let changes = cadence(.nanoseconds(Int64(1e9 / hz)), phase: .milliseconds(3), jitter: jitter, until: end)
+                var s = CaptureScheduler(frameRate: 30, now: t0, phaseLock: true)
+                let reads = simulate(&s, changes: changes, from: t0, to: end)
+                #expect(reads.count <= 122, "\(hz) Hz: \(reads.count) reads in 4 s")
+                for w in 0..<4 {
+                    let from = t0 + .seconds(Int64(w)), to = from + .seconds(1)
+                    let n = reads.filter { $0.at >= from && $0.at < to }.count
+                    #expect(n <= 31, "\(hz) Hz, second \(w): \(n)")
+                }
+            }
+        }
+    }
+
     @Test func aThirtyHertzPainterEarlyOrLateByAFewMillisecondsLosesNoFrame() {
         // The bench's painter at 30 fps on a loaded machine: each change up to 3 ms early or late.
         let end = t0 + .seconds(4)
