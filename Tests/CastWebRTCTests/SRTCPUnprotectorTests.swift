@@ -174,6 +174,43 @@ private func hex(_ s: String) -> [UInt8] { Hex.decode(s.filter { !$0.isWhitespac
         #expect(Self.verdict { try ours.unprotectRTCP(packet) }.failureCode == .srtpReplay)
     }
 
+    /// GCM with E = 0 (RFC 7714 §9.2: nothing encrypted, the whole body authenticated),
+    /// sealed here from the derived SRTCP keys since libsrtp's sender always encrypts:
+    /// with a body byte changed both libsrtp and castd refuse it; as sealed, both take it
+    /// and give back the body as it was.
+    @Test func gcmUnencryptedPacketIsAuthenticatedOnly() throws {
+        let (key, salt) = Self.keys(.aeadAes128Gcm, seed: 65)
+        let libsrtp = try SRTPSession(profile: .aeadAes128Gcm, key: key, salt: salt, direction: .inbound)
+        let ours = try SRTCPUnprotector(profile: .aeadAes128Gcm, masterKey: key, masterSalt: salt)
+        let keys = try SRTPProtector.sessionKeys(profile: .aeadAes128Gcm, masterKey: key, masterSalt: salt).rtcp
+        let gcm = try AES128GCM(key: keys.key)
+        let plain = SRTPProtectorTests.rtcp(ssrc: 0x0102_0304, words: 5, fill: 9)
+        let index: UInt32 = 7   // E = 0
+        var iv = [UInt8](repeating: 0, count: 12)
+        for i in 0..<4 { iv[2 + i] = plain[4 + i]; iv[8 + i] = UInt8(truncatingIfNeeded: index >> (24 - 8 * UInt32(i))) }
+        for i in 0..<12 { iv[i] ^= keys.salt.unredacted[i] }
+        let word: [UInt8] = [0, 0, 0, UInt8(index)]
+        var tag = [UInt8](repeating: 0, count: 16)
+        try iv.withUnsafeBytes { ivb in
+            try plain.withUnsafeBytes { aad in
+                try word.withUnsafeBytes { w in
+                    var aadAll = Array(aad) + Array(w)
+                    try aadAll.withUnsafeMutableBytes { a in
+                        try tag.withUnsafeMutableBytes { t in
+                            try gcm.seal(iv: ivb.baseAddress!, aad: UnsafeRawBufferPointer(a), text: UnsafeMutableRawBufferPointer(start: nil, count: 0),
+                                         tag: t.baseAddress!)
+                        }
+                    }
+                }
+            }
+        }
+        let packet = plain + tag + word
+        var bad = packet
+        bad[12] ^= 1
+        #expect(Self.expectSameVerdict(libsrtp, ours, bad, "E = 0, body changed").failureCode == .srtpAuthentication)
+        #expect(Self.expectSameVerdict(libsrtp, ours, packet, "E = 0") == .success(plain))
+    }
+
     /// At most `maxStreams` sender SSRCs are kept: the next one is refused (after it
     /// authenticated; its index is not taken), and the ones kept still work.
     @Test func moreSSRCsThanTheSessionKeepsAreRefused() throws {
