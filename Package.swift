@@ -52,7 +52,8 @@ let package = Package(
         // RTP/RTCP, H.264 and VP8 packetization, Opus, history, pacing, congestion control (pure).
         .target(name: "CastRTP", dependencies: ["CastCore"]),
         // SDP, STUN, ICE, DTLS, SRTP, PeerSession (pure + C).
-        .target(name: "CastWebRTC", dependencies: ["CastCore", "CastRTP", "CastOpenSSL", "CSRTP"]),
+        // SRTP and SRTCP are castd's own on OpenSSL (issue 19): libsrtp is the tests' oracle only.
+        .target(name: "CastWebRTC", dependencies: ["CastCore", "CastRTP", "CastOpenSSL"]),
         // Supabase Auth/REST/Realtime, WebSocket, iPadCast API (pure + IO).
         .target(name: "CastSignaling", dependencies: ["CastCore", "CastOpenSSL"]),
         // The session controller and the IO shell around everything.
@@ -80,7 +81,9 @@ let package = Package(
         // Counts each thread's heap allocations (malloc interposed in the test executable), for
         // tests and benchmarks that pin down what a hot path allocates (issue 19).
         .target(name: "AllocationCounter", path: "Tests/Support/AllocationCounter"),
-        .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC", "AllocationCounter", "BenchSupport"],
+        // libsrtp2 (on NSS) wrapped for the tests: the oracle for castd's own SRTP and SRTCP.
+        .target(name: "LibSRTP", dependencies: ["CastCore", "CastWebRTC", "CSRTP"], path: "Tests/Support/LibSRTP"),
+        .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC", "LibSRTP", "AllocationCounter", "BenchSupport"],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "CastSignalingTests", dependencies: ["CastSignaling", "TLSTestSupport"]),
         .testTarget(name: "CastDaemonTests", dependencies: ["CastDaemon"]),

@@ -49,6 +49,13 @@ final class PipeWireConnection: @unchecked Sendable {
 
     /// Connects; `what` names the client in errors ("capture", "pattern producer").
     init(remote: PipeWireRemote, onFailure: @escaping @Sendable (String) -> Void) throws {
+        // No daemon socket: fail before libpipewire is initialised, so that a castd with
+        // nothing to connect to (X11 capture, `--audio auto`, no PipeWire) does not load its
+        // modules and SPA plugins (issue 19: 2.2 MiB resident).
+        if case .daemon = remote, Self.daemonSocketCandidates().allSatisfy({ access($0, F_OK) != 0 }) {
+            let dir = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) } ?? "(XDG_RUNTIME_DIR unset)"
+            throw CastError.posix(.capture, errno: ENOENT) { "PipeWire: cannot connect to the daemon (\($0)); is pipewire running in this session (socket pipewire-0 in \(dir))?" }
+        }
         _ = pipeWireInitialized
         self.onFailure = onFailure
         guard let loop = pw_thread_loop_new("castd-pipewire", nil) else {
@@ -117,6 +124,19 @@ final class PipeWireConnection: @unchecked Sendable {
     }
 
     /// A connected Unix stream socket, or -1 with errno set.
+    /// Every path libpipewire might connect to for `.daemon` (libpipewire 0.3's
+    /// protocol-native: each name of `$PIPEWIRE_REMOTE` (comma-separated), else
+    /// `pipewire-0`, taken as it is when absolute, else in `$PIPEWIRE_RUNTIME_DIR`,
+    /// `$XDG_RUNTIME_DIR`, `$USERPROFILE` or `/run/pipewire`). More candidates than it
+    /// tries is harmless: an absent one only means libpipewire is initialised and fails.
+    static func daemonSocketCandidates(environment get: (String) -> String? = { getenv($0).map { String(cString: $0) } }) -> [String] {
+        let names = (get("PIPEWIRE_REMOTE").flatMap { $0.isEmpty ? nil : $0 } ?? "pipewire-0")
+            .split(separator: ",").map(String.init)
+        let dirs = ["PIPEWIRE_RUNTIME_DIR", "XDG_RUNTIME_DIR", "USERPROFILE"].compactMap { get($0) }.filter { !$0.isEmpty }
+            + ["/run/pipewire"]
+        return names.flatMap { name in name.hasPrefix("/") ? [name] : dirs.map { "\($0)/\(name)" } }
+    }
+
     static func connectUnix(_ path: String) -> Int32 {
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)

@@ -1,7 +1,7 @@
 import CastCore
 import COpenSSL
 
-/// AES-128 in GCM (seal only), keyed once: one `EVP_CIPHER_CTX` kept for the key's life and
+/// AES-128 in GCM, keyed once: one `EVP_CIPHER_CTX` kept for the key's life and
 /// given a new IV per message, so that sealing allocates nothing (issue 19: SRTP's
 /// AEAD_AES_128_GCM, RFC 7714). The one owner of its context (freed, with the key
 /// schedule wiped, in `deinit`). Not thread-safe: one owner.
@@ -37,6 +37,36 @@ public final class AES128GCM {
               EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, Int32(Self.tagLength), tag) == 1 else {
             throw OpenSSLError.drain("AES-128-GCM tag")
         }
+    }
+
+    /// Checks the 16-byte `tag` over `aad`, `aad2` (authenticated in that order) and
+    /// `text`, decrypting `text` where it lies; false when the tag does not match, and then
+    /// `text` holds bytes that must not be used. `iv` is 12 bytes. (SRTCP's inbound side,
+    /// RFC 7714 §9.) A context sealed with before may open: the key stays, the direction
+    /// is set per message.
+    public func open(iv: UnsafeRawPointer, aad: UnsafeRawBufferPointer, _ aad2: UnsafeRawBufferPointer,
+                     text: UnsafeMutableRawBufferPointer, tag: UnsafeRawPointer) throws -> Bool {
+        var n: Int32 = 0
+        guard EVP_DecryptInit_ex2(ctx, nil, nil, iv.assumingMemoryBound(to: UInt8.self), nil) == 1,
+              aad.isEmpty || EVP_DecryptUpdate(ctx, nil, &n, aad.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                               Int32(aad.count)) == 1,
+              aad2.isEmpty || EVP_DecryptUpdate(ctx, nil, &n, aad2.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                                Int32(aad2.count)) == 1 else {
+            throw OpenSSLError.drain("AES-128-GCM setup")
+        }
+        if let p = text.baseAddress?.assumingMemoryBound(to: UInt8.self), !text.isEmpty {
+            guard EVP_DecryptUpdate(ctx, p, &n, p, Int32(text.count)) == 1 else { throw OpenSSLError.drain("AES-128-GCM decryption") }
+        }
+        guard EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, Int32(Self.tagLength), UnsafeMutableRawPointer(mutating: tag)) == 1 else {
+            throw OpenSSLError.drain("AES-128-GCM tag")
+        }
+        // A tag that does not match is a refusal, not an error: nothing may stay queued for
+        // the next OpenSSL caller on this thread (the DTLS engine reads the queue).
+        guard EVP_DecryptFinal_ex(ctx, nil, &n) == 1 else {
+            ERR_clear_error()
+            return false
+        }
+        return true
     }
 }
 

@@ -213,6 +213,28 @@ struct PipeWireSourceErrorTests {
     }
 }
 
+/// Where castd looks for a daemon socket before initialising libpipewire (issue 19: none
+/// found, no libpipewire modules loaded).
+struct PipeWireDaemonSocketTests {
+    func candidates(_ env: [String: String]) -> [String] {
+        PipeWireConnection.daemonSocketCandidates { env[$0] }
+    }
+
+    @Test func defaultNameInEachRuntimeDirectory() {
+        #expect(candidates(["XDG_RUNTIME_DIR": "/run/user/1000"]) == ["/run/user/1000/pipewire-0", "/run/pipewire/pipewire-0"])
+        #expect(candidates(["PIPEWIRE_RUNTIME_DIR": "/a", "XDG_RUNTIME_DIR": "/b", "USERPROFILE": "/c"])
+                == ["/a/pipewire-0", "/b/pipewire-0", "/c/pipewire-0", "/run/pipewire/pipewire-0"])
+        #expect(candidates([:]) == ["/run/pipewire/pipewire-0"])
+    }
+
+    @Test func remoteNamesAbsoluteOrRelative() {
+        #expect(candidates(["PIPEWIRE_REMOTE": "/tmp/x/sock", "XDG_RUNTIME_DIR": "/b"]) == ["/tmp/x/sock"])
+        #expect(candidates(["PIPEWIRE_REMOTE": "other,/tmp/y", "XDG_RUNTIME_DIR": "/b"])
+                == ["/b/other", "/run/pipewire/other", "/tmp/y"])
+        #expect(candidates(["PIPEWIRE_REMOTE": "", "XDG_RUNTIME_DIR": "/b"]) == ["/b/pipewire-0", "/run/pipewire/pipewire-0"])
+    }
+}
+
 /// The metadata bookkeeping of the process callback, without PipeWire.
 struct PipeWireFrameAssemblerTests {
     let size = FrameSize(width: 100, height: 80)

@@ -1,9 +1,10 @@
 import Testing
+import LibSRTP
 @testable import CastWebRTC
 
 @Suite struct CryptoLibrariesTests {
-    @Test func openSSL3AndLibsrtp2AreLinked() {
+    @Test func openSSL3IsLinkedAndTheOracleIsLibsrtp2() {
         #expect(CryptoLibraries.openSSL.hasPrefix("OpenSSL 3."))
-        #expect(CryptoLibraries.libsrtp.hasPrefix("libsrtp2"))
+        #expect(LibSRTP.version.hasPrefix("libsrtp2"))
     }
 }

@@ -1,6 +1,7 @@
 import Testing
 import CastCore
 import CastOpenSSL
+import LibSRTP
 @testable import CastWebRTC
 
 extension SeededRandom {

@@ -3,6 +3,7 @@ import CastOpenSSL
 import CastRTP
 import Foundation
 import Testing
+import LibSRTP
 @testable import CastWebRTC
 
 /// Issue 18: a whole `PeerSession` offering audio, against a receiver made of

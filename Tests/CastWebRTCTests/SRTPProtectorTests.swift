@@ -2,6 +2,7 @@ import AllocationCounter
 import CastCore
 import CastOpenSSL
 import Testing
+import LibSRTP
 @testable import CastWebRTC
 
 private func hex(_ s: String) -> [UInt8] { Hex.decode(s.filter { !$0.isWhitespace })! }

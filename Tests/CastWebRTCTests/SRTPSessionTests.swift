@@ -1,6 +1,7 @@
 import AllocationCounter
 import Testing
 import CastCore
+import LibSRTP
 @testable import CastWebRTC
 
 private func hex(_ s: String) -> [UInt8] { Hex.decode(s)! }

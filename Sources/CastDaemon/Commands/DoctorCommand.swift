@@ -19,7 +19,7 @@ enum DoctorCommand {
         let audio = AudioDoctor.probe()
         let audioLine = audio.detail + (audio.available ? "; Opus 128 kbit/s, sent when the receiver takes audio" : "; castd casts video only")
         var out = StandardStream.out
-        let libraries = ["openssl": CryptoLibraries.openSSL, "libsrtp": CryptoLibraries.libsrtp,
+        let libraries = ["openssl": CryptoLibraries.openSSL,
                          "x264": "build \(X264Info.build)", "libva": VAInfo.headerVersion, "libvpx": VP8Encoder.libraryVersion,
                          "libpipewire": PipeWireProbe.libraryVersion, "libopus": OpusAudioEncoder.libraryVersion]
         if o.json {

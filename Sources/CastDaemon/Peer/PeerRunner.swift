@@ -76,11 +76,6 @@ public final class PeerRunner: @unchecked Sendable {
         config.iceOverrides = options.iceOverrides
         config.testHooks.dropMediaFraction = options.dropMediaFraction
         config.audio = options.audio
-        // Internal switch, to bisect a packet-path regression: libsrtp protects outgoing RTP
-        // again (issue 19). Not an option a user needs; unknown values are ignored.
-        if let v = getenv("CASTD_SRTP_OUTBOUND"), let o = PeerSession.OutboundSRTP(rawValue: String(cString: v)) {
-            config.outboundSRTP = o
-        }
         var rng = SystemRandomNumberGenerator()
         let session = try PeerSession(configuration: config, certificate: certificate, random: &rng)
         offerSDP = session.offerSDP

@@ -57,7 +57,7 @@ public struct RTPPacket: Sendable {
 
     /// The wire bytes with `extensions` in place of `header.extensions`, in one buffer
     /// with `trailerCapacity` bytes of spare capacity after them, so that SRTP can
-    /// append its tag in place (`SRTPSession.trailerCapacity`): the one allocation of
+    /// append its tag in place (`SRTPProtector.trailerCapacity`): the one allocation of
     /// a packet on the send path.
     public func serialize(extensions: RTPInlineExtensions, trailerCapacity: Int) throws -> [UInt8] {
         var h = header

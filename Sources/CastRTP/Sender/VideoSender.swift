@@ -94,7 +94,7 @@ public struct VideoSender: Sendable, SansIO {
         public var retransmissionShare: Double
         public var overheadWindow: Duration
         /// Spare capacity each RTP datagram is built with, so that the transport appends
-        /// its trailer in place (SRTP: `SRTPSession.trailerCapacity`; issue 19).
+        /// its trailer in place (SRTP: `SRTPProtector.trailerCapacity`; issue 19).
         public var trailerCapacity: Int
         /// How much of the pacing rate may leave back to back (30 ms; libwebrtc's is 40;
         /// capped by `pacer.burstBytes`, issue 19).

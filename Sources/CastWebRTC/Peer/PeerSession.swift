@@ -37,15 +37,9 @@ public final class PeerSession {
         public var mdns = MDNSResolver.Configuration()
         /// Offer the optional send-only Opus m-line (spec §7, issue 18); the receiver may reject it.
         public var audio = false
-        /// Who protects outgoing RTP and RTCP: castd's own transform on OpenSSL (no
-        /// allocation per packet, issue 19), or libsrtp as before, kept to bisect a regression
-        /// (`CASTD_SRTP_OUTBOUND=libsrtp`). Everything inbound is libsrtp's either way.
-        public var outboundSRTP: OutboundSRTP = .castd
 
         public init(wallclockOffset: Duration) { self.wallclockOffset = wallclockOffset }
     }
-
-    public enum OutboundSRTP: String, Sendable { case castd, libsrtp }
 
     /// The connection's overall state: ICE's, except that `connected` waits for DTLS.
     public enum State: String, Sendable, Equatable {
@@ -142,10 +136,10 @@ public final class PeerSession {
     private var relaysGathered = false
     private var gatheringReported = false
     private var dtls: DTLSTransport? = nil
-    private var outbound: SRTPSession? = nil
-    /// Outgoing RTP's and RTCP's protector unless `configuration.outboundSRTP` is `.libsrtp`.
-    private var outboundOwn: SRTPProtector? = nil
-    private var inbound: SRTPSession? = nil
+    /// Outgoing RTP's and RTCP's protector, and the receiver's RTCP's unprotector: castd's
+    /// own on OpenSSL (issue 19).
+    private var outbound: SRTPProtector? = nil
+    private var inbound: SRTCPUnprotector? = nil
     private var video: VideoSender
     /// The audio sender, once the answer accepted the audio m-line.
     private var audio: AudioSender? = nil
@@ -215,7 +209,7 @@ public final class PeerSession {
         return try VideoSender(configuration: .init(codec: codec, payloadType: payloadType, rtxPayloadType: rtxPayloadType,
                                                     cname: cname, mtu: configuration.mtu, extensionIDs: ids,
                                                     wallclockOffset: configuration.wallclockOffset,
-                                                    trailerCapacity: SRTPSession.trailerCapacity),
+                                                    trailerCapacity: SRTPProtector.trailerCapacity),
                                random: &rng)
     }
 
@@ -568,9 +562,8 @@ public final class PeerSession {
                     if let pair = ice.selectedPair { route(bytes, from: pair.local, to: pair.remote, now: now) }
                 case .event(.connected(let keys)):
                     do {
-                        outbound = try keys.outboundSession(allowRepeatTransmit: true)
-                        if configuration.outboundSRTP == .castd { outboundOwn = try keys.outboundProtector() }
-                        inbound = try keys.inboundSession()
+                        outbound = try keys.outboundProtector()
+                        inbound = try keys.inboundUnprotector()
                         dtlsConnected = true
                         updateState()
                     } catch {
@@ -649,13 +642,7 @@ public final class PeerSession {
         if case .rtp = d { isRTP = true }
         do {
             try d.withBytes { bytes in
-                if let own = outboundOwn {
-                    if isRTP { try own.protectRTP(inPlace: &bytes) } else { try own.protectRTCP(inPlace: &bytes) }
-                } else if isRTP {
-                    try srtp.protectRTP(inPlace: &bytes)
-                } else {
-                    try srtp.protectRTCP(inPlace: &bytes)
-                }
+                if isRTP { try srtp.protectRTP(inPlace: &bytes) } else { try srtp.protectRTCP(inPlace: &bytes) }
                 route(bytes, from: pair.local, to: pair.remote, now: now)
             }
         } catch {

@@ -41,16 +41,5 @@ public struct SRTPKeyingMaterial: Equatable, Sendable, CustomStringConvertible {
                   remoteSalt: Redacted(isClient ? serverSalt : clientSalt))
     }
 
-    /// A session that protects what this side sends.
-    public func outboundSession(allowRepeatTransmit: Bool = false) throws -> SRTPSession {
-        try SRTPSession(profile: profile, key: localKey, salt: localSalt, direction: .outbound,
-                        allowRepeatTransmit: allowRepeatTransmit)
-    }
-
-    /// A session that unprotects what the peer sends.
-    public func inboundSession() throws -> SRTPSession {
-        try SRTPSession(profile: profile, key: remoteKey, salt: remoteSalt, direction: .inbound)
-    }
-
     public var description: String { "SRTPKeyingMaterial(\(profile), keys <redacted>)" }
 }

@@ -1,3 +1,14 @@
+import CastCore
+
+extension CastError.Code {
+    /// An SRTP/SRTCP packet or key refused for another reason (length, version, limits).
+    public static let srtp = Self("srtp")
+    /// An SRTP/SRTCP packet failed authentication (tampered, wrong key).
+    public static let srtpAuthentication = Self("srtp-auth")
+    /// An SRTP/SRTCP packet was replayed or is too old for the window (RFC 3711 §3.3.2).
+    public static let srtpReplay = Self("srtp-replay")
+}
+
 /// The SRTP protection profiles castd negotiates in DTLS use_srtp, best first.
 public enum SRTPProfile: UInt16, Sendable, CaseIterable, CustomStringConvertible {
     /// RFC 5764 §4.1.2: SRTP_AES128_CM_HMAC_SHA1_80 (AES-CM, 80-bit HMAC-SHA1 tag).

@@ -4,9 +4,8 @@ import CastOpenSSL
 /// castd's own outbound SRTP and SRTCP (issue 19): protects a packet in place, with one
 /// OpenSSL context per session key kept for the session's life, so that a packet costs
 /// no heap allocation. Debian's libsrtp (built on NSS) makes a cipher context per packet
-/// (5 allocations with GCM, 14 with AES-CM); it still does everything inbound
-/// (`SRTPSession`), and `PeerSession.Configuration.outboundSRTP = .libsrtp` puts it back
-/// on the outbound path too (RTP and RTCP), to bisect a regression.
+/// (5 allocations with GCM, 14 with AES-CM); since castd's inbound SRTCP is its own too
+/// (`SRTCPUnprotector`), libsrtp is only the tests' oracle (`Tests/Support/LibSRTP`).
 ///
 /// Both profiles castd offers:
 /// - AEAD_AES_128_GCM (RFC 7714 §8–9): IV = salt XOR (0x0000 | SSRC | ROC | SEQ),
@@ -61,10 +60,22 @@ public final class SRTPProtector: CustomStringConvertible {
     /// growing the table without end.
     public static let maxStreams = 32
 
+    /// The most a packet grows by when protected: GCM's SRTCP tag and E‖index word. A
+    /// packet built with this much spare capacity is protected in place without a copy.
+    public static let trailerCapacity = AES128GCM.tagLength + 4
+
     /// GCM's tag (RFC 7714 §14.2: 16 bytes) or AES-CM's 80-bit tag (RFC 3711 §4.2.1).
     public var tagLength: Int { profile == .aeadAes128Gcm ? AES128GCM.tagLength : 10 }
 
     public convenience init(profile: SRTPProfile, masterKey: Redacted<[UInt8]>, masterSalt: Redacted<[UInt8]>) throws {
+        let keys = try Self.sessionKeys(profile: profile, masterKey: masterKey, masterSalt: masterSalt)
+        try self.init(profile: profile, rtp: keys.rtp, rtcp: keys.rtcp)
+    }
+
+    /// SRTP's and SRTCP's session keys from a master key and salt (RFC 3711 §4.3; labels
+    /// 0–2 and 3–5), for this protector and for the peer's side (`SRTCPUnprotector`).
+    static func sessionKeys(profile: SRTPProfile, masterKey: Redacted<[UInt8]>,
+                            masterSalt: Redacted<[UInt8]>) throws -> (rtp: SessionKeys, rtcp: SessionKeys) {
         guard masterKey.unredacted.count == profile.keyLength, masterSalt.unredacted.count == profile.saltLength else {
             throw CastError(.srtp, "\(profile) needs a \(profile.keyLength)-byte key and a \(profile.saltLength)-byte salt")
         }
@@ -76,9 +87,8 @@ public final class SRTPProtector: CustomStringConvertible {
                         authentication: profile == .aeadAes128Gcm ? nil
                             : Redacted(try Self.derive(kdf, label: labels.authentication, count: HMACSHA1.length, masterSalt: salt)))
         }
-        try self.init(profile: profile,
-                      rtp: keys((Self.labelEncryption, Self.labelAuthentication, Self.labelSalt)),
-                      rtcp: keys((Self.labelRTCPEncryption, Self.labelRTCPAuthentication, Self.labelRTCPSalt)))
+        return (try keys((Self.labelEncryption, Self.labelAuthentication, Self.labelSalt)),
+                try keys((Self.labelRTCPEncryption, Self.labelRTCPAuthentication, Self.labelRTCPSalt)))
     }
 
     /// One direction's session keys (RFC 3711 §4.3): the cipher key, the salt, and for
@@ -152,7 +162,7 @@ public final class SRTPProtector: CustomStringConvertible {
 
     /// RTP → SRTP in place (RFC 3711 §3.3): the payload is encrypted where it lies and the
     /// tag appended. No allocation when `packet` is uniquely referenced with `tagLength`
-    /// bytes of spare capacity (`SRTPSession.trailerCapacity` covers it). Throws for a
+    /// bytes of spare capacity (`trailerCapacity` covers it). Throws for a
     /// packet that is not RTP version 2 or whose header runs past its end; the packet is
     /// then unchanged. (Should OpenSSL fail, the packet keeps its length but not its bytes.)
     public func protectRTP(inPlace packet: inout [UInt8]) throws {
@@ -299,14 +309,14 @@ public final class SRTPProtector: CustomStringConvertible {
     private static let zeros20 = [UInt8](repeating: 0, count: 20), zeros14 = [UInt8](repeating: 0, count: 14)
 
     /// The low `count` bytes of `value`, big-endian, at `p`.
-    private static func store(_ value: UInt64, at p: UnsafeMutableRawPointer, count: Int) {
+    static func store(_ value: UInt64, at p: UnsafeMutableRawPointer, count: Int) {
         for i in 0..<count {
             p.storeBytes(of: UInt8(truncatingIfNeeded: value >> (8 * UInt64(count - 1 - i))), toByteOffset: i, as: UInt8.self)
         }
     }
 
     /// `p[0..<count] ^= q[0..<count]`.
-    private static func xor(_ p: UnsafeMutableRawPointer, _ q: UnsafeRawPointer, count: Int) {
+    static func xor(_ p: UnsafeMutableRawPointer, _ q: UnsafeRawPointer, count: Int) {
         for i in 0..<count {
             p.storeBytes(of: p.load(fromByteOffset: i, as: UInt8.self) ^ q.load(fromByteOffset: i, as: UInt8.self),
                          toByteOffset: i, as: UInt8.self)

@@ -1,14 +1,11 @@
 import CastCore
+import CastWebRTC
 import CSRTP
 
-extension CastError.Code {
-    /// libsrtp refused a packet or a policy for another reason.
-    public static let srtp = Self("srtp")
-    /// An SRTP/SRTCP packet failed authentication (tampered, wrong key).
-    public static let srtpAuthentication = Self("srtp-auth")
-    /// An SRTP/SRTCP packet was replayed or is too old for the window (RFC 3711 §3.3.2).
-    public static let srtpReplay = Self("srtp-replay")
-}
+// libsrtp2, test only since issue 19: the oracle that castd's own SRTP (`SRTPProtector`) and
+// SRTCP (`SRTCPUnprotector`) are checked against byte for byte, and the other end of the
+// tests' DTLS-SRTP peers. castd itself no longer links it (Debian's is built on NSS: 2.9 MiB
+// resident).
 
 /// `srtp_init` exactly once per process (libsrtp requires it before any
 /// session); Swift runs a global's initializer once, thread-safely.
@@ -164,4 +161,22 @@ public final class SRTPSession: CustomStringConvertible {
             return CastError(.srtp, "\(what): libsrtp status \(status.rawValue)")
         }
     }
+}
+
+extension SRTPKeyingMaterial {
+    /// A libsrtp session that protects what this side sends.
+    public func outboundSession(allowRepeatTransmit: Bool = false) throws -> SRTPSession {
+        try SRTPSession(profile: profile, key: localKey, salt: localSalt, direction: .outbound,
+                        allowRepeatTransmit: allowRepeatTransmit)
+    }
+
+    /// A libsrtp session that unprotects what the peer sends.
+    public func inboundSession() throws -> SRTPSession {
+        try SRTPSession(profile: profile, key: remoteKey, salt: remoteSalt, direction: .inbound)
+    }
+}
+
+/// libsrtp's version string (the tests check that the oracle is libsrtp2).
+public enum LibSRTP {
+    public static var version: String { String(cString: srtp_get_version_string()) }
 }
