@@ -76,6 +76,24 @@ public struct ByteWriter: Sendable {
         bytes.reserveCapacity(capacity)
     }
 
+    /// Writes into `buffer`'s storage from its start (what it held is dropped): a
+    /// `BufferPool`'s buffer, moved in so that it stays singly referenced and no copy is
+    /// made; no allocation while `capacity` bytes fit its storage (issue 19).
+    public init(reusing buffer: consuming [UInt8], capacity: Int) {
+        // `consume`: without it the parameter keeps its reference to the end of the call,
+        // so the storage is shared when emptied below and a new one is made (measured).
+        bytes = consume buffer
+        bytes.removeAll(keepingCapacity: true)
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// The bytes written, moved out: the writer is left empty.
+    public mutating func take() -> [UInt8] {
+        var out: [UInt8] = []
+        swap(&out, &bytes)
+        return out
+    }
+
     public var count: Int { bytes.count }
 
     public mutating func u8(_ v: UInt8) { bytes.append(v) }

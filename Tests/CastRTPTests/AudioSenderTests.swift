@@ -192,6 +192,42 @@ import CastCore
 }
 
 /// The sender keeps the one sans-IO contract (`SansIO` in CastCore).
+/// Audio datagrams built in buffers given back after sending (issue 19).
+@Suite struct AudioSenderBufferPoolTests {
+    /// Two senders alike, one of which gets every datagram back: the same bytes (packets
+    /// and reports), and after the first turn no buffer is made for any datagram.
+    @Test func recycledBuffersCarryLaterPacketsWithTheSameBytes() throws {
+        let base = AudioSenderTests()
+        var plain = try base.sender(), pooled = try base.sender()
+        var made = 0
+        var free: [UnsafeRawPointer?] = []   // what the pool holds, in its order
+        for i in 0..<120 {
+            let now = ms(Int64(i) * 20)
+            let frame = EncodedAudioFrame(opus: [0xfc] + Array(repeating: UInt8(i), count: 60 + i), samples: 960,
+                                          captureTime: now, level: UInt8(i % 128))
+            plain.handle(.frame(frame, transportSequenceNumber: UInt16(i)), now: now)
+            pooled.handle(.frame(frame, transportSequenceNumber: UInt16(i)), now: now)
+            let a = base.drain(&plain, now: now).outputs, b = base.drain(&pooled, now: now).outputs
+            #expect(a == b && !a.isEmpty)
+            let sent = b.compactMap { o -> [UInt8]? in
+                switch o { case .transmit(.rtp(let bytes)), .transmit(.rtcp(let bytes)): return bytes; default: return nil }
+            }
+            // Each built in the storage the pool gave out (last given back, first taken; still
+            // alive there when taken, so a copy could not land at its address by chance).
+            if i > 0 { for bytes in sent { #expect(bytes.withUnsafeBytes { $0.baseAddress } == free.popLast()) } }
+            for bytes in sent {
+                free.append(bytes.withUnsafeBytes { $0.baseAddress })
+                pooled.recycle(bytes)
+            }
+            if i == 0 { made = pooled.bufferCounts.made }
+        }
+        // SRs at 0, 1 and 2 s; the first turn made the packet's and the SR's buffers, and
+        // the 119 packets and 2 SRs after it were built in them.
+        #expect(pooled.statistics.senderReportsSent == 3 && made == 2)
+        #expect(pooled.bufferCounts.made == made && pooled.bufferCounts.reused == 119 + 2)
+    }
+}
+
 @Suite struct AudioSenderContractTests {
     @Test func outputsInDecisionOrderThenOnlyTheReportDeadlineIsLeft() throws {
         var s = try AudioSenderTests().sender()

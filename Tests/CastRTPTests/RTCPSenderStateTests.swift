@@ -81,3 +81,34 @@ import CastCore
         #expect(t.estimate(unknown) == nil)
     }
 }
+
+/// The SR + SDES compound written straight into a reused buffer (issue 19).
+@Suite struct RTCPSenderStateCompoundTests {
+    @Test func theCompoundWrittenInPlaceIsTheSerialisedOneInTheGivenStorage() throws {
+        let offset = Duration.seconds(1_700_000_000)
+        var a = RTCPSenderState(ssrc: 0x1111, cname: "castd-cname-0123", wallclockOffset: offset)
+        var b = a
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(512)
+        buffer.append(contentsOf: [0xee, 0xee])   // what a sent datagram left: overwritten
+        let storage = buffer.withUnsafeBytes { $0.baseAddress }
+        #expect(!b.isReportDue(now: ms(0)))
+        #expect(b.pollCompound(now: ms(0), into: []) == nil)
+        for s in [0, 1] {
+            for k in 0..<3 {
+                a.packetSent(payloadLength: 900 + k, rtpTimestamp: UInt32(3000 * s), captureTime: ms(Int64(s) * 1000), now: ms(Int64(s) * 1000 + 5))
+                b.packetSent(payloadLength: 900 + k, rtpTimestamp: UInt32(3000 * s), captureTime: ms(Int64(s) * 1000), now: ms(Int64(s) * 1000 + 5))
+            }
+            let now = ms(Int64(s) * 1000 + 5)
+            #expect(b.isReportDue(now: now))
+            let polled = a.poll(now: now)
+            let expected = try RTCPCompound.serialize(try #require(polled))
+            let compound = b.pollCompound(now: now, into: consume buffer)   // moved in, as from a pool
+            let written = try #require(compound)
+            #expect(written == expected)
+            #expect(!b.isReportDue(now: now) && a.nextReportAt == b.nextReportAt)
+            #expect(written.withUnsafeBytes { $0.baseAddress } == storage)
+            buffer = written
+        }
+    }
+}

@@ -265,3 +265,79 @@ import CastCore
         #expect(s.statistics.packetsSent == 4 && s.statistics.senderReportsSent == 1)
     }
 }
+
+/// Datagram buffers given back after sending (issue 19's pool).
+@Suite struct VideoSenderBufferPoolTests {
+    static func bytes(_ d: VideoSender.Datagram) -> [UInt8] {
+        switch d { case .rtp(let b), .rtcp(let b): return b }
+    }
+
+    static func address(_ b: [UInt8]) -> UnsafeRawPointer? { b.withUnsafeBytes { $0.baseAddress } }
+
+    static func accessUnit(_ i: Int, _ base: VideoSenderTests) -> [UInt8] {
+        i % 6 == 0 ? base.keyframe(size: 6000) : [0, 0, 0, 1, 0x41] + Array(repeating: UInt8(i), count: 2500)
+    }
+
+    /// Twelve frames (keyframes and P-frames, an SR among them) from two senders alike, one
+    /// of which gets every datagram back as the driver gives it: the same bytes on the wire,
+    /// and after the first frame every datagram of the recycling one is built in the very
+    /// storage the pool gives out (last given back, first taken). The buffer is still alive
+    /// in the pool when it is taken, so a copy could not land at its address by chance.
+    @Test func recycledBuffersCarryLaterDatagramsWithTheSameBytes() throws {
+        let base = VideoSenderTests()
+        var plain = try base.sender(), pooled = try base.sender()
+        var free: [UnsafeRawPointer?] = []   // what the pool holds, in its order
+        var madeAfterFirstFrame = 0, checked = 0
+        for i in 0..<12 {
+            let t = ms(Int64(i) * 33)
+            plain.handle(.accessUnit(Self.accessUnit(i, base), captureTime: t), now: t)
+            pooled.handle(.accessUnit(Self.accessUnit(i, base), captureTime: t), now: t)
+            let a = plain.datagrams(at: t).map(Self.bytes)
+            var b = pooled.datagrams(at: t).map(Self.bytes)
+            #expect(a == b)
+            #expect(!b.isEmpty)
+            if i > 0 {
+                for d in b {
+                    #expect(Self.address(d) == free.popLast(), "datagram \(checked) of frame \(i) not in the pooled storage")
+                    checked += 1
+                }
+            }
+            // Given back one by one, moved out of the list (as the driver's `sendto` lets go).
+            while let bytes = b.popLast() {
+                free.append(Self.address(bytes))
+                pooled.recycle(bytes)
+            }
+            if i == 0 { madeAfterFirstFrame = pooled.bufferCounts.made }
+        }
+        #expect(pooled.bufferCounts.made == madeAfterFirstFrame)
+        #expect(pooled.bufferCounts.reused == checked && checked > 30)
+        #expect(plain.bufferCounts.reused == 0)
+    }
+
+    /// Bytes given back while something else still holds them (a socket that queued them)
+    /// are never written through: the next packets get storage of their own.
+    @Test func aBufferStillHeldElsewhereIsNotWrittenThrough() throws {
+        let base = VideoSenderTests()
+        var s = try base.sender()
+        s.handle(.accessUnit(base.keyframe(size: 6000), captureTime: ms(0)), now: ms(0))
+        var held = s.datagrams(at: ms(0)).map(Self.bytes)
+        let copies = held.map { $0.map { $0 } }   // what they held, in storage of their own
+        for b in held { s.recycle(b) }   // given back, but `held` keeps every one
+        s.handle(.accessUnit([0, 0, 0, 1, 0x41] + Array(repeating: 0x77, count: 6000), captureTime: ms(33)), now: ms(33))
+        let next = s.datagrams(at: ms(33)).map(Self.bytes)
+        #expect(next.count >= 5 && s.bufferCounts.reused == next.count)
+        #expect(held == copies)
+        let heldStorage = Set(held.compactMap(Self.address))
+        #expect(next.allSatisfy { !heldStorage.contains(Self.address($0)!) })
+        held.removeAll()
+    }
+
+    /// The pool keeps at most its bound, and no buffer too small for a packet.
+    @Test func thePoolIsBounded() throws {
+        var s = try VideoSenderTests().sender()
+        #expect(!s.wantsBuffer(capacity: 100))
+        let size = s.configuration.mtu + s.configuration.trailerCapacity
+        for _ in 0..<64 { s.recycle([UInt8](repeating: 0, count: size)) }
+        #expect(!s.wantsBuffer(capacity: size))
+    }
+}

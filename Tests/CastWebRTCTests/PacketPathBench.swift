@@ -81,7 +81,8 @@ final class PacketPathRig {
         }
     }
 
-    /// What `DatagramDriver.flush` does, with the receiver answering ICE's consent checks.
+    /// What `DatagramDriver.flush` does (each RTP or RTCP datagram's bytes given back to the
+    /// session after `sendto`), with the receiver answering ICE's consent checks.
     private func flush(send: Bool) {
         let h = harness
         var progress = true
@@ -96,6 +97,7 @@ final class PacketPathRig {
                 case .rtpOrRtcp:
                     if t.bytes.count > 1, !(192...223).contains(t.bytes[1]) { rtpPackets += 1 }
                     if send { sendToSink(t.bytes) }
+                    h.session.recycle(t.bytes)   // as the driver gives the bytes back after `sendto`
                 default: break
                 }
             }

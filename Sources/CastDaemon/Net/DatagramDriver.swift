@@ -112,6 +112,10 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
                     continue
                 }
                 if !s.send(t.bytes, to: t.to) { sendFailures += 1 }
+                // Sent (or not): the core may build a later datagram in these bytes (issue 19).
+                // The output lets go of them at the end of this turn of the loop, before the
+                // core next writes; a socket that queued them keeps its own copy's bytes.
+                core.recycle(t.bytes)
             case .event(let e):
                 onEvent?(e)
             }

@@ -15,7 +15,12 @@ extension RTPExtensionValue {
     ///
     /// V: voice activity; level: 0…127, the level in −dBov (127 is silence or quieter).
     public static func audioLevel(minusDBov level: UInt8, voiceActivity: Bool) -> [UInt8] {
-        [(voiceActivity ? 0x80 : 0) | min(level, 127)]
+        [audioLevelValue(minusDBov: level, voiceActivity: voiceActivity)]
+    }
+
+    /// The same byte as a value (the send path stamps it without an array, issue 19).
+    public static func audioLevelValue(minusDBov level: UInt8, voiceActivity: Bool) -> UInt8 {
+        (voiceActivity ? 0x80 : 0) | min(level, 127)
     }
 
     /// The level of a frame of float samples (full scale ±1) in −dBov, 0…127

@@ -67,15 +67,20 @@ public struct AudioSender: Sendable, SansIO {
         public var reportInterval: Duration
         /// Unix time at monotonic zero: the value `VideoSender.Configuration.wallclockOffset` holds.
         public var wallclockOffset: Duration
+        /// Spare capacity each datagram is built with, so that SRTP appends its trailer in
+        /// place (`SRTPProtector.trailerCapacity`; issue 19).
+        public var trailerCapacity: Int
 
         public init(payloadType: UInt8, cname: String, extensionIDs: ExtensionIDs = ExtensionIDs(),
-                    srtpOverhead: Int = 16, reportInterval: Duration = .seconds(1), wallclockOffset: Duration) {
+                    srtpOverhead: Int = 16, reportInterval: Duration = .seconds(1), wallclockOffset: Duration,
+                    trailerCapacity: Int = 0) {
             self.payloadType = payloadType
             self.cname = cname
             self.extensionIDs = extensionIDs
             self.srtpOverhead = srtpOverhead
             self.reportInterval = reportInterval
             self.wallclockOffset = wallclockOffset
+            self.trailerCapacity = max(0, trailerCapacity)
         }
     }
 
@@ -115,6 +120,12 @@ public struct AudioSender: Sendable, SansIO {
     private var packetizer: OpusPacketizer
     private var reports: RTCPSenderState
     private var outputs = OutputQueue<Output>()
+    /// Buffers of sent datagrams given back by the owner (`recycle`), for later packets
+    /// and reports: no allocation per packet in steady state (issue 19).
+    private var buffers: BufferPool
+    /// What a pooled buffer holds: a 20 ms Opus frame at up to ~100 kbit/s with its
+    /// header, extensions and SRTP's trailer (a larger frame grows its buffer once).
+    static let bufferBytes = 320
 
     public var ssrc: UInt32 { packetizer.ssrc }
 
@@ -132,12 +143,13 @@ public struct AudioSender: Sendable, SansIO {
                                         initialSequenceNumber: initialSequenceNumber, initialTimestamp: initialTimestamp)
         reports = RTCPSenderState(ssrc: ssrc, cname: configuration.cname, interval: configuration.reportInterval,
                                   wallclockOffset: configuration.wallclockOffset, clockRate: OpusPacketizer.clockRate)
+        buffers = BufferPool(limit: 8, minimumCapacity: Self.bufferBytes + configuration.trailerCapacity)
     }
 
     /// Bytes the RTP packet of `frame` takes on the wire, SRTP tag included:
     /// the size to register its transport-wide sequence number under.
     public func packetSize(of frame: EncodedAudioFrame) -> Int {
-        let ext = extensionBlock(transportSequence: 0, level: frame.level)?.encodedLength ?? 0
+        let ext = extensions(transportSequence: 0, level: frame.level).encodedLength
         return RTPHeader.fixedLength + ext + frame.opus.count + configuration.srtpOverhead
     }
 
@@ -157,11 +169,22 @@ public struct AudioSender: Sendable, SansIO {
 
     /// A sender report when one is due (calling it early or twice is harmless).
     public mutating func handleTimeout(now: Instant) {
-        if let compound = reports.poll(now: now), let bytes = try? RTCPCompound.serialize(compound) {
+        if reports.isReportDue(now: now), let bytes = reports.pollCompound(now: now, into: buffers.take()) {
             statistics.senderReportsSent += 1
             outputs.push(.transmit(.rtcp(bytes)))
         }
     }
+
+    /// A datagram's bytes back once they are sent: later packets are built in them (bytes
+    /// still referenced elsewhere get storage of their own first, copy on write). Too small
+    /// a buffer, or one past the pool's bound, is let go.
+    public mutating func recycle(_ bytes: consuming [UInt8]) { buffers.give(consume bytes) }
+
+    /// Whether `recycle` would keep a buffer of `capacity` bytes now.
+    public func wantsBuffer(capacity: Int) -> Bool { buffers.accepts(capacity: capacity) }
+
+    /// Datagram buffers reused from `recycle`, and ones made new (tests).
+    public var bufferCounts: (reused: Int, made: Int) { (buffers.reused, buffers.made) }
 
     /// The next output, datagrams and events in the order they were decided; nil when drained.
     public mutating func poll() -> Output? { outputs.pop() }
@@ -183,10 +206,12 @@ public struct AudioSender: Sendable, SansIO {
         if configuration.extensionIDs.transportCC != nil, transportSequence == nil {
             throw CastError(.usage, "transport-cc is negotiated: each audio frame needs its transport-wide sequence number")
         }
-        var packet = try packetizer.packetize(frame.opus, samples: frame.samples, skippedBefore: frame.skippedBefore)
-        packet.header.extensions = extensionBlock(transportSequence: transportSequence, level: frame.level)
-        let bytes = try packet.serialize()
-        reports.packetSent(payloadLength: packet.payload.count, rtpTimestamp: packet.header.timestamp,
+        let packet = try packetizer.packetize(frame.opus, samples: frame.samples, skippedBefore: frame.skippedBefore)
+        // Extensions stamped inline, the packet written into a pooled buffer with room for
+        // SRTP's trailer: no allocation in steady state (issue 19).
+        let bytes = try packet.serialize(extensions: extensions(transportSequence: transportSequence, level: frame.level),
+                                         trailerCapacity: configuration.trailerCapacity, into: buffers.take())
+        reports.packetSent(payloadLength: packet.payloadLength, rtpTimestamp: packet.header.timestamp,
                            captureTime: frame.captureTime, now: now)
         statistics.framesSent += 1
         statistics.bytesSent += bytes.count
@@ -194,20 +219,18 @@ public struct AudioSender: Sendable, SansIO {
         outputs.push(.transmit(.rtp(bytes)))
     }
 
-    /// The extension block for the negotiated extensions (nil when none). The
-    /// audio level is sent only when the frame has one.
-    private func extensionBlock(transportSequence: UInt16?, level: UInt8?) -> RTPExtensionBlock? {
+    /// The negotiated extensions' elements, inline (empty when none). The audio level is
+    /// sent only when the frame has one.
+    private func extensions(transportSequence: UInt16?, level: UInt8?) -> RTPInlineExtensions {
         let ids = configuration.extensionIDs
-        var elements: [RTPHeaderExtension] = []
-        if let id = ids.transportCC, let seq = transportSequence {
-            elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.transportSequence(seq)))
-        }
+        var stamps = RTPInlineExtensions()
+        if let id = ids.transportCC, let seq = transportSequence { stamps.append(id: id, value: UInt32(seq), length: 2) }
         if let id = ids.audioLevel, let level {
             // Voice activity: anything above −127 dBov is "sound" for desktop audio.
-            elements.append(RTPHeaderExtension(id: id, data: RTPExtensionValue.audioLevel(minusDBov: level,
-                                                                                          voiceActivity: level < 127)))
+            let v = RTPExtensionValue.audioLevelValue(minusDBov: level, voiceActivity: level < 127)
+            stamps.append(id: id, value: UInt32(v), length: 1)
         }
-        return elements.isEmpty ? nil : RTPExtensionBlock.best(for: elements)
+        return stamps
     }
 
     private mutating func handleRTCP(_ bytes: [UInt8], now: Instant) {

@@ -14,36 +14,39 @@ public enum RTCPPacket: Equatable, Sendable {
     /// A packet type or feedback format castd does not interpret (kept, not an error).
     case unknown(packetType: UInt8, count: UInt8, body: [UInt8])
 
-    private var body: (any RTCPBody)? {
-        switch self {
-        case .senderReport(let p): return p
-        case .receiverReport(let p): return p
-        case .sourceDescription(let p): return p
-        case .goodbye(let p): return p
-        case .nack(let p): return p
-        case .transportCC(let p): return p
-        case .pictureLoss(let p): return p
-        case .fullIntraRequest(let p): return p
-        case .remb(let p): return p
-        case .unknown: return nil
-        }
-    }
-
     func write(into w: inout ByteWriter) throws {
-        let start = w.count
-        let type: UInt8, count: UInt8
-        if let b = body {
-            type = Swift.type(of: b).packetType
-            count = b.countField
-            w.u8(2 << 6 | count); w.u8(type); w.u16(0)
-            try b.writeBody(into: &w)
-        } else if case .unknown(let t, let c, let bytes) = self {
+        // Each kind through the generic writer, not an existential (`any RTCPBody` boxes a
+        // sender report on the heap: an allocation per report, issue 19).
+        switch self {
+        case .senderReport(let p): try Self.write(p, into: &w)
+        case .receiverReport(let p): try Self.write(p, into: &w)
+        case .sourceDescription(let p): try Self.write(p, into: &w)
+        case .goodbye(let p): try Self.write(p, into: &w)
+        case .nack(let p): try Self.write(p, into: &w)
+        case .transportCC(let p): try Self.write(p, into: &w)
+        case .pictureLoss(let p): try Self.write(p, into: &w)
+        case .fullIntraRequest(let p): try Self.write(p, into: &w)
+        case .remb(let p): try Self.write(p, into: &w)
+        case .unknown(let t, let c, let bytes):
             guard c < 32 else { throw CastError(.usage, "RTCP count \(c) does not fit 5 bits") }
+            let start = w.count
             w.u8(2 << 6 | c); w.u8(t); w.u16(0)
             w.append(bytes)
             let used = w.count - start
             if used % 4 != 0 { w.zeros(4 - used % 4) }
+            try Self.setLength(from: start, in: &w)
         }
+    }
+
+    /// One packet of a known kind: header, body, and its length in 32-bit words less one.
+    static func write<Body: RTCPBody>(_ body: Body, into w: inout ByteWriter) throws {
+        let start = w.count
+        w.u8(2 << 6 | body.countField); w.u8(Body.packetType); w.u16(0)
+        try body.writeBody(into: &w)
+        try setLength(from: start, in: &w)
+    }
+
+    private static func setLength(from start: Int, in w: inout ByteWriter) throws {
         let words = (w.count - start) / 4 - 1
         guard words <= Int(UInt16.max) else { throw CastError(.usage, "RTCP packet too long (\(w.count - start) bytes)") }
         w.set16(UInt16(words), at: start + 2)

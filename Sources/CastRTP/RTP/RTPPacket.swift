@@ -58,15 +58,18 @@ public struct RTPPacket: Sendable {
     /// The wire bytes with `extensions` in place of `header.extensions`, in one buffer
     /// with `trailerCapacity` bytes of spare capacity after them, so that SRTP can
     /// append its tag in place (`SRTPProtector.trailerCapacity`): the one allocation of
-    /// a packet on the send path.
-    public func serialize(extensions: RTPInlineExtensions, trailerCapacity: Int) throws -> [UInt8] {
+    /// a packet on the send path. Built in `buffer`'s storage when it has the room and
+    /// nothing else references it (a `BufferPool`'s, given back after an earlier packet
+    /// was sent, and moved in here): then no allocation at all (issue 19).
+    public func serialize(extensions: RTPInlineExtensions, trailerCapacity: Int,
+                          into buffer: consuming [UInt8] = []) throws -> [UInt8] {
         var h = header
         h.extensions = nil
         let length = h.encodedLength + extensions.encodedLength + payloadLength + Int(paddingLength)
-        var w = ByteWriter(capacity: length + max(0, trailerCapacity))
+        var w = ByteWriter(reusing: consume buffer, capacity: length + max(0, trailerCapacity))
         try h.write(into: &w, padding: paddingLength > 0, inlineExtensions: extensions.isEmpty ? nil : extensions)
         writeBody(into: &w)
-        return w.bytes
+        return w.take()
     }
 
     private func writeBody(into w: inout ByteWriter) {

@@ -35,6 +35,8 @@ public struct RTCPSenderState: Sendable {
     private var lastCaptureTime: Instant?
     /// Compact NTP of recent SRs and when they left, to match LSR (§6.4.1).
     private var sentReports: [(compact: UInt32, at: Instant)] = []
+    /// The SDES CNAME that follows each SR, built once (issue 19: not a new one per report).
+    private let sourceDescription: SourceDescription
 
     public init(ssrc: UInt32, cname: String, interval: Duration = .seconds(1), wallclockOffset: Duration,
                 clockRate: UInt32 = RTPConstants.videoClockRate) {
@@ -43,6 +45,8 @@ public struct RTCPSenderState: Sendable {
         self.interval = interval
         self.wallclockOffset = wallclockOffset
         self.clockRate = clockRate
+        sourceDescription = SourceDescription(ssrc: ssrc, cname: cname)
+        sentReports.reserveCapacity(17)
     }
 
     /// Counts a packet sent on our SSRC; the first one makes an SR due at once.
@@ -64,16 +68,40 @@ public struct RTCPSenderState: Sendable {
         return lastRTPTimestamp &+ RTPClock.ticks(nanoseconds: now.nanoseconds &- origin.nanoseconds, rate: clockRate)
     }
 
+    /// Whether an SR is due at `now` (`poll` and `pollCompound` give one).
+    public func isReportDue(now: Instant) -> Bool {
+        guard let due = nextReportAt else { return false }
+        return now >= due
+    }
+
     /// The SR + SDES compound due at `now`, if one is due.
     public mutating func poll(now: Instant) -> [RTCPPacket]? {
+        guard let sr = nextReport(now: now) else { return nil }
+        return [.senderReport(sr), .sourceDescription(sourceDescription)]
+    }
+
+    /// The same compound as `poll`, written straight into `buffer`'s storage (moved in, a
+    /// `BufferPool`'s: no array of packets and no new SDES, so no allocation while the
+    /// buffer has `capacity` bytes and nothing else references it; issue 19). nil, and the
+    /// buffer let go, when no report is due: ask `isReportDue` first to keep it.
+    public mutating func pollCompound(now: Instant, into buffer: consuming [UInt8], capacity: Int = 128) -> [UInt8]? {
+        guard let sr = nextReport(now: now) else { return nil }
+        var w = ByteWriter(reusing: consume buffer, capacity: capacity)
+        // Neither can throw: no report blocks, and a CNAME of ours (RFC 7022: 16 characters).
+        guard (try? RTCPPacket.write(sr, into: &w)) != nil, (try? RTCPPacket.write(sourceDescription, into: &w)) != nil
+        else { return nil }
+        return w.take()
+    }
+
+    /// The SR due at `now`, remembered for RTT; nil when none is due.
+    private mutating func nextReport(now: Instant) -> SenderReport? {
         guard let due = nextReportAt, now >= due else { return nil }
         nextReportAt = max(due + interval, now)
         let ntp = NTPTime(now, wallclockOffset: wallclockOffset)
         sentReports.append((ntp.compact, now))
         if sentReports.count > 16 { sentReports.removeFirst() }
-        let sr = SenderReport(ssrc: ssrc, ntpTime: ntp, rtpTimestamp: rtpTimestamp(at: now),
-                              packetCount: packetCount, octetCount: octetCount)
-        return [.senderReport(sr), .sourceDescription(SourceDescription(ssrc: ssrc, cname: cname))]
+        return SenderReport(ssrc: ssrc, ntpTime: ntp, rtpTimestamp: rtpTimestamp(at: now),
+                            packetCount: packetCount, octetCount: octetCount)
     }
 
     /// Reads a report block about our SSRC (§6.4.1); RTT = A − LSR − DLSR, with

@@ -244,6 +244,10 @@ public struct VideoSender: Sendable, SansIO {
     public private(set) var statistics = Statistics()
     private var rtx: RTXEncoder?
     private var history: PacketHistory
+    /// Buffers of sent datagrams given back by the owner (`recycle`): later packets and
+    /// reports are built in them, so that in steady state a datagram costs no allocation
+    /// (issue 19).
+    private var buffers: BufferPool
     private var pacer: Pacer<PacedPacket>
     private var reports: RTCPSenderState
     private var keyframes: KeyframeRequestLimiter
@@ -307,6 +311,7 @@ public struct VideoSender: Sendable, SansIO {
                              initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random))
         }
         history = PacketHistory(limits: configuration.history)
+        buffers = BufferPool(minimumCapacity: configuration.mtu + configuration.trailerCapacity)
         pacer = Pacer(configuration: configuration.pacer)
         reports = RTCPSenderState(ssrc: packetizer.ssrc, cname: configuration.cname,
                                   interval: configuration.reportInterval,
@@ -431,11 +436,23 @@ public struct VideoSender: Sendable, SansIO {
             }
         }
         sendProbe(now: now)
-        if let compound = reports.poll(now: now), let bytes = try? RTCPCompound.serialize(compound) {
+        if reports.isReportDue(now: now), let bytes = reports.pollCompound(now: now, into: buffers.take()) {
             statistics.senderReportsSent += 1
             outputs.push(.transmit(.rtcp(bytes)))
         }
     }
+
+    /// A datagram's bytes back once they are sent (or dropped): later packets are built in
+    /// them. Bytes still referenced elsewhere are harmless here (the packet built in them
+    /// then gets storage of its own, copy on write), so giving back is never a use after
+    /// return. Too small a buffer, or one past the pool's bound, is let go.
+    public mutating func recycle(_ bytes: consuming [UInt8]) { buffers.give(consume bytes) }
+
+    /// Whether `recycle` would keep a buffer of `capacity` bytes now.
+    public func wantsBuffer(capacity: Int) -> Bool { buffers.accepts(capacity: capacity) }
+
+    /// Datagram buffers reused from `recycle`, and ones made new (tests, the bench).
+    public var bufferCounts: (reused: Int, made: Int) { (buffers.reused, buffers.made) }
 
     /// When `handleTimeout` should be called next (nil: only when new input arrives).
     public func nextDeadline() -> Instant? {
@@ -488,7 +505,8 @@ public struct VideoSender: Sendable, SansIO {
             let d = configuration.playoutDelay
             stamps.append(id: id, value: RTPExtensionValue.playoutDelayValue(minimum: d.minimum, maximum: d.maximum), length: 3)
         }
-        guard let bytes = try? packet.serialize(extensions: stamps, trailerCapacity: configuration.trailerCapacity)
+        guard let bytes = try? packet.serialize(extensions: stamps, trailerCapacity: configuration.trailerCapacity,
+                                                into: buffers.take())
         else { return nil }
         estimator.handle(.packetSent(transportSequenceNumber: transportSeq, size: bytes.count + configuration.srtpOverhead,
                                      probeCluster: probeCluster), now: now)

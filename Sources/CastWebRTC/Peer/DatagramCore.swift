@@ -37,4 +37,13 @@ extension DatagramOutput: Equatable where Event: Equatable {}
 /// The driver carries out `.transmit` itself and hands `.event` to its owner.
 public protocol DatagramCore: SansIO where Input == DatagramInput, Output == DatagramOutput<Event> {
     associatedtype Event
+    /// A transmit's bytes after `sendto` (sent or not): the core may build a later datagram
+    /// in them (a `BufferPool`, issue 19). The shell gives them back moved, keeping no
+    /// reference; one it kept anyway would only cost the core a copy, never its bytes.
+    mutating func recycle(_ bytes: consuming [UInt8])
+}
+
+extension DatagramCore {
+    /// Cores that pool no buffers let them go.
+    public mutating func recycle(_ bytes: consuming [UInt8]) {}
 }

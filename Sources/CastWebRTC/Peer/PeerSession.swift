@@ -274,7 +274,8 @@ public final class PeerSession {
             var rng = SeededRandom(seed: senderSeed ^ 0xA0D1_0A0D_10A0_D10A)
             audio = try AudioSender(configuration: .init(payloadType: na.payloadType, cname: cname,
                                                          extensionIDs: .init(transportCC: tcc),
-                                                         wallclockOffset: configuration.wallclockOffset),
+                                                         wallclockOffset: configuration.wallclockOffset,
+                                                         trailerCapacity: SRTPProtector.trailerCapacity),
                                     ssrc: ssrc, random: &rng)
         }
         answer = a
@@ -336,7 +337,9 @@ public final class PeerSession {
     /// estimator counts it. Dropped and counted when the connection is not up or the
     /// receiver did not take audio.
     public func sendAudio(_ frame: EncodedAudioFrame, now: Instant) {
-        guard mediaFlows, var a = audio else { counters.audioFramesDropped += 1; return }
+        // Taken out, not copied: a copy beside the stored one would share its buffers and
+        // queue, and each change would copy them (issue 19).
+        guard mediaFlows, var a = audio.take() else { counters.audioFramesDropped += 1; return }
         let size = a.packetSize(of: frame)
         let seq = a.configuration.extensionIDs.transportCC == nil ? nil : video.registerCompanionPacket(size: size, now: now)
         let sent = a.statistics.framesSent
@@ -609,7 +612,7 @@ public final class PeerSession {
     /// Drains the audio sender (its RTP at once, its sender reports when due, its
     /// receiver reports into the loss plan) until only its deadline is left.
     private func pumpAudio(now: Instant) {
-        guard var a = audio else { return }
+        guard var a = audio.take() else { return }   // moved out and back: no copy
         a.handleTimeout(now: now)   // a sender report when one is due (early is harmless)
         loop: while true {
             switch a.poll() {
@@ -653,7 +656,7 @@ public final class PeerSession {
     private func handleRTCP(_ protected: [UInt8], now: Instant) {
         guard let srtp = inbound else { return }
         guard let plain = try? srtp.unprotectRTCP(protected) else { counters.srtpErrors += 1; return }
-        if var a = audio {
+        if var a = audio.take() {
             a.handle(.rtcp(plain), now: now)   // its report blocks feed the loss plan
             audio = a
             pumpAudio(now: now)
@@ -727,6 +730,17 @@ extension PeerSession: DatagramCore {
         let o = outputs.pop()
         if case .transmit? = o { counters.datagramsOut += 1 }
         return o
+    }
+
+    /// A sent datagram's bytes back from the driver: the senders build later packets in
+    /// them (issue 19). Packet-sized buffers go to video, small ones to audio; others go.
+    public func recycle(_ bytes: consuming [UInt8]) {
+        let capacity = bytes.capacity
+        if video.wantsBuffer(capacity: capacity) {
+            video.recycle(consume bytes)
+        } else if audio?.wantsBuffer(capacity: capacity) == true {
+            audio?.recycle(consume bytes)
+        }
     }
 
     public func nextDeadline() -> Instant? {
