@@ -83,6 +83,16 @@ class PipeWireAudioRig(PrivateSession):
             await asyncio.sleep(0.1)
         else:
             raise AssertionError(f"pw-cli could not create the sink: {r.stdout!r} {r.stderr!r}")
+        # The node exists now, but a stream finds it only once WirePlumber has made it the
+        # default sink: a castd started before that failed with "no node available" (CI).
+        for _ in range(100):
+            m = subprocess.run(["pw-metadata", "-n", "default", "0", "default.audio.sink"], env=self.spawn_env(),
+                               capture_output=True, timeout=10)
+            if b"castd-test-sink" in m.stdout:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"WirePlumber did not make the sink the default: {m.stdout!r} {m.stderr!r}")
         return self
 
     def play(self, wav: pathlib.Path) -> subprocess.Popen:
