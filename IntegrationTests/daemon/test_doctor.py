@@ -71,10 +71,9 @@ async def test_doctor_with_an_audio_sink_reports_it_and_exits_cleanly():
     for rc, out, err in runs:
         assert rc == 0 and "malloc" not in err and "crashed" not in err, (rc, err[-2000:])
     assert all(json.loads(out)["audio"]["available"] is True for _, out, _ in runs[1::2])
-    # Every text run finds a PipeWire monitor, and a run after the first names the sink. The
-    # first run right after the rig's start has twice lacked the sink's name (once in CI, once
-    # in 17 local runs; the line itself was not kept: the messages below now show it). Not
-    # understood yet: the name comes from WirePlumber's metadata, perhaps not there so early.
+    # Every text run finds a PipeWire monitor, and a run after the first names the sink. (The
+    # first run once said "no node available": the rig returned before WirePlumber had made
+    # its sink the default; `PipeWireAudioRig.start` now waits for that.)
     audio = [next((l.strip() for l in out.splitlines() if l.strip().startswith("audio:")), "") for _, out, _ in runs[0::2]]
     assert all(a.startswith("audio: PipeWire, the monitor of ") for a in audio), audio
     assert any('the monitor of "doctor test sink", 48 kHz stereo F32' in a for a in audio[1:]), audio
