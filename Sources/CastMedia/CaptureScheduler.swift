@@ -17,7 +17,10 @@ import CastCore
 /// change instead (expected one cadence after the last, at most `maxHold` away; the
 /// cadence is the median of the last gaps between changes, when half of them agree with it), so the picture
 /// is read right after it was drawn. What a wait takes from the interval is given back by
-/// the next one: the frame rate stays what it was, only the phase moves. A source about as
+/// the next one: the frame rate stays what it was, only the phase moves. A change that does
+/// not come within its slack (a third of the cadence) ends the wait (two such in a row, or a
+/// pause of two intervals, and the cadence is forgotten); keyframes and refreshes never wait.
+/// A source about as
 /// fast as the frame rate (a 30 Hz animation: its cadence at most `pullCadenceTolerance`
 /// shorter than the interval) whose next change is more than half an interval away is not
 /// waited for (that would lose a frame); its pending change is read, and the next interval
@@ -31,8 +34,7 @@ import CastCore
 /// interval longer by the thread's wake-up delay, so a 30 Hz screen read at 30 fps slipped
 /// behind its changes until one was lost (28.1 of a 30 Hz painter's frames a second read with
 /// Firefox decoding on the same two cores); the frames' anchors are still at least an
-/// interval apart, so no second holds more frames than the rate. A change that does not come within its slack (a third of the cadence) ends the wait
-/// (two such in a row, or a pause of two intervals, and the cadence is forgotten); keyframes and refreshes never wait.
+/// interval apart, so no second holds more frames than the rate.
 ///
 /// The frame rate is the rate ladder's (30/20/15/10/5 fps, issue 14): it only
 /// sets the minimum interval, so a change still goes out at once when the last
