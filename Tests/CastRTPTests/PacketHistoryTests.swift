@@ -45,6 +45,29 @@ import CastCore
         #expect(h.byteCount == 200)
     }
 
+    /// The default bounds: at the 4 Mbit/s cap (1,200-byte packets every 2.4 ms) the bytes bite
+    /// first, at 600 kB, and a packet sent 1.1 s ago is still held (libwebrtc keeps 1 s at least);
+    /// at 1 Mbit/s the 3 s age bites first.
+    @Test func theDefaultsKeepOverASecondAtTheCapAndThreeSecondsBelowIt() {
+        func fill(everyMicroseconds step: Int64, for seconds: Int64) -> PacketHistory {
+            var h = PacketHistory()
+            var t: Int64 = 0
+            var seq: UInt16 = 0
+            while t <= seconds * 1_000_000 {
+                h.insert(packet(seq, size: 1200), sentAt: Instant(nanoseconds: t * 1000))
+                seq &+= 1
+                t += step
+            }
+            return h
+        }
+        let fast = fill(everyMicroseconds: 2400, for: 5)          // 4 Mbit/s
+        #expect(fast.byteCount <= 600_000 && fast.byteCount > 600_000 - 1200)
+        #expect(fast.count == 500)                                      // 500 packets: 1.2 s
+        let slow = fill(everyMicroseconds: 9600, for: 5)        // 1 Mbit/s
+        #expect(slow.byteCount < 600_000)
+        #expect(slow.count == 313)                                      // 3 s of 9.6 ms steps, both ends
+    }
+
     @Test func sequenceNumbersAcrossTheWrapAreDistinctKeys() {
         var h = PacketHistory()
         h.insert(packet(65535), sentAt: ms(0))

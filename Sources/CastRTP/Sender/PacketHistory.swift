@@ -11,8 +11,13 @@ public struct PacketHistory: Sendable {
         /// Issue 4 sized it for ~1 s of media; the age is 3 s because a receiver may NACK a
         /// lost retransmission again only when its next loss shows up (aiortc does), which at
         /// a screen's low packet rate can be more than a second later (Scripts/faults, 5–10 %
-        /// loss: 3–4 s freezes). Packets and bytes still bound it to ~1 s at ~16 Mbit/s.
-        public init(maxAge: Duration = .seconds(3), maxPackets: Int = 2048, maxBytes: Int = 2_000_000) {
+        /// loss: 3–4 s freezes). At a high rate the next loss comes within milliseconds, so the
+        /// bytes bound it instead: 600 kB is 1.2 s at the 4 Mbit/s cap, longer than libwebrtc's
+        /// sender keeps its packets (`RtpPacketHistory`: 1 s, or 3 RTTs when longer) and than
+        /// Chromium's or webrtcbin's receivers go on asking, and 3 s up to 1.6 Mbit/s. The
+        /// history holds its packets' access units, so this is also its share of castd's
+        /// memory (issue 19: 3 s at 4 Mbit/s kept 1.5 MB).
+        public init(maxAge: Duration = .seconds(3), maxPackets: Int = 2048, maxBytes: Int = 600_000) {
             self.maxAge = maxAge
             self.maxPackets = maxPackets
             self.maxBytes = maxBytes
