@@ -117,7 +117,13 @@ SCENARIOS = [
     ("10% loss, 40 ms RTT, 10 ms jitter", False, loss_scenario, ("10% loss, 40 ms RTT, 10 ms jitter", 60), {**LOSSY, "loss": 0.10}),
     ("5% burst loss (Gilbert–Elliott)", False, loss_scenario, ("5% burst loss (Gilbert–Elliott)", 60),
      {**LOSSY, "burst": "0.01,0.19"}),
-    ("5% loss, busy 1080p screen", False, loss_scenario, ("5% loss, busy 1080p screen", 60), {**LOSSY, "loss": 0.05, "busy": True}),
+    ("Chromium receiver, 5% loss, busy 1080p screen", False, chromium_loss, ("Chromium receiver, 5% loss, busy 1080p screen", 60),
+     {**LOSSY, "loss": 0.05, "busy": True}),
+    # aiortc with transport-cc, as Chromium answers: with its own Python REMB alone castd's loss bound
+    # cannot grow under 2–10 % loss (GCC holds it there, as libwebrtc does without transport-cc), so
+    # the cast stayed at its 1 Mbit/s start, 10 fps (README, Fault tests).
+    ("5% loss, busy 1080p screen", False, loss_scenario, ("5% loss, busy 1080p screen", 60),
+     {**LOSSY, "loss": 0.05, "busy": True, "twcc": True}),
     ("link cut 4 s", True, cut_short, (), {}),
     ("link cut 15 s", False, cut_medium, (), {}),
     ("link cut 60 s", False, cut_long, (), {}),

@@ -39,7 +39,8 @@ async def impaired_window(w: World, c: "Cast", seconds: float, impair: dict) -> 
                   router_lost(w) - lost0)
 
 
-async def loss_scenario(w: World, name: str, seconds: float, busy: bool = False, **impair) -> Result:
+async def loss_scenario(w: World, name: str, seconds: float, busy: bool = False, twcc: bool = False,
+                        **impair) -> Result:
     desc = ", ".join(f"{k}={v}" for k, v in impair.items())
     r = Result(name, "NACK/RTX and PLI recover: ≥ 24 fps delivered at 1080p30, no freeze over 1 s (issue 8 §1)")
     async with contextlib.AsyncExitStack() as stack:
@@ -47,7 +48,7 @@ async def loss_scenario(w: World, name: str, seconds: float, busy: bool = False,
         if busy:        # the benchmark's busy field: random 8×8 blocks scrolling every frame (~3.5 Mbit/s)
             from benchkit.screen import BenchScreen
             display = stack.enter_context(BenchScreen(1920, 1080, "busy", fps=30)).display
-        c = await stack.enter_async_context(casting(w, name, display=display))
+        c = await stack.enter_async_context(casting(w, name, display=display, twcc=twcc))
         win = await impaired_window(w, c, seconds, impair)
         rep, st = win.after, win.stats
         f = frame_figures(rep["frames"], win.t0, win.t1)
@@ -63,8 +64,9 @@ async def loss_scenario(w: World, name: str, seconds: float, busy: bool = False,
                             f"{figs['plis']} PLIs, ~{figs['kbit_s_sent']} kbit/s", **figs)
 
 
-async def chromium_loss(w: World, name: str, seconds: float, **impair) -> Result:
-    """The loss scenario with the real receiver pages in headless Chromium as the viewer."""
+async def chromium_loss(w: World, name: str, seconds: float, busy: bool = False, **impair) -> Result:
+    """The loss scenario with the real receiver pages in headless Chromium as the viewer (on the
+    benchmark's busy field with `busy`)."""
     from castkit.confine import read_counters
     desc = ", ".join(f"{k}={v}" for k, v in impair.items())
     r = Result(name, "NACK/RTX and PLI recover with Chromium's receiver pages as the viewer: ≥ 24 fps decoded at "
@@ -74,7 +76,12 @@ async def chromium_loss(w: World, name: str, seconds: float, **impair) -> Result
         raise RuntimeError(f"no off-machine guard for Chromium ({os.environ.get('FAULTS_GUARD_ERROR')})")
     root_ns = os.environ["FAULTS_ROOT_NETNS"]
     root0, inside0 = read_counters(table, root_ns), read_counters(table, w.ns_r)["run_any"]
-    async with casting(w, name, chromium=True) as c:
+    async with contextlib.AsyncExitStack() as stack:
+        display = None
+        if busy:
+            from benchkit.screen import BenchScreen
+            display = stack.enter_context(BenchScreen(1920, 1080, "busy", fps=30)).display
+        c = await stack.enter_async_context(casting(w, name, chromium=True, display=display))
         win = await impaired_window(w, c, seconds, impair)
         rep, st, t0, t1, lost = win.after, win.stats, win.t0, win.t1, win.router_lost
         s0, s1 = win.before["stats"], rep["stats"]

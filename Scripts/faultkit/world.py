@@ -55,7 +55,8 @@ class ReceiverProc(rxproc.ReceiverProc):
     or with chromium=True chromium_proc.py (the receiver pages in headless Chromium)."""
 
     @classmethod
-    async def start(cls, world: "World", log: Path, stack=None, chromium: bool = False) -> "ReceiverProc":
+    async def start(cls, world: "World", log: Path, stack=None, chromium: bool = False,
+                    twcc: bool = False) -> "ReceiverProc":
         from castkit.confine import CONFINED_ENV, confined_env_value
         stack = stack or world.stack
         port = int(stack.api_url.rsplit(":", 1)[1])
@@ -68,6 +69,8 @@ class ReceiverProc(rxproc.ReceiverProc):
             env = dict(os.environ, **{CONFINED_ENV: confined_env_value(world.ns_r)})
         else:
             cfg = {"api_url": f"http://{C_VETH}:{port}", "supabase_url": f"http://{C_VETH}:{port}", "key": stack.key}
+            if twcc:    # transport-cc feedback and no REMB, as Chromium answers (castkit/twcc_feedback.py)
+                cfg["twcc"] = True
         return await cls.spawn(["ip", "netns", "exec", world.ns_r], cfg, log, chromium=chromium, env=env)
 
 
@@ -130,9 +133,10 @@ class World:
 class Cast:
     """One session: a receiver process, `castd pair`, then `castd --session` casting the Xvfb screen."""
 
-    def __init__(self, world: World, name: str, stack=None, chromium: bool = False):
+    def __init__(self, world: World, name: str, stack=None, chromium: bool = False, twcc: bool = False):
         self.world, self.name = world, name
         self.chromium = chromium
+        self.twcc = twcc
         self.stack = stack or world.stack
         self.dir = world.out / name
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -145,7 +149,8 @@ class Cast:
     async def start(self, prefs=None, wait_frames=True, extra_env=None, tamper=False, display=None) -> "Cast":
         from castkit.castd_proc import Daemon, castd_env, run_castd
         w = self.world
-        self.rx = await ReceiverProc.start(w, self.dir / "receiver.log", self.stack, chromium=self.chromium)
+        self.rx = await ReceiverProc.start(w, self.dir / "receiver.log", self.stack, chromium=self.chromium,
+                                          twcc=self.twcc)
         s = await self.rx.cmd(cmd="create")
         self.session_id = s["sessionId"]
         w.secrets.add(s["pin"])
@@ -239,9 +244,10 @@ class Cast:
 
 
 @contextlib.asynccontextmanager
-async def casting(w: World, name: str, stack=None, chromium: bool = False, **start):
-    """A running cast for one scenario; afterwards the link is whole and unimpaired again and castd stopped."""
-    c = Cast(w, name, stack, chromium)
+async def casting(w: World, name: str, stack=None, chromium: bool = False, twcc: bool = False, **start):
+    """A running cast for one scenario; afterwards the link is whole and unimpaired again and castd stopped.
+    `twcc`: the aiortc receiver sends transport-cc feedback and no REMB, as Chromium does."""
+    c = Cast(w, name, stack, chromium, twcc)
     try:
         yield await c.start(**start)
     finally:
