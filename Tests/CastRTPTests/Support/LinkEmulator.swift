@@ -12,6 +12,10 @@ struct LinkEmulator {
     var buffer: Duration
     var delay: Duration
     var jitter: Duration = .zero
+    /// Jitter that keeps the order, as Scripts/faults' router does (and a real queue): a packet
+    /// never leaves before the one sent before it, so one delayed packet holds the next ones back
+    /// and they arrive together.
+    var jitterKeepsOrder = false
     var randomLoss = 0.0
     /// Gilbert model: probability of entering the bad state per packet, and of leaving it; all lost while bad.
     var burstLoss: (enter: Double, leave: Double)?
@@ -77,6 +81,7 @@ struct LinkEmulator {
         guard let left = enqueue(bytes.count, now: now) else { droppedByBuffer += 1; return }
         var at = left + delay
         if jitter > .zero { at = at + .nanoseconds(Int64(random.next() % UInt64(jitter.totalNanoseconds))) }
+        if jitterKeepsOrder, let last = inFlight.last, at < last.at { at = last.at }
         let i = inFlight.lastIndex { $0.at <= at }.map { $0 + 1 } ?? 0
         inFlight.insert((at, bytes), at: i)
     }
