@@ -12,6 +12,7 @@ scenarios (full set only).
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sys
 import time
@@ -72,9 +73,15 @@ def rows() -> list[tuple]:
         out = w.out / name
         out.mkdir(parents=True, exist_ok=True)
         t = time.monotonic()
+        # The child runs in castd's namespace of the fault world ("ip netns exec", which remounts
+        # /sys and so hides the cgroup2 mount a Guard of its own would need). That namespace has
+        # no route off the machine and the whole run is in the faults' Guard cgroup, so it is
+        # the confinement, as the receiver's namespace is for the Chromium rows.
+        from castkit.confine import CONFINED_ENV, confined_env_value
+        env = dict(os.environ, **{CONFINED_ENV: confined_env_value(w.ns_c)})
         p = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", f"{TESTS}::{test}",
-            cwd=str(REPO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            cwd=str(REPO), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         text, _ = await asyncio.wait_for(p.communicate(), 300)
         log = text.decode(errors="replace")
         (out / "pytest.log").write_text(log)

@@ -7,6 +7,25 @@ import stat
 from faultkit.world import Result, World, check
 
 
+# The key=value fields of castd's logs whose values are measurements (a rate in bit/s, a time in
+# ms, a byte count): one of the run's 6-digit PINs can equal such a value by chance (a debug
+# castd.log of a 30 s row holds ~600 distinct 6-digit bps= values, and a full run hands out ~50
+# PINs), which is no leak. A PIN anywhere else, and every token, is a hit.
+MEASURED_FIELD = re.compile(r"(?:^|[\s,])(?:bps|t_ms|[a-z_]*_(?:bps|kbps|ms|bytes))=$")
+
+
+def secret_hits(text: str, secret: str) -> int:
+    """Occurrences of `secret` in `text` that can be a leak: for a numeric secret (a PIN), only
+    where it stands alone (not inside a longer digit run) and is not a measured field's value."""
+    if not secret.isdigit():
+        return text.count(secret)
+    n = 0
+    for m in re.finditer(rf"(?<![0-9]){secret}(?![0-9])", text):
+        if not MEASURED_FIELD.search(text[max(0, m.start() - 40):m.start()]):
+            n += 1
+    return n
+
+
 def secrets_grep(w: World) -> Result:
     r = Result("secrets in logs", "tokens, refresh tokens, PINs never appear in any log the scenarios produced "
                                   "(SRTP keys: castd exports none; long hex/base64 runs flagged)")
@@ -16,7 +35,7 @@ def secrets_grep(w: World) -> Result:
     for p in logs:
         text = p.read_text(errors="replace")
         for s in w.secrets:
-            if s in text:
+            if secret_hits(text, s):
                 hits.append(f"{p.relative_to(w.out)}: a secret of {len(s)} chars")
         if p.name == "castd.log" or p.name == "pair.log":
             for m in re.finditer(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{40,}={0,2}", text):
