@@ -15,7 +15,7 @@ speed goals go in benchmarks), and SIGTERM → the receiver sees disconnect send
 castd exits 0. With Firefox, before the end: a PLI from Firefox answered by a key frame
 (Firefox's pliCount and keyFramesDecoded, castd's plis and keyframes_sent), forced by a loss
 it cannot repair (nftables in the run's namespace drops castd's VP8 packets for 1 s and their
-retransmissions for 6 s), then the bench painter's busy screen for 10 s with Firefox's
+retransmissions for 6 s); before that, the bench painter's busy screen for 10 s with Firefox's
 decoded rate and castd's encoded rate printed side by side."""
 import asyncio
 import contextlib
@@ -125,29 +125,13 @@ async def unrepairable_loss():
         nft("delete", "table", "inet", "castd_vp8_loss")
 
 
-async def pli_then_busy(viewer, daemon, screen: XScreen, browser) -> dict:
-    """A loss Firefox cannot repair makes it send a PLI; then the screen turns busy for 10 s."""
+async def busy_then_pli(viewer, daemon, screen: XScreen, browser) -> dict:
+    """The screen turns busy for 13–18 s (rates measured over the last 10), then a loss Firefox
+    cannot repair makes it send a PLI. The busy screen comes first: after the loss, castd's
+    rate control spends seconds climbing back from the cut the loss caused (a 300 kbit/s
+    target, 5 fps), and a busy window after it measured that climb, not the steady state."""
     out = {}
-    # 1. The PLI. castd's stats line before the loss and the first one after the key frame
-    # bracket its counters.
-    before = await viewer.stats()
-    castd_before = (castd_stats(daemon) or [(0.0, {})])[-1][1]
-    async with unrepairable_loss():
-        after = before
-        end = time.monotonic() + 20
-        while time.monotonic() < end:
-            after = await viewer.stats()
-            if after["pliCount"] > before["pliCount"] and after["keyFramesDecoded"] > before["keyFramesDecoded"]:
-                break
-            await asyncio.sleep(0.2)
-    _, castd_after = await next_castd_stats(daemon, time.monotonic())
-    keys = ("pliCount", "keyFramesDecoded", "framesDecoded", "nackCount", "packetsLost")
-    out["pli"] = {"firefox_before": {k: before.get(k) for k in keys}, "firefox_after": {k: after.get(k) for k in keys},
-                  "castd_before": {k: castd_before.get(k) for k in ("plis", "keyframes_sent")},
-                  "castd_after": {k: castd_after.get(k) for k in ("plis", "keyframes_sent", "keyframes_requested")}}
-    print("PLI", out["pli"])
-
-    # 2. The bench painter's busy field (every 8×8 block moves every frame) replaces the test
+    # 1. The bench painter's busy field (every 8×8 block moves every frame) replaces the test
     # picture; after 3 s to settle, Firefox's decoded frames and castd's encoded ones over 10 s.
     screen.painter.terminate()
     screen.painter.wait(5)
@@ -156,14 +140,15 @@ async def pli_then_busy(viewer, daemon, screen: XScreen, browser) -> dict:
         cwd=REPO / "Scripts", stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
     line = await asyncio.get_running_loop().run_in_executor(None, screen.painter.stdout.readline)
     assert b"drawing on" in line, line
+    # Both sides over the same 10 s: from the first castd stats line 3 s after the switch
+    # to the one 10 s later (castd writes one every 5 s), Firefox's stats read as each arrives.
     await asyncio.sleep(3)
-    s0, c0 = await viewer.stats(), castd_stats(daemon)[-1]
-    t0 = time.monotonic()
+    c0 = await next_castd_stats(daemon, time.monotonic())
+    s0, t0 = await viewer.stats(), time.monotonic()
     cpu0 = proctree.cpu_seconds(daemon.proc.pid), proctree.cpu_seconds(browser.proc.pid)
-    await asyncio.sleep(10)
+    c1t, c1 = await next_castd_stats(daemon, c0[0] + 9)
     s1, t1 = await viewer.stats(), time.monotonic()
     cpu1 = proctree.cpu_seconds(daemon.proc.pid), proctree.cpu_seconds(browser.proc.pid)
-    c1t, c1 = await next_castd_stats(daemon, c0[0] + 9)       # the stats line 10 s after c0's
     out["busy"] = {
         "firefox_fps": round((s1["framesDecoded"] - s0["framesDecoded"]) / (t1 - t0), 1),
         "firefox_frames": s1["framesDecoded"] - s0["framesDecoded"],
@@ -185,6 +170,25 @@ async def pli_then_busy(viewer, daemon, screen: XScreen, browser) -> dict:
         "load_1min": round(os.getloadavg()[0], 1),
     }
     print("BUSY", out["busy"])
+    # 2. The PLI. castd's stats line before the loss and the first one after the key frame
+    # bracket its counters.
+    before = await viewer.stats()
+    castd_before = (castd_stats(daemon) or [(0.0, {})])[-1][1]
+    async with unrepairable_loss():
+        after = before
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            after = await viewer.stats()
+            if after["pliCount"] > before["pliCount"] and after["keyFramesDecoded"] > before["keyFramesDecoded"]:
+                break
+            await asyncio.sleep(0.2)
+    _, castd_after = await next_castd_stats(daemon, time.monotonic())
+    keys = ("pliCount", "keyFramesDecoded", "framesDecoded", "nackCount", "packetsLost")
+    out["pli"] = {"firefox_before": {k: before.get(k) for k in keys}, "firefox_after": {k: after.get(k) for k in keys},
+                  "castd_before": {k: castd_before.get(k) for k in ("plis", "keyframes_sent")},
+                  "castd_after": {k: castd_after.get(k) for k in ("plis", "keyframes_sent", "keyframes_requested")}}
+    print("PLI", out["pli"])
+
     return out
 
 
@@ -201,7 +205,7 @@ async def test_firefox_esr_gets_vp8_with_its_mdns_candidates(request, tmp_path):
     browser = await Firefox(hide_mdns=True).start()
     screen = await XScreen(*SIZE).start()
     async with cast(stack, tmp_path, browser, screen=screen) as (viewer, daemon):
-        figures = await check_vp8_cast(viewer, daemon, before_end=lambda: pli_then_busy(viewer, daemon, screen, browser))
+        figures = await check_vp8_cast(viewer, daemon, before_end=lambda: busy_then_pli(viewer, daemon, screen, browser))
     (tmp_path / "vp8-figures.json").write_text(json.dumps(figures))
     # A PLI from Firefox became a key frame: Firefox counted its PLI and decoded one more key
     # frame; castd counted the PLI and sent one more key frame (its 5-s stats lines).

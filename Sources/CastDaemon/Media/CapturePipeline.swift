@@ -414,6 +414,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         var ladder = RateLadder(size: target, maxFrameRate: config.frameRate, maxBitrate: config.bitrate)
         var output = OutputRate()
         let backlog = lock.withLock { self.backlog }
+        var gate = BacklogGate()
         let scaler = target == captured ? nil : Scaler(from: captured, to: target)
         let scaled = scaler.map { _ in MemorySlot(capacity: target.width * target.height * 4) }
         if scaler != nil {
@@ -431,9 +432,11 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 ladder = RateLadder(size: target, maxFrameRate: config.frameRate, maxBitrate: config.bitrate)
             }
             adapt(&ladder, chain: chain, output: &output)
-            // Drop, never queue (DESIGN): while the pacer still holds more than a frame interval
-            // of earlier media, a new frame would only wait behind it; the next one is fresher.
-            if let held = backlog?(), held > .nanoseconds(1_000_000_000 / Int64(max(1, ladder.current.frameRate))) {
+            // Drop, never queue (DESIGN): while the pacer would still hold more than a frame
+            // interval of earlier media when this frame reached it (or the burst allowance
+            // after a frame far over budget: BacklogGate), the frame would only wait there.
+            let interval = Duration.nanoseconds(1_000_000_000 / Int64(max(1, ladder.current.frameRate)))
+            if let held = backlog?(), gate.shouldSkip(backlog: held, frameInterval: interval) {
                 ring.finishRead(lease)
                 lock.withLock { stats.congestionSkipped += 1 }
                 continue
@@ -468,6 +471,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 // A picture of the codec the peer no longer expects (setCodec came meanwhile) is dropped.
                 guard let au, chain.codec == codec else { continue }
                 output.record(bytes: au.bytes.count, now: clock.now())
+                gate.recordEncode(chain.lastConvertTime + chain.lastEncodeTime)
                 let age = clock.now() - au.pts
                 let sink = lock.withLock { () -> (@Sendable ([UInt8], Instant) -> Void)? in
                     stats.convert.record(chain.lastConvertTime)
