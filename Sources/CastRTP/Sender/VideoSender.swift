@@ -405,7 +405,8 @@ public struct VideoSender: Sendable, SansIO {
     /// Media bytes waiting in the pacer (O(1)).
     public var queuedBytes: Int { pacer.mediaBytes }
     /// How long the waiting media needs at the current pacing rate (O(1)): the
-    /// encoder may skip a frame while this is more than a frame interval or so.
+    /// encoder skips a frame that would still wait behind this for more than a
+    /// frame interval once encoded (CastMedia `BacklogGate`).
     public var queuedDuration: Duration {
         .nanoseconds(Int64(pacer.mediaBytes) * 8_000_000_000 / max(pacer.configuration.bitsPerSecond, 1))
     }
