@@ -180,3 +180,108 @@ import CastCore
         #expect(e.nextDeadline() == ms(140))
     }
 }
+
+extension SendSideBandwidthEstimatorTests {
+    @Test func anOverUseSoonAfterAProbeRaisedTheEstimateCutsFromTheNewRate() throws {
+        // 3 s at ~480 kbit/s: the acknowledged rate settles there. Then a probe measures a
+        // 1.5 Mbit/s link and the estimate jumps; the send rate follows, the link's queue
+        // grows, and the detector says over-use within half a second. The acknowledged rate
+        // still describes the old rate then (it lags a jump by seconds): a cut to 0.85 × it
+        // (~0.4 Mbit/s) is what made the real 1.5 Mbit/s tbf step saw-tooth at 5–10 fps.
+        var e = Estimator(configuration: .init(startBitrate: 500_000, maximumBitrate: 4_000_000))
+        var seq: UInt16 = 0
+        var t = 0.0
+        for _ in 0..<30 { seq = exchange(&e, from: seq, n: 5, startMs: t, gapMs: 20, extraMs: { _ in 0 }); t += 100 }
+        let (before, probes) = drain(&e)
+        let probe = try #require(probes.first)   // a start-up probe, sent only now
+        let acked = try #require(before?.acknowledgedBitsPerSecond)
+        #expect(acked < 600_000)
+        for i in 0..<8 {
+            e.handle(.packetSent(transportSequenceNumber: seq &+ UInt16(i), size: 1200, probeCluster: probe.id),
+                     now: Instant(nanoseconds: Int64((t + Double(i) * 4) * 1e6)))
+        }
+        let arrivals: [Double?] = (0..<8).map { i in t + 20 + Double(i) * 6.4 }   // 1.5 Mbit/s
+        e.handle(.transportFeedback(feedback(base: seq, arrivalsMs: arrivals)), now: Instant(nanoseconds: Int64((t + 90) * 1e6)))
+        seq &+= 8
+        t += 100
+        let raised = try #require(drain(&e).target)
+        #expect(raised.bitsPerSecond >= 1_300_000)
+        // Media at ~1.5 Mbit/s into a queue that grows by 1 ms a packet, until over-use.
+        var q = 0.0
+        var cut: Estimator.RateTarget?
+        for _ in 0..<5 where cut == nil {
+            seq = exchange(&e, from: seq, n: 16, startMs: t, gapMs: 6.25, extraMs: { i in q + Double(i) })
+            q += 16
+            t += 100
+            if e.usage == .overusing { cut = drain(&e).target }
+        }
+        let after = try #require(cut)
+        print("probe raise then over-use: acknowledged \(acked), raised to \(raised.bitsPerSecond), cut to \(after.bitsPerSecond)")
+        #expect(after.bitsPerSecond < raised.bitsPerSecond)
+        #expect(Double(after.bitsPerSecond) >= 0.8 * Double(raised.bitsPerSecond), "\(after.bitsPerSecond)")
+    }
+}
+
+extension SendSideBandwidthEstimatorTests {
+    @Test func theLinkCapacityStartsOverWhenThroughputFallsFarBelowIt() throws {
+        var a = AimdRateControl(start: 4_000_000)
+        let bounds = 50_000.0...4_000_000.0
+        a.update(.overusing, acked: 3_000_000, applicationLimited: false, rtt: .milliseconds(20), bounds: bounds, now: ms(0))
+        #expect(a.linkCapacity == 3_000_000)
+        // Within the ±3 σ band (σ ≈ 35 kbit/s here): averaged, 5 % a sample.
+        a.update(.overusing, acked: 2_950_000, applicationLimited: false, rtt: .milliseconds(20), bounds: bounds, now: ms(300))
+        let averaged = try #require(a.linkCapacity)
+        #expect(abs(averaged - 2_997_500) < 1)
+        // Far below it: the link changed, and the average starts over (it would still say 2.9 M).
+        a.update(.overusing, acked: 1_400_000, applicationLimited: false, rtt: .milliseconds(20), bounds: bounds, now: ms(600))
+        #expect(a.linkCapacity == 1_400_000)
+    }
+
+    @Test func aRecoveryProbeRaisesTheEstimateNoFurtherThanJustPastTheLinksCapacity() throws {
+        // 2 s at 1.9 Mbit/s; then the link carries 1.2 Mbit/s and its queue grows until the
+        // estimate has fallen a long way (a large drop); then steady at what the estimate allows,
+        // until the recovery probe comes. A token bucket lets the probe through at its own 2.6
+        // Mbit/s: the raise may be 1.5 × the rate, but not past 1.1 × where the link over-used.
+        var e = Estimator(configuration: .init(startBitrate: 2_000_000, maximumBitrate: 4_000_000))
+        var seq: UInt16 = 0
+        var t = 0.0
+        for _ in 0..<20 { seq = exchange(&e, from: seq, n: 20, startMs: t, gapMs: 5, extraMs: { _ in 0 }); t += 100 }
+        _ = drain(&e)
+        var q = 0.0
+        var ackedAtOveruse: [Int64] = []
+        for _ in 0..<20 {
+            seq = exchange(&e, from: seq, n: 20, startMs: t, gapMs: 5, extraMs: { i in q + Double(i) * 3 })   // 8 ms apart
+            q += 60
+            t += 100
+            if e.usage == .overusing, let a = e.target.acknowledgedBitsPerSecond { ackedAtOveruse.append(a) }
+            if e.target.bitsPerSecond < 1_200_000 { break }
+        }
+        // The acknowledged rate at the last over-use reading: the capacity average restarted
+        // below it when the throughput fell far under its band (here ~1.05 against 1.27 Mbit/s).
+        let capacity = Double(try #require(ackedAtOveruse.last))
+        var probe: ProbeCluster?
+        var rate = e.target.bitsPerSecond
+        for _ in 0..<40 where probe == nil {
+            rate = e.target.bitsPerSecond
+            let n = max(1, Int(Double(rate) / 96_000))   // 1200-byte packets over 100 ms at the target
+            seq = exchange(&e, from: seq, n: n, startMs: t, gapMs: 100 / Double(n), extraMs: { _ in q })
+            t += 100
+            probe = drain(&e).probes.first
+        }
+        let p = try #require(probe)
+        #expect(p.bitsPerSecond > rate)
+        // The probe's packets, 2 ms apart (4.8 Mbit/s), arrive at 2.6 Mbit/s.
+        let count = 8
+        for i in 0..<count {
+            e.handle(.packetSent(transportSequenceNumber: seq &+ UInt16(i), size: 1200, probeCluster: p.id),
+                     now: Instant(nanoseconds: Int64((t + Double(i) * 2) * 1e6)))
+        }
+        let arrivals: [Double?] = (0..<count).map { i in t + 20 + q + Double(i) * 3.7 }
+        e.handle(.transportFeedback(feedback(base: seq, arrivalsMs: arrivals)), now: Instant(nanoseconds: Int64((t + 80 + q) * 1e6)))
+        let raised = e.target.bitsPerSecond
+        print("recovery probe: acknowledged at the last over-use \(Int64(capacity)), rate \(rate), probe \(p.bitsPerSecond), raised to \(raised)")
+        #expect(raised > rate)
+        #expect(Double(raised) <= 1.1 * capacity, "\(raised)")   // unbounded: 1.47 Mbit/s
+        #expect(Double(raised) < 1.5 * Double(rate))
+    }
+}

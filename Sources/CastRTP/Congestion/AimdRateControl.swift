@@ -29,6 +29,8 @@ struct AimdRateControl: Sendable {
     private var lastChange: Instant?
     /// The acknowledged rate at over-use, averaged: where congestion was last seen.
     private var capacity: Double?
+    /// Where the link last over-used (the averaged acknowledged rate), while it is believed.
+    var linkCapacity: Double? { capacity }
     private var capacityVariance = 0.4   // normalised, as libwebrtc starts it
     private(set) var lastDecrease: Instant?
 
@@ -73,7 +75,12 @@ struct AimdRateControl: Sendable {
             var next = Self.beta * base
             if next > bitrate, let c = capacity { next = Self.beta * c }   // acked above the estimate: stale
             next = min(next, bitrate)
-            if let a = acked { updateCapacity(a) }
+            if let a = acked {
+                // Throughput far below the capacity band: the link changed; start the average
+                // over rather than drag the old one down at 5 % a sample (libwebrtc resets too).
+                if let c = capacity, a < c - 3 * deviation(c) { capacity = nil }
+                updateCapacity(a)
+            }
             bitrate = next
             lastDecrease = now
             phase = .hold

@@ -103,6 +103,8 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// estimate saw-tooth between 4 Mbit/s and 0.85 × a low acknowledged rate on a
     /// 1.5 Mbit/s link. 1.5× per probe still climbs 1.5 → 4 Mbit/s in three probes.
     static let laterProbeRaiseLimit = 1.5
+    /// A later probe raises at most 10 % past the known link capacity (see `laterProbeLimit`).
+    static let capacityProbeMargin = 1.1
     static let recoveryWindow = Duration.seconds(60)
     /// Recovery probes are 15 ms bursts: every 2 s costs little queueing while the link stays low.
     static let recoveryProbeInterval = Duration.seconds(2)
@@ -247,11 +249,18 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             lastHighLossAt = now
         }
         if let p0 = probeRate, detector.state != .overusing {
-            let p = probeIsStartup ? p0 : min(p0, Self.laterProbeRaiseLimit * currentRate)
+            let p = probeIsStartup ? p0 : min(p0, laterProbeLimit)
             let rate = min(p, bounds.upperBound)
             let raised = rate > 1.1 * aimd.bitrate
             if rate > aimd.bitrate { aimd.set(rate, now: now) }
             loss.raise(to: rate)
+            // The send rate is about to jump to the new estimate, and the acknowledged rate
+            // lags a jump by seconds (its Bayesian blend moves a few per cent per window when
+            // the sample is far off): an over-use soon after would cut to 0.85 × the old rate.
+            // On the real 1.5 Mbit/s tbf step each recovery probe raised 0.7 → 1.46 Mbit/s, the
+            // link then over-used, and the cut went to 0.45–0.65 Mbit/s (5–10 fps). As at the
+            // end of an application-limited spell, the next window is the new estimate.
+            if raised, !alr.isLimited { acked.expectFastRateChange() }
             // A start-up probe that got through and raised the estimate asks for the next, twice
             // as fast (libwebrtc's exponential start); later probes do not chain.
             if raised, probeIsStartup, p >= Self.furtherProbeShare * lastProbeRate, lastProbeRate > 0, rate < bounds.upperBound,
@@ -265,6 +274,20 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             aimd.update(detector.state, acked: acked.bitsPerSecond, applicationLimited: alr.isLimited,
                         rtt: rtt ?? .milliseconds(100), bounds: bounds, now: now)
         }
+    }
+
+    /// How far a probe after the start-up ones may raise the estimate: `laterProbeRaiseLimit`
+    /// × the rate, and while the link's capacity is known (the acknowledged rate where it last
+    /// over-used, see `AimdRateControl`) no more than `capacityProbeMargin` above it. A token
+    /// bucket passes a short probe at line rate, so on the real 1.5 Mbit/s tbf step a recovery
+    /// probe from 1.5 Mbit/s raised the estimate to 2.25: tbf's 200 ms queue overflowed, the
+    /// receiver's NACKs took half the target for retransmissions, and the cast fell to 5 fps.
+    /// A real step up is still found: the first raise past the capacity band makes AIMD forget
+    /// the capacity, and the next probe may go the full 1.5×.
+    private var laterProbeLimit: Double {
+        var limit = Self.laterProbeRaiseLimit * currentRate
+        if let c = aimd.linkCapacity { limit = min(limit, max(Self.capacityProbeMargin * c, currentRate)) }
+        return limit
     }
 
     private mutating func process(now: Instant) {

@@ -54,10 +54,16 @@ struct CallSimulation {
                                   congestion: .init(maximumBitrate: maximum))
     }
 
+    /// The encoder's frame rate for a target (castd's RateLadder gives up frame rate on slow
+    /// links, so frames grow); nil: 30 fps.
+    var frameRate: ((Int64) -> Int)?
+
+    private var currentFrameRate: Int { max(1, min(frameRate?(sender.targetBitsPerSecond) ?? 30, 30)) }
+
     private mutating func encode() throws {
         frameIndex += 1
         if sender.queuedDuration > .milliseconds(66), !keyframeWanted { framesSkipped += 1; return }
-        let pSize = frameSize?(now) ?? max(Int(sender.targetBitsPerSecond / 30 / 8), 200)
+        let pSize = frameSize?(now) ?? max(Int(sender.targetBitsPerSecond / Int64(currentFrameRate) / 8), 200)
         let au: [UInt8]
         if keyframeWanted {
             au = Self.sps + [0, 0, 0, 1, 0x65] + Array(repeating: 0x11, count: 8 * pSize)
@@ -90,7 +96,7 @@ struct CallSimulation {
             schedule(&link, now)
             if now >= nextFrame {
                 try encode()
-                nextFrame = nextFrame + .nanoseconds(33_333_333)
+                nextFrame = nextFrame + .nanoseconds(1_000_000_000 / Int64(currentFrameRate))
             }
             let out = sender.drained(at: now)
             for d in out.datagrams {

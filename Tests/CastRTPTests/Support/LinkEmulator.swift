@@ -20,6 +20,12 @@ struct LinkEmulator {
     /// Gilbert model: probability of entering the bad state per packet, and of leaving it; all lost while bad.
     var burstLoss: (enter: Double, leave: Double)?
     var crossTrafficBitsPerSecond: Int64 = 0
+    /// Bytes each packet costs on the bottleneck beyond what it carries (28: the IPv4 and UDP
+    /// headers a tbf on the fault router's tun device counts, which castd's own sizes leave out).
+    var perPacketOverhead = 0
+    /// A token bucket of this many bytes in front of the rate, as tc tbf's `burst`: after a quiet
+    /// spell up to this much passes at once, at line rate. 0: a plain serialising bottleneck.
+    var bucketBytes = 0
 
     private(set) var inFlight: [(at: Instant, bytes: [UInt8])] = []
     /// When the bottleneck has finished sending what it holds.
@@ -50,11 +56,29 @@ struct LinkEmulator {
     /// Offers the bottleneck `bytes` at `now`; returns whether it was queued.
     @discardableResult
     private mutating func enqueue(_ bytes: Int, now: Instant) -> Instant? {
+        if bucketBytes > 0 { return enqueueThroughBucket(bytes + perPacketOverhead, now: now) }
+        let bytes = bytes + perPacketOverhead
         let start = max(busyUntil, now)
         // Drop-tail: the backlog after this packet may not exceed the buffer.
         if start - now + serialization(bytes) > buffer { return nil }
         busyUntil = start + serialization(bytes)
         return busyUntil
+    }
+
+    /// tbf: a packet leaves once the bucket holds its size. `busyUntil` is when the bucket will
+    /// have refilled what has left so far; a full bucket (`busyUntil` ≤ now) lets `bucketBytes`
+    /// through at once. Dropped when it would wait longer than `buffer`.
+    private mutating func enqueueThroughBucket(_ bytes: Int, now: Instant) -> Instant? {
+        let departs = max(now, busyUntil - serialization(max(bucketBytes - bytes, 0)))
+        if departs - now > buffer { return nil }
+        busyUntil = max(busyUntil, departs) + serialization(bytes)
+        return departs
+    }
+
+    /// How long a packet offered now would wait for the bottleneck.
+    private func waitingTime(_ bytes: Int, now: Instant) -> Duration {
+        if bucketBytes > 0 { return max(busyUntil - serialization(max(bucketBytes - bytes - perPacketOverhead, 0)) - now, .zero) }
+        return max(busyUntil - now, .zero)
     }
 
     private mutating func addCrossTraffic(until now: Instant) {
@@ -77,7 +101,7 @@ struct LinkEmulator {
             if bad { if chance(b.leave) { bad = false } } else if chance(b.enter) { bad = true }
         }
         if bad || chance(randomLoss) { droppedByLoss += 1; return }
-        queueDelays.append((now, max(busyUntil - now, .zero)))
+        queueDelays.append((now, waitingTime(bytes.count, now: now)))
         guard let left = enqueue(bytes.count, now: now) else { droppedByBuffer += 1; return }
         var at = left + delay
         if jitter > .zero { at = at + .nanoseconds(Int64(random.next() % UInt64(jitter.totalNanoseconds))) }
