@@ -46,6 +46,20 @@ import CastCore
         return seq &+ UInt16(n)
     }
 
+    /// Sends `n` packets of probe `cluster` (1200 bytes every `gapMs` from `seq`), then feeds
+    /// back arrivals `arrivalGapMs` apart after `oneWayMs`, at `feedbackMs`; returns the next
+    /// sequence number.
+    func probeExchange(_ e: inout Estimator, cluster: Int, from seq: UInt16, n: Int = 8, startMs: Double, gapMs: Double,
+                       oneWayMs: Double, arrivalGapMs: Double, feedbackMs: Double) -> UInt16 {
+        for i in 0..<n {
+            e.handle(.packetSent(transportSequenceNumber: seq &+ UInt16(i), size: 1200, probeCluster: cluster),
+                     now: Instant(nanoseconds: Int64((startMs + Double(i) * gapMs) * 1e6)))
+        }
+        let arrivals: [Double?] = (0..<n).map { i in startMs + oneWayMs + Double(i) * arrivalGapMs }
+        e.handle(.transportFeedback(feedback(base: seq, arrivalsMs: arrivals)), now: Instant(nanoseconds: Int64(feedbackMs * 1e6)))
+        return seq &+ UInt16(n)
+    }
+
     @Test func startsAtTheStartRateAndAsksForTwoProbes() {
         var e = Estimator(configuration: .init(startBitrate: 1_000_000, maximumBitrate: 4_000_000))
         #expect(e.target.bitsPerSecond == 1_000_000 && e.target.pacingBitsPerSecond == 2_500_000)
@@ -196,13 +210,8 @@ extension SendSideBandwidthEstimatorTests {
         let probe = try #require(probes.first)   // a start-up probe, sent only now
         let acked = try #require(before?.acknowledgedBitsPerSecond)
         #expect(acked < 600_000)
-        for i in 0..<8 {
-            e.handle(.packetSent(transportSequenceNumber: seq &+ UInt16(i), size: 1200, probeCluster: probe.id),
-                     now: Instant(nanoseconds: Int64((t + Double(i) * 4) * 1e6)))
-        }
-        let arrivals: [Double?] = (0..<8).map { i in t + 20 + Double(i) * 6.4 }   // 1.5 Mbit/s
-        e.handle(.transportFeedback(feedback(base: seq, arrivalsMs: arrivals)), now: Instant(nanoseconds: Int64((t + 90) * 1e6)))
-        seq &+= 8
+        seq = probeExchange(&e, cluster: probe.id, from: seq, startMs: t, gapMs: 4,
+                            oneWayMs: 20, arrivalGapMs: 6.4, feedbackMs: t + 90)   // arrives at 1.5 Mbit/s
         t += 100
         let raised = try #require(drain(&e).target)
         #expect(raised.bitsPerSecond >= 1_300_000)
@@ -227,14 +236,14 @@ extension SendSideBandwidthEstimatorTests {
         var a = AimdRateControl(start: 4_000_000)
         let bounds = 50_000.0...4_000_000.0
         a.update(.overusing, acked: 3_000_000, applicationLimited: false, rtt: .milliseconds(20), bounds: bounds, now: ms(0))
-        #expect(a.linkCapacity == 3_000_000)
+        #expect(a.capacity == 3_000_000)
         // Within the ±3 σ band (σ ≈ 35 kbit/s here): averaged, 5 % a sample.
         a.update(.overusing, acked: 2_950_000, applicationLimited: false, rtt: .milliseconds(20), bounds: bounds, now: ms(300))
-        let averaged = try #require(a.linkCapacity)
+        let averaged = try #require(a.capacity)
         #expect(abs(averaged - 2_997_500) < 1)
         // Far below it: the link changed, and the average starts over (it would still say 2.9 M).
         a.update(.overusing, acked: 1_400_000, applicationLimited: false, rtt: .milliseconds(20), bounds: bounds, now: ms(600))
-        #expect(a.linkCapacity == 1_400_000)
+        #expect(a.capacity == 1_400_000)
     }
 
     @Test func aRecoveryProbeRaisesTheEstimateNoFurtherThanJustPastTheLinksCapacity() throws {
@@ -271,13 +280,8 @@ extension SendSideBandwidthEstimatorTests {
         let p = try #require(probe)
         #expect(p.bitsPerSecond > rate)
         // The probe's packets, 2 ms apart (4.8 Mbit/s), arrive at 2.6 Mbit/s.
-        let count = 8
-        for i in 0..<count {
-            e.handle(.packetSent(transportSequenceNumber: seq &+ UInt16(i), size: 1200, probeCluster: p.id),
-                     now: Instant(nanoseconds: Int64((t + Double(i) * 2) * 1e6)))
-        }
-        let arrivals: [Double?] = (0..<count).map { i in t + 20 + q + Double(i) * 3.7 }
-        e.handle(.transportFeedback(feedback(base: seq, arrivalsMs: arrivals)), now: Instant(nanoseconds: Int64((t + 80 + q) * 1e6)))
+        _ = probeExchange(&e, cluster: p.id, from: seq, startMs: t, gapMs: 2,
+                          oneWayMs: 20 + q, arrivalGapMs: 3.7, feedbackMs: t + 80 + q)
         let raised = e.target.bitsPerSecond
         print("recovery probe: acknowledged at the last over-use \(Int64(capacity)), rate \(rate), probe \(p.bitsPerSecond), raised to \(raised)")
         #expect(raised > rate)

@@ -27,10 +27,9 @@ struct AimdRateControl: Sendable {
     private(set) var bitrate: Double
     private(set) var phase = Phase.increase
     private var lastChange: Instant?
-    /// The acknowledged rate at over-use, averaged: where congestion was last seen.
-    private var capacity: Double?
-    /// Where the link last over-used (the averaged acknowledged rate), while it is believed.
-    var linkCapacity: Double? { capacity }
+    /// The acknowledged rate at over-use, averaged: where congestion was last seen
+    /// (nil once the estimate has passed its ±3 σ band, or before any over-use).
+    private(set) var capacity: Double?
     private var capacityVariance = 0.4   // normalised, as libwebrtc starts it
     private(set) var lastDecrease: Instant?
 

@@ -257,7 +257,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             // The send rate is about to jump to the new estimate, and the acknowledged rate
             // lags a jump by seconds (its Bayesian blend moves a few per cent per window when
             // the sample is far off): an over-use soon after would cut to 0.85 × the old rate.
-            // On the real 1.5 Mbit/s tbf step each recovery probe raised 0.7 → 1.46 Mbit/s, the
+            // On the real 1.5 Mbit/s tbf step recovery probes raised ~0.9 → 1.4 Mbit/s, the
             // link then over-used, and the cut went to 0.45–0.65 Mbit/s (5–10 fps). As at the
             // end of an application-limited spell, the next window is the new estimate.
             if raised, !alr.isLimited { acked.expectFastRateChange() }
@@ -282,11 +282,12 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// bucket passes a short probe at line rate, so on the real 1.5 Mbit/s tbf step a recovery
     /// probe from 1.5 Mbit/s raised the estimate to 2.25: tbf's 200 ms queue overflowed, the
     /// receiver's NACKs took half the target for retransmissions, and the cast fell to 5 fps.
-    /// A real step up is still found: the first raise past the capacity band makes AIMD forget
-    /// the capacity, and the next probe may go the full 1.5×.
+    /// A real step up is still found: once the estimate passes the capacity's ±3 σ band (by
+    /// this raise, or by AIMD's additive climb after it when the band is wider than 10 %: low
+    /// rates, a noisy link) AIMD forgets the capacity, and the next probe may go the full 1.5×.
     private var laterProbeLimit: Double {
         var limit = Self.laterProbeRaiseLimit * currentRate
-        if let c = aimd.linkCapacity { limit = min(limit, max(Self.capacityProbeMargin * c, currentRate)) }
+        if let c = aimd.capacity { limit = min(limit, max(Self.capacityProbeMargin * c, currentRate)) }
         return limit
     }
 

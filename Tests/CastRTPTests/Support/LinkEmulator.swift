@@ -56,28 +56,31 @@ struct LinkEmulator {
     /// Offers the bottleneck `bytes` at `now`; returns whether it was queued.
     @discardableResult
     private mutating func enqueue(_ bytes: Int, now: Instant) -> Instant? {
-        if bucketBytes > 0 { return enqueueThroughBucket(bytes + perPacketOverhead, now: now) }
-        let bytes = bytes + perPacketOverhead
+        let wire = bytes + perPacketOverhead
+        if bucketBytes > 0 {
+            let departs = bucketDeparture(wire, now: now)
+            if departs - now > buffer { return nil }
+            busyUntil = max(busyUntil, departs) + serialization(wire)
+            return departs
+        }
         let start = max(busyUntil, now)
         // Drop-tail: the backlog after this packet may not exceed the buffer.
-        if start - now + serialization(bytes) > buffer { return nil }
-        busyUntil = start + serialization(bytes)
+        if start - now + serialization(wire) > buffer { return nil }
+        busyUntil = start + serialization(wire)
         return busyUntil
     }
 
-    /// tbf: a packet leaves once the bucket holds its size. `busyUntil` is when the bucket will
-    /// have refilled what has left so far; a full bucket (`busyUntil` ≤ now) lets `bucketBytes`
-    /// through at once. Dropped when it would wait longer than `buffer`.
-    private mutating func enqueueThroughBucket(_ bytes: Int, now: Instant) -> Instant? {
-        let departs = max(now, busyUntil - serialization(max(bucketBytes - bytes, 0)))
-        if departs - now > buffer { return nil }
-        busyUntil = max(busyUntil, departs) + serialization(bytes)
-        return departs
+    /// tbf: a packet of `wire` bytes leaves once the bucket holds its size. `busyUntil` is when
+    /// the bucket will have refilled what has left so far; a full bucket (`busyUntil` ≤ now)
+    /// lets `bucketBytes` through at once. Dropped (in `enqueue`) when it would wait longer
+    /// than `buffer`.
+    private func bucketDeparture(_ wire: Int, now: Instant) -> Instant {
+        max(now, busyUntil - serialization(max(bucketBytes - wire, 0)))
     }
 
     /// How long a packet offered now would wait for the bottleneck.
     private func waitingTime(_ bytes: Int, now: Instant) -> Duration {
-        if bucketBytes > 0 { return max(busyUntil - serialization(max(bucketBytes - bytes - perPacketOverhead, 0)) - now, .zero) }
+        if bucketBytes > 0 { return bucketDeparture(bytes + perPacketOverhead, now: now) - now }
         return max(busyUntil - now, .zero)
     }
 
