@@ -2,7 +2,7 @@
 // castd — the iPadCast sender for Linux. See README.md and docs/architecture.md.
 import PackageDescription
 
-/// One system-library target per C library (STYLE.md rule 4: each C library is
+/// One system-library target per C library (rule 4 in docs/architecture.md: each C library is
 /// wrapped once, in its own place; nothing but its Swift wrapper imports it).
 func systemLibrary(_ name: String, pkgConfig: String, apt: [String]) -> Target {
     .systemLibrary(name: name, path: "Sources/CShims/\(name)", pkgConfig: pkgConfig,
