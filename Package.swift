@@ -1,8 +1,8 @@
 // swift-tools-version:6.0
-// castd — the iPadCast sender for Linux. See README.md and ../shared/DESIGN.md.
+// castd — the iPadCast sender for Linux. See README.md and docs/architecture.md.
 import PackageDescription
 
-/// One system-library target per C library (STYLE.md rule 4: each C library is
+/// One system-library target per C library (rule 4 in docs/architecture.md: each C library is
 /// wrapped once, in its own place; nothing but its Swift wrapper imports it).
 func systemLibrary(_ name: String, pkgConfig: String, apt: [String]) -> Target {
     .systemLibrary(name: name, path: "Sources/CShims/\(name)", pkgConfig: pkgConfig,
@@ -12,7 +12,7 @@ func systemLibrary(_ name: String, pkgConfig: String, apt: [String]) -> Target {
 // Release builds of the two programs carry the Swift runtime, Foundation and Dispatch in
 // them (the toolchain's static libraries, only what they use), so they run without the Swift
 // toolchain's shared libraries installed, and castd maps 2.2 MiB less at 1080p busy
-// (issue 19; README "Memory"). Debug builds and the test bundle stay dynamic.
+// (issue 19; docs/lab-notes/2026-12-02-memory.md). Debug builds and the test bundle stay dynamic.
 let staticSwiftRuntime: [LinkerSetting] = [.unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections"], .when(configuration: .release))]
 
 let package = Package(

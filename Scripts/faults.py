@@ -121,7 +121,7 @@ SCENARIOS = [
      {**LOSSY, "loss": 0.05, "busy": True}),
     # aiortc with transport-cc, as Chromium answers: with its own Python REMB alone castd's loss bound
     # cannot grow under 2–10 % loss (GCC holds it there, as libwebrtc does without transport-cc), so
-    # the cast stayed at its 1 Mbit/s start, 10 fps (README, Fault tests).
+    # the cast stayed at its 1 Mbit/s start, 10 fps (docs/lab-notes/2026-12-03-fault-runs.md).
     ("5% loss, busy 1080p screen", False, loss_scenario, ("5% loss, busy 1080p screen", 60),
      {**LOSSY, "loss": 0.05, "busy": True, "twcc": True}),
     ("link cut 4 s", True, cut_short, (), {}),

@@ -114,7 +114,7 @@ def test_tbf_and_loss_set_changed_and_removed():
 @pytest.mark.timeout(240)
 def test_canvas_sender_pairs_and_reaches_the_chromium_receiver(tmp_path):
     """Chromium's libwebrtc sender, signaled by Python, through the link on a free scenario, with
-    the codec the bench puts first for it (VP8 by default: README, Rate control)."""
+    the codec the bench puts first for it (VP8 by default: docs/rate-control.md)."""
     r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "Scripts" / "benchkit" / "bottleneck.py"),
                         "--sender", "libwebrtc", "--scenario", "free", "--seconds", "12", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=230, cwd=ROOT)

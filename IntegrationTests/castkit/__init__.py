@@ -1,7 +1,7 @@
 """castkit: the Python library of castd's tests, benchmarks, fault runs and demo.
 
 Everything the Python side imports lives in a package under one of three import roots,
-which the venv puts on sys.path (Scripts/bootstrap writes .venv's castd-paths.pth; README,
+which the venv puts on sys.path (Scripts/bootstrap writes .venv's castd-paths.pth; docs/testing.md,
 "Python layout"):
 
     IntegrationTests/castkit/   this package: peers, receivers, rigs, the stack client

@@ -2,7 +2,7 @@
 
 The import roots themselves (IntegrationTests/ for castkit, Scripts/ for benchkit and
 faultkit, Scripts/stack/ for the gateway) are put on sys.path by the venv: Scripts/bootstrap
-writes castd-paths.pth into .venv's site-packages (README, "Python layout"). This module
+writes castd-paths.pth into .venv's site-packages (docs/testing.md, "Python layout"). This module
 names the files and directories the code runs or reads.
 """
 from __future__ import annotations

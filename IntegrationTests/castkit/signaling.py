@@ -9,7 +9,7 @@ Reusable by both roles of spec §5–§11:
         row = await sig.wait_row(lambda r: r["message_type"] == "join_approved")
         await sig.send("offer", {...})
 
-Written against supabase-wire.md (headers, refresh rotation, Phoenix vsn 1.0.0,
+Written against docs/contract.md, wire A–C (headers, refresh rotation, Phoenix vsn 1.0.0,
 postgres_changes) so it speaks what castd and the pages speak. Tokens never
 appear in reprs or exception texts.
 """
@@ -143,7 +143,7 @@ class StackClient:
             return data
 
     async def insert(self, row: dict) -> None:
-        """POST /rest/v1/signaling_messages with Prefer: return=minimal (contract-addendum.md)."""
+        """POST /rest/v1/signaling_messages with Prefer: return=minimal (docs/contract.md, "Endpoints and the backend's rules")."""
         headers = self._headers(await self.token()) | {"Prefer": "return=minimal"}
         async with self.http.post(f"{self.config.supabase_url}/rest/v1/signaling_messages",
                                   json=row, headers=headers) as r:

@@ -13,7 +13,7 @@ def split_candidates(sdp: str) -> tuple[str, list[dict]]:
     """The SDP without a=candidate / a=end-of-candidates lines, and the candidates
     of the first m-section (with max-bundle every section shares its transport)
     as row payload fields {candidate, sdpMid, sdpMLineIndex, usernameFragment}
-    (contract-addendum.md, ice_candidate)."""
+    (docs/contract.md "Signaling rows", ice_candidate)."""
     lines = sdp.splitlines()
     section = [-1] * len(lines)  # m-section index of each line (-1: session level)
     m = -1

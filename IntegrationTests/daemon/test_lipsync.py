@@ -4,7 +4,7 @@ sink at the same CLOCK_MONOTONIC instant (Scripts/benchkit/flashclick.py); aiort
 flash's and click's RTP timestamp to castd's NTP time through each SSRC's last RTCP SR, and
 the median click − flash offset must stay within ±45 ms (ITU-R BT.1359's detectability
 threshold for sound early; the issue's target). Scripts/benchkit/lipsync.py is the longer
-run with the README's figure. ~40 s."""
+run with the figure in docs/audio.md. ~40 s."""
 import pytest
 
 from castkit.audio_rig import installed

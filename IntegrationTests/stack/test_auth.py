@@ -1,4 +1,4 @@
-"""/auth/v1 against the official supabase Python client (supabase-wire.md §A)."""
+"""/auth/v1 against the official supabase Python client (docs/contract.md, wire A)."""
 import time
 
 import httpx

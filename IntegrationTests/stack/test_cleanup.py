@@ -1,4 +1,4 @@
-"""The cleanup job (addendum "Cleanup job"), on a stack with compressed time:
+"""The cleanup job (docs/contract.md, "Endpoints and the backend's rules"), on a stack with compressed time:
 cleanup every 1 s, a 2 s pairing window, 2 s of heartbeat silence."""
 import asyncio
 import time

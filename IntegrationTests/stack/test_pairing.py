@@ -1,4 +1,4 @@
-"""Pairing and approval (spec §3–§5, addendum): PIN and QR, single use,
+"""Pairing and approval (spec §3–§5, docs/contract.md): PIN and QR, single use,
 brute-force budget with Retry-After, five wrong QR tokens, approve/deny."""
 import concurrent.futures
 import re

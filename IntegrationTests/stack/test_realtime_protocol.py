@@ -1,6 +1,6 @@
 """Unit tests of the Realtime protocol core (no stack, no sockets, no clock).
 
-They pin down the wire shapes of supabase-wire.md §C with exact JSON text.
+They pin down the wire shapes of docs/contract.md, wire C, with exact JSON text.
 """
 
 from __future__ import annotations

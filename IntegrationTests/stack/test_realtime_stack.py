@@ -1,4 +1,4 @@
-"""Realtime (supabase-wire.md §C) against the running local stack.
+"""Realtime (docs/contract.md, wire C) against the running local stack.
 
 Two kinds of client: the official ``supabase`` Python client (what real
 clients speak), and raw ``websockets`` frames (exact envelopes, both vsn).

@@ -1,4 +1,4 @@
-"""/rest/v1 under RLS (contract-addendum "Database rules", spec §6), through
+"""/rest/v1 under RLS (docs/contract.md "Endpoints and the backend's rules", spec §6), through
 the official supabase client where it can express the request, and raw
 HTTP for the malformed ones."""
 import time
@@ -50,7 +50,7 @@ def test_sender_and_receiver_each_read_only_rows_addressed_to_them(parties):
 
 
 def test_return_representation_fails_for_a_legitimate_sender_insert(stack, parties):
-    # addendum: RETURNING makes Postgres check the SELECT policy on the new row → 42501
+    # docs/contract.md: RETURNING makes Postgres check the SELECT policy on the new row → 42501
     ps, _, _ = parties
     r = rest(stack, ps.sender.access_token, "POST", "signaling_messages",
              json=row(ps.session_id, "sender", "receiver"), prefer="return=representation")

@@ -1,4 +1,4 @@
-"""session-update / session-end / ice-config (spec §8–§10, addendum)."""
+"""session-update / session-end / ice-config (spec §8–§10, docs/contract.md)."""
 import asyncio
 import base64
 import hashlib

@@ -405,7 +405,7 @@ class Run:
 
 
 def table(result: dict) -> str:
-    """The result as a Markdown table (the README's shape)."""
+    """The result as a Markdown table (the shape of docs/performance.md's tables)."""
     rows = ["| link | sender | fps mean (worst s) | resolution | freezes (s) | loss | delivered Mbit/s | RTT median "
             "| glass-to-glass median (p95) | settle |", "|---|---|---|---|---|---|---|---|---|---|"]
     for e in result["scenarios"]:

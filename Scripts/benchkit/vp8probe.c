@@ -1,7 +1,7 @@
 // vp8probe: libvpx (castd's VP8 settings) and x264 (castd's H.264 settings) on the bench
 // painter's busy field, outside castd: bytes, CPU, luma PSNR and quantizer a frame, to try
 // libvpx knobs castd's VP8Encoder.Tuning does not have (sharpness, undershoot/overshoot,
-// buffer sizes) and the field's wraps. The README "VP8 speed" figures marked "C probe".
+// buffer sizes) and the field's wraps. The docs/encoding.md "VP8 speed" figures marked "C probe".
 // Not built by SwiftPM; the conversion is a plain BT.601 one, close to castd's.
 //
 //   cc -O2 -o /tmp/vp8probe Scripts/benchkit/vp8probe.c -lvpx -lx264 -lm

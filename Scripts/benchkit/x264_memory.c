@@ -1,5 +1,5 @@
-// What x264 settings cost in memory, CPU and quality at 1080p (issue 19; the README's
-// "x264's pictures, setting by setting" table). castd's X264Encoder settings, then
+// What x264 settings cost in memory, CPU and quality at 1080p (issue 19; the
+// "x264's pictures, setting by setting" table in docs/lab-notes/2026-12-02-memory.md). castd's X264Encoder settings, then
 // any x264_param_parse overrides (ref, subme, threads, ...). Content: the bench's busy
 // field (random 8x8 blocks scrolled by (9,5) px a frame), or with SMOOTH=1 a sine pattern
 // moving by fractions of a pixel. Prints one JSON line: anonymous memory x264 added,

@@ -52,7 +52,7 @@ def secrets_grep(w: World) -> Result:
 
 
 def credential_modes(w: World) -> Result:
-    r = Result("credential file modes", "credential files 0600, their directories 0700 (spec, STYLE)")
+    r = Result("credential file modes", "credential files 0600, their directories 0700 (docs/security.md)")
     bad, seen = [], 0
     for home in w.out.glob("*/state"):
         for p in home.rglob("*"):

@@ -1,5 +1,5 @@
 /// The error every castd component throws: a stable code that tests compare,
-/// and a sentence for people (STYLE.md rule 5). Never put a secret in `message`.
+/// and a sentence for people (rule 5, docs/architecture.md). Never put a secret in `message`.
 public struct CastError: Error, Equatable, Sendable, CustomStringConvertible {
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public var rawValue: String

@@ -1,6 +1,6 @@
 /// A point on a monotonic clock, in nanoseconds from an arbitrary origin.
 ///
-/// Pure code never reads a clock (STYLE.md rule 1): it is handed an `Instant`
+/// Pure code never reads a clock (rule 1, docs/architecture.md): it is handed an `Instant`
 /// by its owner, so that tests can drive it with a fake clock.
 public struct Instant: Comparable, Hashable, Sendable, CustomStringConvertible {
     public var nanoseconds: Int64

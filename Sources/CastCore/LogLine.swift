@@ -1,4 +1,4 @@
-/// One log event as one line of key=value fields (STYLE.md rule 5):
+/// One log event as one line of key=value fields (rule 5, docs/architecture.md):
 ///   `level=info event=negotiate negotiation=4f… attempt=1`
 /// Every component emits these typed events (its own event name, its own fields, a level
 /// chosen per event); the IO shell writes them as they are, to stderr or to the journal

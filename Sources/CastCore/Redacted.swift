@@ -1,5 +1,5 @@
 /// A value that must never reach a log or an error text: tokens, refresh
-/// tokens, PINs, SRTP keys (STYLE.md rule 6). Its description is fixed; the
+/// tokens, PINs, SRTP keys (rule 6, docs/architecture.md). Its description is fixed; the
 /// value is reachable only through `unredacted`, which makes every use visible.
 /// It is `CustomReflectable` with no children, so `dump()`, `Mirror` and
 /// string interpolation of an enclosing struct show `<redacted>` too (issue 17).

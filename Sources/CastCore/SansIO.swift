@@ -1,5 +1,5 @@
-/// The one contract of castd's pure protocol components (str0m's shape; DESIGN.md "Pure",
-/// STYLE.md "One output contract"). A component is a value with no IO, no threads and no
+/// The one contract of castd's pure protocol components (str0m's shape; docs/architecture.md,
+/// "One sans-IO contract"). A component is a value with no IO, no threads and no
 /// clock of its own; its owner, the thin IO shell, drives it like this:
 ///
 ///     machine.handle(input, now: clock.now())      // a datagram, a message, a command

@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 extension CastError {
-    /// The one place `errno` becomes a Swift error (STYLE.md, the swift-nio habit).
+    /// The one place `errno` becomes a Swift error (rule 5, docs/architecture.md; the swift-nio habit).
     /// Every IO shell in every target calls this (or `posix(_:errno:code:)`, which
     /// calls it), so the error always carries the number in `posixCode` for callers
     /// that decide on it: compare `code` and `posixCode`, never `message`.

@@ -6,7 +6,7 @@ import CastCore
 /// `EncoderChain.standardTable`, then VP8's.
 public enum EncoderDoctor {
     public static func encoders(vaapi: VAAPIProbe = .run()) -> [DoctorReport.Component] {
-        // The VA-API path is built to libva's spec but no build machine could run it (DESIGN.md).
+        // The VA-API path is built to libva's spec but no build machine could run it (docs/encoding.md).
         let vaDetail = vaapi.available
             ? vaapi.summary + "; castd's VA-API path is not yet validated on hardware and falls back to x264 on any VA error"
             : vaapi.summary

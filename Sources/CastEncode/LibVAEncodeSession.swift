@@ -96,7 +96,7 @@ final class LibVAEncodeSession: VAEncodeSession {
         close(fd)
     }
 
-    /// The STYLE.md rule 5 sentence for a failed call: which call, libva's status string.
+    /// The sentence (rule 5, docs/architecture.md) for a failed call: which call, libva's status string.
     private func check(_ status: VAStatus, _ call: String) throws {
         guard status != VA_STATUS_SUCCESS else { return }
         let why = String(cString: vaErrorStr(status))

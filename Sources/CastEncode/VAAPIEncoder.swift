@@ -12,7 +12,7 @@ import CastMedia
 /// `VAEncodeSession` (`LibVAEncodeSession` on a real render node).
 ///
 /// Not verified on hardware: no machine castd is built on has a VA-API
-/// encoder (DESIGN.md); the tests drive this logic through a fake session and
+/// encoder (docs/encoding.md); the tests drive this logic through a fake session and
 /// parse the headers back with ffmpeg.
 public final class VAAPIEncoder: VideoEncoder {
     public let kind = EncoderKind.vaapi

@@ -27,7 +27,7 @@ public struct VAAPIProbe: Equatable, Sendable {
     public var usable: Node? { nodes.first { $0.canEncodeConstrainedBaseline } }
     public var available: Bool { usable != nil }
 
-    /// One sentence for logs and `castd doctor` (STYLE.md rule 5), saying what
+    /// One sentence for logs and `castd doctor` (rule 5, docs/architecture.md), saying what
     /// `--encoder auto` does about it.
     public var summary: String {
         if let n = usable {

@@ -11,7 +11,7 @@ import Glibc
 /// key frames only on request (PLI/FIR or a new viewer). One owner (the encode
 /// thread); the codec context is freed in `deinit`.
 ///
-/// Every setting that costs CPU is in `Tuning`, chosen by measurement (README,
+/// Every setting that costs CPU is in `Tuning`, chosen by measurement (docs/encoding.md,
 /// "VP8 speed"; the sweep is `CASTD_BENCH=1 swift test --filter VP8SpeedBench`).
 public final class VP8Encoder: VideoEncoder {
     public let kind = EncoderKind.libvpx
@@ -24,7 +24,7 @@ public final class VP8Encoder: VideoEncoder {
         /// `VP8E_SET_CPUUSED` (−16…16). Negative: that speed, fixed; positive: libvpx
         /// adapts the speed to the wall time a frame took, which on a shared machine
         /// follows other processes' load. On the busy 1080p screen the cost falls
-        /// from −4 to about −10 and is flat beyond (README table).
+        /// from −4 to about −10 and is flat beyond (docs/encoding.md, "VP8 speed").
         ///
         /// −10 is the fastest speed at which libvpx's real-time mode tries a motion
         /// search (NEWMV) on every macroblock: from −11 on it tries one in 4, from −12
@@ -37,7 +37,7 @@ public final class VP8Encoder: VideoEncoder {
         /// 30.6 dB), at about the same CPU (`VP8SpeedBench.motion`). A cast skips frames
         /// and lowers its frame rate under load, so the motion a frame is often two or
         /// three steps, not one. With −10, Firefox decoded 27.3–27.5 fps of that field
-        /// under the 4 Mbit/s cap on a quiet machine (README "VP8 speed"). −6 also finds
+        /// under the 4 Mbit/s cap on a quiet machine (docs/encoding.md, "VP8 speed"). −6 also finds
         /// three steps (it predicts from the previous frame's vectors) for about 10 % more CPU.
         public var speed: Int32 = -10
         /// `g_threads`. One: libvpx's VP8 row threads wait for each other by spinning

@@ -3,7 +3,7 @@ import CastCore
 /// A bounded buffer of interleaved float audio between the capture callback
 /// (the writer) and the audio encoder (the reader), which takes fixed frames.
 ///
-/// It never grows a queue (DESIGN.md: drop, never queue): when the reader
+/// It never grows a queue (docs/architecture.md: drop, never queue): when the reader
 /// falls behind by more than `capacity` samples, the OLDEST unread samples
 /// are dropped. That is the opposite of `FrameRing`, which refuses the newest
 /// frame because the encoder holds slots; audio has no slots, and the newest

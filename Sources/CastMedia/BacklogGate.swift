@@ -1,7 +1,7 @@
 import CastCore
 
 /// Whether the encoder takes a captured frame or skips it because the pacer still
-/// holds earlier media (DESIGN: drop, never queue; a skipped frame's successor is
+/// holds earlier media (docs/architecture.md: drop, never queue; a skipped frame's successor is
 /// fresher). Pure: the caller passes the pacer's backlog (how long the media it holds
 /// needs at the current pacing rate) and the frame interval.
 ///

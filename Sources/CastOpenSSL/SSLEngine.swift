@@ -20,7 +20,7 @@ extension CastError.Code {
 /// and writes a `PacketPipe`, which keeps datagram boundaries for DTLS.
 ///
 /// The one owner of its `SSL_CTX` and `SSL` (freed in `deinit`). Not
-/// thread-safe: one owner drives it (STYLE.md rule 2).
+/// thread-safe: one owner drives it (rule 2, docs/architecture.md).
 ///
 /// Usage: `start(now:)`, then after every `feed`/`handleTimeout`/
 /// `writeApplication` drain `pollOutgoing()` and `readApplication()`, check

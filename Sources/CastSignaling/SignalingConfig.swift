@@ -1,5 +1,5 @@
 /// Where castd's backend lives. The API (`/api/public/*`) and Supabase may be
-/// different hosts, as they are in production (DESIGN.md, issue 2).
+/// different hosts, as they are in production (issue 2).
 public struct SignalingConfig: Sendable, Equatable {
     public var apiURL: String
     public var supabaseURL: String

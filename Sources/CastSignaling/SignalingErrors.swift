@@ -1,8 +1,8 @@
 import CastCore
 
 /// The stable error codes of CastSignaling. Tests compare these, people read
-/// the message (STYLE.md rule 5). No message ever carries a token, refresh
-/// token or PIN (STYLE.md rule 6).
+/// the message (rule 5, docs/architecture.md). No message ever carries a token, refresh
+/// token or PIN (rule 6).
 extension CastError.Code {
     // Pairing input (spec §3, §4).
     public static let badPairingURL = Self("bad_pairing_url")
@@ -23,7 +23,7 @@ extension CastError.Code {
     // Realtime / Phoenix.
     public static let phoenixEnvelope = Self("phoenix_envelope")
 
-    // Auth (supabase-wire.md §A).
+    // Auth (docs/contract.md, wire A).
     public static let sessionDead = Self("session_dead")
     public static let authFailed = Self("auth_failed")
     public static let badJWT = Self("bad_jwt")

@@ -4,8 +4,8 @@ import CSystemd
 import Glibc
 #endif
 
-/// A D-Bus connection through sd-bus: the one place castd calls sd-bus (STYLE.md
-/// rule 4), and the one owner of the `sd_bus` handle (`close` or deinit frees it).
+/// A D-Bus connection through sd-bus: the one place castd calls sd-bus (rule 4,
+/// docs/architecture.md), and the one owner of the `sd_bus` handle (`close` or deinit frees it).
 /// One thread uses a connection at a time; signal handlers run inside `process()`
 /// on that thread.
 ///

@@ -206,7 +206,7 @@ final class LogLines: Sendable {
     }
 
     @Test func thisMachineHasNoDriNode() {
-        // The build machines have no GPU (DESIGN.md, platform facts). Where one exists this pins the path format.
+        // The build machines have no GPU (docs/encoding.md). Where one exists this pins the path format.
         let nodes = VAAPIProbe.renderNodes()
         #expect(nodes.allSatisfy { $0.hasPrefix("/dev/dri/renderD") })
         if nodes.isEmpty { #expect(!VAAPIProbe.run().available) }

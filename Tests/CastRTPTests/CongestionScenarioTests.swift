@@ -3,7 +3,7 @@ import CastCore
 @testable import CastRTP
 
 /// Whole-sender scenarios on the emulated link, with bounds like libwebrtc's
-/// own goog_cc tests (issue 14 item 5). Each prints its figures for the README.
+/// own goog_cc tests (issue 14 item 5). Each prints its figures for docs/rate-control.md.
 @Suite struct CongestionScenarioTests {
     func mbps(_ v: Int64) -> String { String(Double(v / 10_000) / 100) }
 

@@ -3,7 +3,7 @@ import CastCore
 @testable import CastRTP
 
 /// The Opus encoder plans for ≥ 10 % loss once any is reported (libopus codes FEC only
-/// past ~8 % for music, README "Audio"), and for 0 % after 10 s of clean reports.
+/// past ~8 % for music, docs/audio.md), and for 0 % after 10 s of clean reports.
 @Suite struct OpusLossPlanTests {
     @Test func aCleanLinkPlansForNoLoss() {
         var p = OpusLossPlan()

@@ -1,7 +1,7 @@
 import Testing
 @testable import CastSignaling
 
-/// supabase-wire.md §C: the Realtime URL, its key percent-encoded by castd's own code (issue 19).
+/// docs/contract.md, wire C: the Realtime URL, its key percent-encoded by castd's own code (issue 19).
 @Suite struct WebSocketURLTests {
     @Test func theKeyIsPercentEncodedExceptASCIILettersAndDigits() {
         #expect(SignalingSubscription.percentEncoded("sb_publishable_Ab9") == "sb%5Fpublishable%5FAb9")

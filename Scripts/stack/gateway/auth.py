@@ -1,5 +1,5 @@
 """/auth/v1: anonymous sign-in, refresh with rotation and reuse detection,
-the user object, logout (supabase-wire.md §A, GoTrue's behaviour).
+the user object, logout (docs/contract.md, wire A; GoTrue's behaviour).
 
 Refresh tokens are opaque random strings, stored only as SHA-256. Using a
 token rotates it (the old one is revoked, a child is issued in the same

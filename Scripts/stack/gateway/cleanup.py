@@ -1,4 +1,4 @@
-"""The cleanup job (addendum "Cleanup job"): every `cleanup_interval`
+"""The cleanup job (docs/contract.md, "Endpoints and the backend's rules"): every `cleanup_interval`
 seconds, private.cleanup_sessions() expires sessions whose pairing window
 passed and disconnects those whose sender authorization passed or that went
 silent while connected. It inserts no disconnect row (spec §9: "Cron")."""

@@ -1,5 +1,5 @@
 """Transactions under a caller's role and claims, as PostgREST runs them
-(supabase-wire.md §B): one transaction, `set_config('role', …, true)`,
+(docs/contract.md, wire B): one transaction, `set_config('role', …, true)`,
 `set_config('request.jwt.claims', <json>, true)` (plus the legacy
 `request.jwt.claim.sub`/`.role`), then the statement. Postgres RLS decides."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The three error shapes the gateway speaks, one per API family:
 
 - /api/public:   {"error": {"code", "message"}}          (spec §2)
-- /rest/v1:      {"code", "message", "details", "hint"}   (PostgREST, supabase-wire.md §B)
+- /rest/v1:      {"code", "message", "details", "hint"}   (PostgREST, docs/contract.md wire B)
 - /auth/v1:      {"code", "error_code", "message"}        (GoTrue with X-Supabase-Api-Version)
 """
 from __future__ import annotations

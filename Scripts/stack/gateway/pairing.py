@@ -1,5 +1,5 @@
 """/api/public/session-create (receiver) and /api/public/session-pair (sender):
-spec §3, §4 and the addendum.
+spec §3, §4 (docs/contract.md).
 
 Brute-force budget (spec §4): `pair_failure_limit` failures per client IP and
 per user per rolling `pair_failure_window`. Each attempt is written (and
@@ -67,7 +67,7 @@ def setup(app: web.Application, ctx) -> None:
     @endpoint
     async def session_create(request: web.Request) -> web.Response:
         claims = caller(ctx, request)
-        await json_body(request)  # {} per the addendum; a bad body is still a 400
+        await json_body(request)  # {} (docs/contract.md, receiver endpoints); a bad body is still a 400
         token = new_qr_token()
         for _ in range(20):  # a PIN must be unique among live codes
             pin = new_pin()

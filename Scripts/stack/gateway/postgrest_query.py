@@ -148,7 +148,7 @@ def select_sql(table: str, q: Query) -> str:
 
 
 def status_for_sqlstate(code: str, role: str) -> int:
-    """HTTP status PostgREST gives a SQLSTATE (supabase-wire.md §B)."""
+    """HTTP status PostgREST gives a SQLSTATE (docs/contract.md, wire B)."""
     if code == "42501":
         return 401 if role == "anon" else 403
     if code == "P0001":

@@ -1,6 +1,6 @@
 """The Realtime endpoint of the local stack: ``/realtime/v1/websocket``.
 
-A thin IO shell around ``realtime_protocol.SocketState`` (supabase-wire.md §C):
+A thin IO shell around ``realtime_protocol.SocketState`` (docs/contract.md, wire C):
 
 * one dedicated LISTEN connection on channel ``castd_realtime`` (reconnects
   with backoff when PostgreSQL restarts); the 0900 migration's triggers

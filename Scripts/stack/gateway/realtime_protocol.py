@@ -1,6 +1,6 @@
 """Supabase Realtime (Phoenix channels) protocol logic, without IO.
 
-The authority is ../shared/spec/supabase-wire.md §C. This module holds the
+The authority is docs/contract.md, wire C. This module holds the
 parts that need no socket, no database and no clock: the two Phoenix envelope
 versions, the join payload and its ``postgres_changes`` subscriptions, the
 filters (``col=op.value``), and ``SocketState``, the per-connection state
@@ -46,7 +46,7 @@ def _dumps(obj: Any) -> str:
 
 
 # --------------------------------------------------------------------------
-# Envelopes (supabase-wire.md §C "Envelope")
+# Envelopes (docs/contract.md, wire C)
 # --------------------------------------------------------------------------
 
 
@@ -124,7 +124,7 @@ def encode_frame(vsn: str, topic: str, event: str, payload: dict, ref: str | Non
 
 
 # --------------------------------------------------------------------------
-# Filters (supabase-wire.md §C "Filters": eq neq lt lte gt gte in)
+# Filters (docs/contract.md, wire C: eq neq lt lte gt gte in)
 # --------------------------------------------------------------------------
 
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -259,7 +259,7 @@ def _split_list(inner: str) -> list[str]:
 
 def subscription_id(params: dict) -> int:
     """A stable integer per subscription, like Realtime's phash2 of the
-    params (supabase-wire.md §C: "ids are integers"). 27 bits keep it in
+    params (docs/contract.md, wire C: the ids are integers). 27 bits keep it in
     the range real servers send."""
     return zlib.crc32(_dumps(params).encode()) & 0x7FFFFFF
 
@@ -577,7 +577,7 @@ class SocketState:
         return encode_frame(self.vsn, topic, event, payload)
 
     def _close(self, channel: Channel) -> str:
-        # phx_close carries ref = join_ref (supabase-wire.md §C).
+        # phx_close carries ref = join_ref (docs/contract.md, wire C).
         return encode_frame(self.vsn, channel.topic, "phx_close", {}, channel.join_ref, channel.join_ref)
 
 

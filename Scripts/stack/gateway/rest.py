@@ -2,7 +2,7 @@
 
 Every request runs in one transaction as the JWT's role with
 `request.jwt.claims` set (db.as_claims), so Postgres RLS decides; errors are
-mapped as PostgREST maps them (supabase-wire.md §B). No token → role anon
+mapped as PostgREST maps them (docs/contract.md, wire B). No token → role anon
 (the apikey is the anon JWT)."""
 from __future__ import annotations
 

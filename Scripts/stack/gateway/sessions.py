@@ -1,5 +1,5 @@
 """/api/public/session-approve, session-update, session-end: the session
-state machine after pairing (spec §5, §9, §10; addendum "Session statuses").
+state machine after pairing (spec §5, §9, §10; docs/contract.md "Signaling rows").
 
     waiting → pairing → connecting → connected → disconnected
                  └──────── deny ──→ expired (also: pairing window over, 5 wrong QR tokens)

@@ -1,4 +1,4 @@
--- Roles as Supabase defines them (supabase-wire.md §B): PostgREST connects as
+-- Roles as Supabase defines them (docs/contract.md, wire B): PostgREST connects as
 -- `authenticator` and switches, per request, to the role named in the JWT.
 -- anon / authenticated are NOLOGIN and subject to RLS; service_role bypasses
 -- RLS and is what the /api/public endpoints and the cleanup job run as.

@@ -1,5 +1,5 @@
 -- The auth schema of the stand-in: anonymous users, sessions and rotating
--- refresh tokens (supabase-wire.md §A). Only the gateway (service_role)
+-- refresh tokens (docs/contract.md, wire A). Only the gateway (service_role)
 -- touches these tables; clients see them through /auth/v1 only.
 create schema auth;
 grant usage on schema auth to anon, authenticated, service_role;
@@ -43,7 +43,7 @@ create index on auth.refresh_tokens (session_id);
 grant select, insert, update, delete on all tables in schema auth to service_role;
 grant usage on all sequences in schema auth to service_role;
 
--- auth.uid() exactly as Supabase defines it (supabase-wire.md §B).
+-- auth.uid() exactly as Supabase defines it (docs/contract.md, wire B).
 create function auth.uid() returns uuid
 language sql stable
 as $$

@@ -1,4 +1,4 @@
--- casting_sessions and its private companions (contract-addendum.md
+-- casting_sessions and its private companions (docs/contract.md
 -- "Session statuses", "Database rules"; spec §3, §4, §10).
 create table public.casting_sessions (
     id uuid primary key default gen_random_uuid(),

@@ -1,4 +1,4 @@
--- signaling_messages (contract-addendum.md "Signaling rows", "Database rules";
+-- signaling_messages (docs/contract.md "Signaling rows", "Endpoints and the backend's rules";
 -- spec §6).
 create table public.signaling_messages (
     id uuid primary key default gen_random_uuid(),
@@ -14,7 +14,7 @@ create index on public.signaling_messages (session_id, created_at);
 alter table public.signaling_messages enable row level security;
 
 -- Each side reads only the rows addressed to itself, also after the session
--- ended (addendum: "This holds after the session ends").
+-- ended (docs/contract.md: also after the session ends).
 create policy signaling_select_sender on public.signaling_messages
     for select to authenticated
     using (
@@ -44,7 +44,7 @@ create policy signaling_insert_sender on public.signaling_messages
                       and s.status in ('pairing', 'connecting', 'connected'))
     );
 
--- addendum: the receiver's rule.
+-- docs/contract.md: the receiver's rule.
 create policy signaling_insert_receiver on public.signaling_messages
     for insert to authenticated
     with check (

@@ -63,7 +63,7 @@ revoke all on function private.signaling_limits() from public;
 create trigger signaling_limits before insert on public.signaling_messages
     for each row execute function private.signaling_limits();
 
--- The cleanup job (addendum "Cleanup job"): pairing window over → expired;
+-- The cleanup job (docs/contract.md, "Endpoints and the backend's rules"): pairing window over → expired;
 -- sender authorization over, or connected without heartbeat for the silence
 -- limit → disconnected. Inserts no disconnect row. Returns the ids it changed.
 create function private.cleanup_sessions()

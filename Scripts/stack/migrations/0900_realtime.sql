@@ -1,5 +1,5 @@
 -- Realtime change notifications for the gateway's /realtime/v1/websocket
--- (supabase-wire.md §C).
+-- (docs/contract.md, wire C).
 --
 -- PostgreSQL NOTIFY payloads are limited to 8000 bytes and a signaling row may
 -- carry a 64 KB payload, so the triggers notify only the row's key; the

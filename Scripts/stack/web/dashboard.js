@@ -1,6 +1,6 @@
 // /dashboard: the receiver creates a session, shows its PIN and pairing link,
 // lists join requests and approves or denies them (spec §4, §5;
-// contract-addendum.md, receiver endpoints). After Approve it opens
+// docs/contract.md, receiver endpoints). After Approve it opens
 // /viewer/<id> (unless ?stay=1, which tests use to keep watching this page).
 
 import { boot, $, groupPin, showError } from "./lib/app.js";

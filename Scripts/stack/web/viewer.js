@@ -1,4 +1,4 @@
-// /viewer/:id — the answerer (spec §6, §7, §11; contract-addendum.md).
+// /viewer/:id — the answerer (spec §6, §7, §11; docs/contract.md).
 //
 // Each offer with a new negotiationId replaces the peer connection; the answer
 // carries the same negotiationId, local candidates trickle one row each, then
@@ -162,7 +162,7 @@ async function handleRow(row) {
       setState("sender-disconnected", p.reason && p.reason !== "sender_ended" ? `(reason: ${p.reason})` : "");
       return;
     default:
-      return; // tolerate unknown message types (contract-addendum.md)
+      return; // tolerate unknown message types (docs/contract.md, "Signaling rows")
   }
 }
 

@@ -107,7 +107,7 @@ enum SessionCommand {
     }
 }
 
-/// sd_notify for the systemd unit (issue 17 semantics; README "Running under systemd"):
+/// sd_notify for the systemd unit (issue 17 semantics; docs/daemon.md, "Under systemd"):
 /// - READY=1 once castd is up: signed in, subscribed, backfilled and the session row read
 ///   (the machine left `starting`). Waiting for Approve or for a viewer comes after READY, so
 ///   the unit's start timeout never races a person.

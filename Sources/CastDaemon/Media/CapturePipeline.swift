@@ -15,7 +15,7 @@ import Synchronization
 /// ready frame, scales it under the caps (≤ 1080p30, spec §12), encodes it
 /// (VA-API first, then x264) and hands the access unit to the peer. The ring
 /// drops frames when the encoder is behind; nothing ever queues, so latency
-/// cannot grow (DESIGN: a frame is encoded now or dropped).
+/// cannot grow (docs/architecture.md: a frame is encoded now or dropped).
 public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     public struct Statistics: Sendable, Equatable {
         public var captured: UInt64 = 0
@@ -432,7 +432,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 ladder = RateLadder(size: target, maxFrameRate: config.frameRate, maxBitrate: config.bitrate)
             }
             adapt(&ladder, chain: chain, output: &output)
-            // Drop, never queue (DESIGN): while the pacer would still hold more than a frame
+            // Drop, never queue (docs/architecture.md): while the pacer would still hold more than a frame
             // interval of earlier media when this frame reached it (or the burst allowance
             // after a frame far over budget: BacklogGate), the frame would only wait there.
             let interval = Duration.nanoseconds(1_000_000_000 / Int64(max(1, ladder.current.frameRate)))

@@ -13,7 +13,7 @@ import Glibc
 /// `handle(.datagram…, now:)`, the deadline as `handleTimeout(now:)`, then `poll()` until nil,
 /// sending each `.transmit` and handing each `.event` to `onEvent`. Other threads reach the core only through `perform`, which runs
 /// a closure on the driver's thread — so the core has exactly one owner and
-/// no lock ever guards protocol state (STYLE.md rule 2). The only lock here
+/// no lock ever guards protocol state (rule 2, docs/architecture.md). The only lock here
 /// guards the mailbox of closures.
 public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     public typealias Work = (inout Core, Instant) -> Void

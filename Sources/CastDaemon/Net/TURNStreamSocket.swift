@@ -19,7 +19,7 @@ import Glibc
 ///
 /// Back-pressure: at most `maxBuffered` bytes wait for the kernel; beyond that a whole
 /// message is refused (`send` answers false), so the stream's framing stays intact and
-/// no queue grows without bound (DESIGN: drop, never queue).
+/// no queue grows without bound (docs/architecture.md: drop, never queue).
 public final class TURNStreamSocket: DatagramSocket, @unchecked Sendable {
     // Used only by the driver's thread after creation.
     public let fd: Int32

@@ -49,7 +49,7 @@ public final class PeerRunner: @unchecked Sendable {
     private var closed = false   // touched by the owner only
     private let shared = SharedCounters()
     /// At most this many access units wait for the peer's thread; a newer one is refused
-    /// (DESIGN: no queue after the encoder grows without bound).
+    /// (docs/architecture.md: no queue after the encoder grows without bound).
     static let maxPendingAccessUnits = 2
     /// At most this many audio frames (20 ms each) wait for the peer's thread; a newer one
     /// is dropped (Opus conceals a lost frame; a queue would only add delay).

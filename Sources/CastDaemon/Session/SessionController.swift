@@ -4,7 +4,7 @@ import CastSignaling
 /// The actor that runs one cast: it owns the `SessionMachine`, feeds it what
 /// the signaling layer, the peer and the user say, carries out its actions
 /// through the ports, and keeps the single timer the machine asks for. All
-/// session state has this one owner (STYLE.md rule 2); IO happens in the ports.
+/// session state has this one owner (rule 2, docs/architecture.md); IO happens in the ports.
 public actor SessionController {
     public struct Outcome: Sendable, Equatable {
         public var exitCode: Int32

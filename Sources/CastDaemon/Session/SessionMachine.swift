@@ -5,7 +5,7 @@ import CastSignaling
 /// machine under the one sans-IO contract (`SansIO` in CastCore): the owner feeds
 /// `Input`s with the current time, drains `Action`s with `poll()`, and calls
 /// `handleTimeout(now:)` at `nextDeadline()`. It never reads a clock, sleeps or
-/// does IO (DESIGN.md "Pure"), so every rule below is tested on a fake clock.
+/// does IO (docs/architecture.md, "One sans-IO contract"), so every rule below is tested on a fake clock.
 public struct SessionMachine: Sendable, SansIO {
     public struct Configuration: Sendable {
         public var reconnect = ReconnectPolicy()
@@ -128,7 +128,7 @@ public struct SessionMachine: Sendable, SansIO {
     public var isEnded: Bool { phase == .ended }
 
     /// The disconnect reason when capture needs a person and none is there (not one of the
-    /// addendum's four: the receiver shows it raw, which says what to do).
+    /// four of docs/contract.md "Signaling rows": the receiver shows it raw, which says what to do).
     public static let captureNeedsUserReason = DisconnectReason.other("capture_needs_user")
     /// The disconnect reason when the receiver can decode none of the offered video codecs.
     public static let noCommonCodecReason = DisconnectReason.other("no_common_codec")
@@ -285,7 +285,7 @@ public struct SessionMachine: Sendable, SansIO {
 
         case .captureNeedsUser(let sentence):
             // Not a network fault: retrying cannot help until someone accepts the dialog. The
-            // receiver learns why from the reason (contract addendum: unknown reasons are shown raw).
+            // receiver learns why from the reason (docs/contract.md: unknown reasons are shown raw).
             endAsSender(reason: Self.captureNeedsUserReason, exitCode: 1, message: sentence)
 
         case .mediaFailed(let reason):
@@ -369,7 +369,7 @@ public struct SessionMachine: Sendable, SansIO {
                 finishQuietly(exitCode: 0, "The receiver ended the session (reason: \(Self.printable(raw))).")
             }
 
-        // Not addressed to a sender's logic; tolerated (contract addendum), but counted and logged.
+        // Not addressed to a sender's logic; tolerated (docs/contract.md "Signaling rows"), but counted and logged.
         case .joinRequest: ignore("join_request", "a sender does not handle it")
         case .offer: ignore("offer", "a sender does not handle it")
         case .unknown(let type): ignore(type, "unknown type")

@@ -7,7 +7,7 @@ import COpus
 /// frame (`samplesPerChannel × channels` values) per call. Output: one Opus
 /// packet per frame, to go into one RTP packet (RFC 7587 §4.2).
 ///
-/// Defaults and why (measured figures are in README.md, "Audio"):
+/// Defaults and why (measured figures are in docs/audio.md):
 /// - 48 kHz stereo: the receiver's Opus decoder runs at 48 kHz (RFC 7587 §7:
 ///   `opus/48000/2` whatever the content), so no resampling anywhere.
 /// - 20 ms frames: 10 ms frames save 10 ms of packetization delay but double

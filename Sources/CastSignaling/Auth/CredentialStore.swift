@@ -4,10 +4,10 @@ import FoundationEssentials
 import Glibc
 #endif
 
-/// The sender identity on disk (contract-addendum "Sender identity on
-/// Linux"): `$XDG_STATE_HOME/castd/credentials.json` (else
+/// The sender identity on disk (docs/contract.md, "Sender
+/// identity"): `$XDG_STATE_HOME/castd/credentials.json` (else
 /// `~/.local/state/castd/`), directory 0700, file 0600. Refresh tokens
-/// rotate and a reused one revokes the whole family (supabase-wire.md §A),
+/// rotate and a reused one revokes the whole family (docs/contract.md, wire A),
 /// so every refresh runs under an exclusive `flock` on `credentials.lock`
 /// (a separate file: the data file is replaced by rename, which a lock on
 /// it would not survive), re-reads the file under the lock, and writes the

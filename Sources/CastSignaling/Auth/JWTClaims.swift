@@ -3,7 +3,7 @@ import FoundationEssentials
 
 /// The claims castd reads from an access token: `exp` (when to refresh) and
 /// `sub` (the user id). The signature is never verified: a client only
-/// decodes `exp` (supabase-wire.md §A); the server verifies.
+/// decodes `exp` (docs/contract.md, wire A); the server verifies.
 public struct JWTClaims: Sendable, Equatable {
     public var exp: Int64
     public var sub: String?

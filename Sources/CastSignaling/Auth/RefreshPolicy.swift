@@ -1,7 +1,7 @@
 import CastCore
 
 /// When to refresh the access token, as the official clients do
-/// (supabase-wire.md §A; supabase-js `AUTO_REFRESH_TICK_DURATION_MS` and
+/// (docs/contract.md, wire A; supabase-js `AUTO_REFRESH_TICK_DURATION_MS` and
 /// `AUTO_REFRESH_TICK_THRESHOLD`): check every 30 s, refresh when fewer
 /// than 90 s remain, and before any call when fewer than 30 s remain.
 /// Times are Unix seconds (the JWT's `exp` is wall-clock time), passed in;

@@ -1,8 +1,8 @@
 import CastCore
 import FoundationEssentials
 
-/// castd's one anonymous identity per user account (contract-addendum
-/// "Sender identity on Linux"), shared by every castd process through the
+/// castd's one anonymous identity per user account (docs/contract.md,
+/// "Sender identity"), shared by every castd process through the
 /// `CredentialStore`. An actor: it is the single owner of the current tokens
 /// in this process; the file lock orders it against other processes.
 public actor SenderIdentity {
@@ -45,7 +45,7 @@ public actor SenderIdentity {
         try store.delete()
     }
 
-    /// The token for a request: refreshed first if fewer than 30 s remain (supabase-wire.md §A).
+    /// The token for a request: refreshed first if fewer than 30 s remain (docs/contract.md, wire A).
     public func accessToken() async throws -> Redacted<String> {
         let t = try await signIn(createIfMissing: false)
         if RefreshPolicy.refreshBeforeCall(expiresAt: t.expiresAt, nowUnix: nowUnix()) {

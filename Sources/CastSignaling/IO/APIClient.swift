@@ -2,7 +2,7 @@ import CastCore
 import FoundationEssentials
 
 /// The iPadCast endpoints `/api/public/*` (spec §4, §5, §8, §9 and the
-/// receiver endpoints of contract-addendum for tests). Every call carries
+/// receiver endpoints of docs/contract.md for tests). Every call carries
 /// `Authorization: Bearer <access token>` (spec §2).
 public struct APIClient: Sendable {
     public let endpoints: Endpoints

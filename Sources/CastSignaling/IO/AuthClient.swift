@@ -1,7 +1,7 @@
 import CastCore
 import FoundationEssentials
 
-/// GoTrue over HTTP (supabase-wire.md §A): anonymous sign-up and refresh,
+/// GoTrue over HTTP (docs/contract.md, wire A): anonymous sign-up and refresh,
 /// with the official retry of 5xx and network errors.
 public struct AuthClient: Sendable {
     public let endpoints: Endpoints

@@ -2,7 +2,7 @@ import CastCore
 import FoundationEssentials
 
 /// PostgREST on `signaling_messages` and `casting_sessions` (spec §5, §6;
-/// supabase-wire.md §B). Errors are read from the body's SQLSTATE.
+/// docs/contract.md, wire B). Errors are read from the body's SQLSTATE.
 public struct RESTClient: Sendable {
     public let endpoints: Endpoints
     public let transport: HTTPTransport
@@ -24,7 +24,7 @@ public struct RESTClient: Sendable {
 
     /// Inserts one row. `Prefer: return=minimal` is required: with
     /// `return=representation` the SELECT policy is checked on a row the
-    /// sender may not read, and a legitimate insert fails (contract-addendum).
+    /// sender may not read, and a legitimate insert fails (docs/contract.md).
     public func insert(_ row: OutgoingSignalingRow, token: Redacted<String>) async throws {
         var h = headers(token)
         h["Prefer"] = "return=minimal"

@@ -1,4 +1,4 @@
-/// The official Realtime client delays (supabase-wire.md §C): socket
+/// The official Realtime client delays (docs/contract.md, wire C): socket
 /// reconnect 1, 2, 5, 10, 10… s; channel rejoin 1, 2, 5, then 10 s.
 public struct Backoff: Sendable, Equatable {
     public let steps: [Duration]

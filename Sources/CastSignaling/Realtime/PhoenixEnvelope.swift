@@ -1,6 +1,6 @@
 import CastCore
 
-/// A Phoenix channel message (supabase-wire.md §C).
+/// A Phoenix channel message (docs/contract.md, wire C).
 ///
 /// vsn 1.0.0 is an object `{"topic","event","payload","ref","join_ref"}`;
 /// vsn 2.0.0 is an array `[join_ref, ref, topic, event, payload]`. Server

@@ -1,6 +1,6 @@
 import CastCore
 
-/// One `postgres_changes` push (supabase-wire.md §C).
+/// One `postgres_changes` push (docs/contract.md, wire C).
 public struct PostgresChange: Sendable, Equatable {
     public var schema: String
     public var table: String

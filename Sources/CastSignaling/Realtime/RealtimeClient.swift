@@ -1,7 +1,7 @@
 import CastCore
 
-/// Supabase Realtime for one channel, as a value with no IO (supabase-wire.md
-/// §C, following the timings of phoenix.js / supabase-js / supabase-swift).
+/// Supabase Realtime for one channel, as a value with no IO (docs/contract.md,
+/// wire C, following the timings of phoenix.js / supabase-js / supabase-swift).
 ///
 /// It follows the one sans-IO contract (`SansIO` in CastCore): the owner feeds an `Input`
 /// with `now`, drains the `Action`s with `poll()`, opening the socket on `.openSocket` and
@@ -155,7 +155,7 @@ public struct RealtimeClient: Sendable, SansIO {
         return out
     }
 
-    /// supabase-wire.md §C: after every refresh, push `access_token` on the
+    /// docs/contract.md, wire C: after every refresh, push `access_token` on the
     /// joined channel (no reply); later joins carry the new token.
     private mutating func updateAccessToken(_ token: Redacted<String>, now: Instant) -> [Action] {
         accessToken = token

@@ -56,7 +56,7 @@ public final class SignalingSubscription: Sendable {
         (inputs, input) = AsyncStream.makeStream(of: Input.self)
     }
 
-    /// supabase-wire.md §C: `wss://<host>/realtime/v1/websocket?apikey=<key>&vsn=…`.
+    /// docs/contract.md, wire C: `wss://<host>/realtime/v1/websocket?apikey=<key>&vsn=…`.
     /// The key is the publishable one (public by design, spec §2).
     public static func websocketURL(config: SignalingConfig, vsn: PhoenixEnvelope.Version) -> String {
         var base = config.supabaseURL
@@ -90,7 +90,7 @@ public final class SignalingSubscription: Sendable {
         var loop = Loop(owner: self, client: RealtimeClient(config: .session(sessionID, vsn: vsn), accessToken: token),
                         merger: SignalingMerger(sessionID: sessionID))
         let ticker = Task { [identity, input] in
-            // supabase-wire.md §A: check every 30 s.
+            // docs/contract.md, wire A: check every 30 s.
             while !Task.isCancelled {
                 try? await Task.sleep(for: RefreshPolicy.tickInterval)
                 if Task.isCancelled { break }

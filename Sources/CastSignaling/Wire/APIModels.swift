@@ -1,7 +1,7 @@
 import CastCore
 
-/// Bodies of `/api/public/*` (spec §4, §5, §8, §9; contract-addendum
-/// "Endpoints"). Decoding ignores unknown fields.
+/// Bodies of `/api/public/*` (spec §4, §5, §8, §9; docs/contract.md
+/// "Endpoints and the backend's rules"). Decoding ignores unknown fields.
 
 public struct SessionPairRequest: Sendable, Equatable, Encodable {
     public enum Secret: Sendable, Equatable {
@@ -96,7 +96,7 @@ public struct IceConfig: Sendable, Equatable, Decodable {
     }
 }
 
-// Receiver side, for tests (contract-addendum "Receiver side").
+// Receiver side, for tests (docs/contract.md, receiver endpoints).
 
 public struct SessionCreateResponse: Sendable, Equatable, Decodable {
     public var sessionId: String

@@ -1,6 +1,6 @@
 import CastCore
 
-/// The session GoTrue returns from sign-up and refresh (supabase-wire.md §A).
+/// The session GoTrue returns from sign-up and refresh (docs/contract.md, wire A).
 /// Both tokens are secrets and stay `Redacted`.
 public struct AuthTokens: Sendable, Equatable {
     public var accessToken: Redacted<String>

@@ -30,7 +30,7 @@ struct APIErrorBody: Decodable {
     var error: Inner
 }
 
-/// `{"code","message","details","hint"}` (supabase-wire.md §B).
+/// `{"code","message","details","hint"}` (docs/contract.md, wire B).
 struct PostgRESTErrorBody: Decodable {
     var code: String?
     var message: String?
@@ -64,7 +64,7 @@ public enum ServerErrorMapping {
         return n
     }
 
-    /// An `/api/public/*` error (contract-addendum "Endpoints").
+    /// An `/api/public/*` error (docs/contract.md, "Endpoints and the backend's rules").
     public static func api(status: Int, body: [UInt8], retryAfter: String?, endpoint: String) -> ServerError {
         let parsed = try? JSONCoding.decode(APIErrorBody.self, from: body)
         let serverCode = parsed?.error.code
@@ -104,7 +104,7 @@ public enum ServerErrorMapping {
     }
 
     /// A PostgREST error: the SQLSTATE in the body decides, not the status
-    /// (supabase-wire.md §B: `54000` and `P0429` both arrive as HTTP 500).
+    /// (docs/contract.md, wire B: `54000` and `P0429` both arrive as HTTP 500).
     public static func postgrest(status: Int, body: [UInt8]) -> ServerError {
         let parsed = try? JSONCoding.decode(PostgRESTErrorBody.self, from: body)
         let sqlstate = parsed?.code
@@ -133,7 +133,7 @@ public enum ServerErrorMapping {
         return ServerError(code: code, status: status, serverCode: sqlstate, message: message)
     }
 
-    /// The GoTrue codes that mean the stored session is dead (supabase-wire.md §A).
+    /// The GoTrue codes that mean the stored session is dead (docs/contract.md, wire A).
     public static let deadSessionCodes: Set<String> = [
         "refresh_token_already_used", "refresh_token_not_found", "session_expired", "session_not_found",
     ]

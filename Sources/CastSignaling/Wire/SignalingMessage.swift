@@ -1,6 +1,6 @@
 import CastCore
 
-/// Disconnect reasons (contract-addendum "Disconnect reasons"). Any other
+/// Disconnect reasons (docs/contract.md "Signaling rows"). Any other
 /// reason is kept raw: the peer ended, and the reason is shown as is.
 public enum DisconnectReason: Sendable, Equatable {
     case senderEnded, receiverEnded, denied, failed
@@ -60,7 +60,7 @@ public struct IceCandidatePayload: Sendable, Equatable {
 }
 
 /// A signaling message addressed to castd, read from a row's `message_type`
-/// and `payload` (contract-addendum "Signaling rows"). Parsing is tolerant:
+/// and `payload` (docs/contract.md "Signaling rows"). Parsing is tolerant:
 /// unknown types are `.unknown`, extra fields are ignored, and a known type
 /// with an unusable payload is `.invalid` so the caller can log and skip it.
 public enum SignalingMessage: Sendable, Equatable {
@@ -141,7 +141,7 @@ public enum OutgoingSignal: Sendable, Equatable {
     }
 }
 
-/// Session statuses (contract-addendum "Session statuses").
+/// Session statuses (docs/contract.md "Signaling rows").
 public enum SessionStatus: Sendable, Equatable {
     case waiting, pairing, connecting, connected, disconnected, expired
     case other(String)

@@ -1,13 +1,13 @@
 import CastCore
 import FoundationEssentials
 
-/// Who a signaling row is from or for (contract-addendum "Signaling rows").
+/// Who a signaling row is from or for (docs/contract.md "Signaling rows").
 public enum SignalingRole: String, Sendable, Codable, Equatable {
     case sender, receiver
 }
 
 /// One row of `public.signaling_messages` as PostgREST and Realtime deliver it.
-/// Decoding is tolerant (contract-addendum): unknown columns are ignored, a
+/// Decoding is tolerant (docs/contract.md): unknown columns are ignored, a
 /// missing payload reads as `{}`, and roles stay strings so that a row with a
 /// role we do not know is filtered out rather than failing the whole batch.
 public struct SignalingRow: Sendable, Equatable, Codable {

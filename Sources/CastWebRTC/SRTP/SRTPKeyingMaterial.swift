@@ -1,7 +1,7 @@
 import CastCore
 
 /// SRTP master keys and salts for both directions, from a DTLS-SRTP handshake.
-/// Keys are `Redacted`: they print as `<redacted>` (STYLE.md rule 6).
+/// Keys are `Redacted`: they print as `<redacted>` (rule 6, docs/architecture.md).
 public struct SRTPKeyingMaterial: Equatable, Sendable, CustomStringConvertible {
     public var profile: SRTPProfile
     /// What this side protects with (outbound).

@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// Shared by the benchmark suites of CastCaptureTests and CastEncodeTests.
-/// Benchmarks are not tests (DESIGN.md, test layers): they run only under
+/// Benchmarks are not tests (rule 8, docs/architecture.md): they run only under
 /// `Scripts/bench-capture-encode`, which sets CASTD_BENCH=1 and builds in release.
 public enum Bench {
     public static var enabled: Bool { ProcessInfo.processInfo.environment["CASTD_BENCH"] == "1" }

@@ -1,4 +1,4 @@
-// Anonymous Supabase Auth for the receiver pages (supabase-wire.md §A).
+// Anonymous Supabase Auth for the receiver pages (docs/contract.md, wire A).
 //
 // One anonymous identity per browser profile, kept in localStorage so that
 // /dashboard and /viewer/:id (and a page refresh) share it. Access tokens are
@@ -7,7 +7,7 @@
 // its pair instead of reusing a spent token (which would revoke the family).
 
 const API_VERSION = "2024-01-01";
-// Official clients: refresh when fewer than ~90 s remain (supabase-wire.md §A).
+// Official clients: refresh when fewer than ~90 s remain (docs/contract.md, wire A).
 const REFRESH_MARGIN_S = 90;
 // Refresh codes that mean the stored session is dead: sign in again.
 const DEAD_SESSION_CODES = new Set([

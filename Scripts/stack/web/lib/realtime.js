@@ -1,5 +1,5 @@
 // A small Supabase Realtime client: Phoenix channels, vsn 1.0.0, postgres_changes
-// only (supabase-wire.md §C).
+// only (docs/contract.md, wire C).
 //
 // Socket: heartbeat every 25 s; a heartbeat still unanswered when the next is
 // due closes the socket; reconnect after 1, 2, 5, then 10 s. Channel: rejoin

@@ -2,7 +2,7 @@
 //
 // Inserts ask for `Prefer: return=minimal`: each side may read only rows
 // addressed to itself, so RETURNING would fail the SELECT policy with 42501
-// (contract-addendum.md, "Database rules").
+// (docs/contract.md, "Endpoints and the backend's rules").
 
 export class ApiError extends Error {
   constructor(code, message, status, retryAfter) {
