@@ -119,3 +119,32 @@ async def test_a_qr_link_brings_its_origin_for_pairing_and_for_the_session(stack
     # Another session has no record: the default.
     other = json.loads(castd_config(clean_env(tmp_path), "--json", "--session", "00000000-0000-4000-8000-000000000000").stdout)
     assert other["keys"]["api-url"]["source"] == "default"
+
+
+async def test_the_daemon_casts_under_the_caps_and_options_of_the_file(stack, tmp_path):
+    """A real cast (Xvfb 1280×720 → aiortc): the file lowers the caps and turns audio off, an
+    environment variable overrides the file's max-fps; the receiver asked for 1080p30."""
+    from castkit.castd_proc import answered_cast, castd_env
+    from castkit.castd_stats import stats_lines
+    from castkit.xscreen import XScreen
+
+    write_config(tmp_path, "capture = x11\naudio = off\nmax-height = 360\nmax-fps = 20\nmax-bitrate-kbps = 400\n")
+    screen = await XScreen(1280, 720).start()
+    try:
+        env = castd_env(stack, tmp_path, DISPLAY=screen.display, XDG_CONFIG_HOME=str(tmp_path / "config"),
+                        CASTD_MAX_FPS="8")
+        prefs = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
+        async with answered_cast(stack, tmp_path, env, prefs=prefs) as (answerer, daemon):
+            await answerer.wait_frames(10, timeout=60)
+            assert answerer.last_frame.shape == (360, 640, 3)     # 1280×720 under a 640×360 box
+            await daemon.wait_log("event=stats", timeout=20)
+            daemon.signal()
+            rc, _ = await daemon.wait(timeout=10)
+            assert rc == 0
+    finally:
+        screen.stop()
+    log = "\n".join(daemon.stderr_lines)
+    assert "backend=xshm" in log and "event=audio_off" in log
+    stats = [s for _, s in stats_lines(daemon)]
+    assert stats and all(0 < s["fps_target"] <= 8 for s in stats if s["fps_target"]), stats
+    assert all(s["encoder_kbps"] <= 400 for s in stats), stats
