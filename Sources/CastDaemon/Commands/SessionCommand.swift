@@ -1,5 +1,6 @@
 import CastCore
 import CastEncode
+import CastMedia
 import CastOpenSSL
 import CastRTP
 import CastSignaling
@@ -70,6 +71,8 @@ enum SessionCommand {
         peerOptions.turnServers = turn
         peerOptions.turnTrust = backend.trust
         peerOptions.includeLoopback = TestHooks.iceLoopback(environment)
+        // A lowered max-bitrate-kbps bounds the congestion controller too (its probes included).
+        if o.caps.maxBitrate < CaptureCaps.default.maxBitrate { peerOptions.maximumVideoBitrate = Int64(o.caps.maxBitrate) }
         // Issue 18: desktop audio when PipeWire has a sink to capture (probed now; captured only
         // while a peer's answer takes audio); otherwise video only, said once.
         let peerBox = LateBinding<LivePeerPort>()
