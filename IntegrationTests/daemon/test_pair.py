@@ -84,8 +84,11 @@ async def test_sixth_failure_is_rate_limited_with_the_wait_shown(stack_factory, 
 
 
 async def test_missing_configuration_names_the_variable(tmp_path):
+    """The backend URLs default to production (issue 30); the publishable key has no default,
+    and its absence names the three places to set it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CASTD_")}
     env["XDG_STATE_HOME"] = str(tmp_path)
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
     rc, out, err = await run_castd(env, "pair", "--pin", "123456")
     assert rc == 2
-    assert "CASTD_API_URL is not set" in err
+    assert f"add `supabase-key = …` to {tmp_path}/config/castd/config, set CASTD_SUPABASE_KEY, or pass --supabase-key" in err

@@ -21,59 +21,8 @@ public enum CLI {
         public static let unavailable: Int32 = 69
     }
 
-    public static let helpText = """
-    castd \(CastdVersion.string) — cast this Linux screen to an iPadCast Chrome receiver.
-
-    Usage:
-      castd pair --pin 482913 [--device-name NAME] [--json]
-      castd pair 'https://…/pair?t=<token>&s=<session id>' [--device-name NAME] [--json]
-      castd --session <id>      run the sender daemon for a paired, approved session
-      castd doctor [--json]     what this machine can capture and encode, and why not
-                                (exit 1 when nothing can cast here)
-      castd doctor --turn [--json] [--turn-url URL --turn-user USER [--turn-credential C]]
-                                allocate on each TURN server of the backend's ice-config (as
-                                the paired sender), or on the one server given (credential also
-                                from env CASTD_TURN_CREDENTIAL): the relayed address or why not;
-                                credentials are never printed (exit 1 when none works)
-      castd --help | --version
-
-    Configuration (environment; `Scripts/devstack up` prints these for the local stack):
-      CASTD_API_URL          base URL of the iPadCast API (/api/public/*)
-      CASTD_SUPABASE_URL     base URL of Supabase (Auth, REST, Realtime)
-      CASTD_SUPABASE_KEY     the publishable key (public by design)
-
-    Exit codes:
-      0   success (a cast ended cleanly, a pairing was approved)
-      1   the cast or pairing failed; the message says why (the unit restarts on it)
-      2   bad command line or configuration
-      3   the session is over for good (already ended, expired, denied, authorization
-          expired, the receiver gave up): pair again; the unit does not restart on it
-      69  the requested part is not available in this build
-
-    Options of --session:
-      --capture auto|x11|portal|mutter   capture backend (auto: in a Wayland session GNOME's
-                                         Mutter ScreenCast when it answers, else the ScreenCast
-                                         portal; XShm otherwise; `castd doctor` says which and why)
-      --encoder auto|vaapi|x264          H.264 encoder (auto: VA-API, falling back to x264)
-      --audio auto|off                   desktop audio (auto: Opus from the default sink's monitor
-                                         when PipeWire has one and the receiver takes audio;
-                                         otherwise video only, said once in the log)
-      --display :N   --output NAME   --no-cursor   (--output: an X11 output or a Mutter connector)
-      --portal-timeout SECONDS           how long the ScreenCast portal may wait for someone to
-                                         accept its dialog (default 60); then castd ends the cast
-                                         with disconnect reason capture_needs_user and exit 1
-    Common options: --api-url URL --supabase-url URL --supabase-key KEY --log-level LEVEL --json
-      --dev-trust-certificate PEM   DEVELOPMENT ONLY: also trust the certificate(s) in this PEM
-                                    file (e.g. a self-signed backend) for HTTPS, WSS and TURN
-                                    over TLS (turns:), besides the system CAs; host names are
-                                    still checked; castd warns on every start (env
-                                    CASTD_DEV_TRUST_CERTIFICATE). HTTPS, WSS and TLS to TURN are
-                                    always verified; there is no way to turn that off.
-
-    Signals: SIGTERM or SIGINT ends a cast cleanly (disconnect row, session end,
-    exit 0 within 2 s); a second signal exits at once.
-    Credentials: $XDG_STATE_HOME/castd/ (default ~/.local/state/castd/), mode 0600.
-    """
+    /// `castd --help`, rendered from the command spec (CastdCommands).
+    public static var helpText: String { HelpRenderer.overview() }
 
     public static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var out = StandardStream.out
@@ -82,6 +31,10 @@ public enum CLI {
             // A developer command (not in --help): the send path against a receiver fed by stdin.
             do { return await DevSend.run(try DevSend.parse(Array(arguments.dropFirst()))) }
             catch { print("castd: \(error)", to: &err); return ExitCode.usage }
+        }
+        if arguments.first == "generate-docs" {
+            // For packaging (not in --help): man pages and completions from the spec.
+            return GenerateDocs.run(Array(arguments.dropFirst()))
         }
         let command: Command
         do {
@@ -97,6 +50,9 @@ public enum CLI {
         case .help:
             print(helpText, to: &out)
             return ExitCode.ok
+        case .commandHelp(let topic):
+            print(HelpRenderer.command(CastdCommands.spec(topic)), to: &out)
+            return ExitCode.ok
         case .version:
             print("castd \(CastdVersion.string)", to: &out)
             return ExitCode.ok
@@ -107,6 +63,10 @@ public enum CLI {
         case .doctor(let o):
             if o.turn { return await TURNDoctor.run(o, environment: environment) }
             return DoctorCommand.run(o.common, environment: environment)
+        case .config(let o):
+            return ConfigCommand.run(o, environment: environment)
+        case .status(let o): return StatusCommand.run(o, environment: environment)
+        case .stop(let o): return await StopCommand.run(o, environment: environment)
         }
     }
 }

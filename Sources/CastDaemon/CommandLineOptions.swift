@@ -1,12 +1,24 @@
 import CastCore
+import CastMedia
 
 /// castd's command line, parsed without side effects (the CLI then acts on it).
 public enum Command: Equatable, Sendable {
+    /// `castd --help`: the overview.
     case help
+    /// `castd pair --help`, `castd help pair`: one command's help.
+    case commandHelp(HelpTopic)
     case version
     case doctor(DoctorOptions)
     case pair(PairOptions)
     case session(SessionOptions)
+    case config(ConfigOptions)
+    case status(StatusOptions)
+    case stop(StopOptions)
+}
+
+/// The commands `castd help <command>` knows (`session`: the daemon, `castd --session`).
+public enum HelpTopic: String, Equatable, Sendable, CaseIterable {
+    case session, pair, doctor, config, status, stop
 }
 
 /// Options every command that talks to the backend or the screen shares.
@@ -19,6 +31,10 @@ public struct CommonOptions: Equatable, Sendable {
     public var devTrustCertificate: String? = nil
     public var logLevel: LogLine.Level = .info
     public var json = false
+    /// The configuration keys the command line set, with the flag that set each
+    /// (flag > environment > file > default, `ConfigResolver`); filled from the spec's
+    /// options by `CommandLineParser.settings`.
+    public var settings: [ConfigKey: FlagSetting] = [:]
     public init() {}
 }
 
@@ -58,7 +74,30 @@ public struct SessionOptions: Equatable, Sendable {
     public var audio: Audio = .auto
     /// How long the ScreenCast portal may leave a call unanswered (Start waits for a person at its dialog).
     public var portalTimeout: Duration = .seconds(60)
+    public var notify = true
+    /// The ceilings of the cast: spec §12's 1080p30 and §7's 4 Mbit/s, lowered by the
+    /// configuration's `max-height`, `max-fps`, `max-bitrate-kbps` (never raised).
+    public var caps = CaptureCaps.default
     public var common = CommonOptions()
+}
+
+public struct StatusOptions: Equatable, Sendable {
+    public var common = CommonOptions()
+    public init() {}
+}
+
+public struct StopOptions: Equatable, Sendable {
+    public var sessionId: String? = nil
+    public var common = CommonOptions()
+    public init() {}
+}
+
+/// `castd config [--json] [--session ID]`: the effective configuration and where each value
+/// came from (with `--session`, as that session's daemon would see it: its pairing link).
+public struct ConfigOptions: Equatable, Sendable {
+    public var sessionId: String? = nil
+    public var common = CommonOptions()
+    public init() {}
 }
 
 extension CastError.Code {
@@ -67,11 +106,100 @@ extension CastError.Code {
 
 public enum CommandLineParser {
     public static func parse(_ args: [String]) throws -> Command {
+        guard !args.isEmpty else { throw CastError(.usage, "no command given; run `castd --help`") }
+        if let help = try helpRequest(args) { return help }
+        var command = try parseCommand(args)
+        // The configuration keys the flags set, read from the spec's options in one place.
+        switch command {
+        case .session(var o): o.common.settings = settings(args, CastdCommands.spec(.session)); command = .session(o)
+        case .pair(var o): o.common.settings = settings(args, CastdCommands.spec(.pair)); command = .pair(o)
+        case .doctor(var o): o.common.settings = settings(args, CastdCommands.spec(.doctor)); command = .doctor(o)
+        case .config(var o): o.common.settings = settings(args, CastdCommands.spec(.config)); command = .config(o)
+        case .help, .commandHelp, .version, .status, .stop: break
+        }
+        return command
+    }
+
+    /// `castd --help`, `castd help [<command>]`, `castd <command> … --help`; nil when no help is asked for.
+    static func helpRequest(_ args: [String]) throws -> Command? {
+        let first = args[0]
+        if first == "-h" || first == "--help" { return .help }
+        if first == "help" {
+            guard args.count > 1 else { return .help }
+            let word = args[1].hasPrefix("--") ? String(args[1].dropFirst(2)) : args[1]
+            guard let topic = HelpTopic(rawValue: word) else {
+                throw CastError(.usage, "there is no command `\(LogLine.quote(args[1]))`; commands: "
+                                + HelpTopic.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            return .commandHelp(topic)
+        }
+        guard args.dropFirst().contains(where: { $0 == "--help" || $0 == "-h" }) else { return nil }
+        if let topic = HelpTopic(rawValue: first), topic != .session { return .commandHelp(topic) }
+        return first.hasPrefix("-") ? .commandHelp(.session) : nil
+    }
+
+    /// The keys the command line sets: every spec option with a configuration key, with its
+    /// value (or, for a flag like `--no-cursor`, the value it stands for). Checked by the parser already.
+    static func settings(_ args: [String], _ spec: CommandSpec) -> [ConfigKey: FlagSetting] {
+        var out: [ConfigKey: FlagSetting] = [:]
         var rest = args[...]
-        guard let first = rest.first else { throw CastError(.usage, "no command given; run `castd --help`") }
+        while let a = rest.popFirst() {
+            guard let option = spec.options.first(where: { $0.flag == a }) else { continue }
+            let value: String?
+            if case .none = option.value { value = option.setsValue } else { value = rest.popFirst() }
+            if let key = option.configKey, let value { out[key] = FlagSetting(flag: a, value: value) }
+        }
+        return out
+    }
+
+    static func parseCommand(_ args: [String]) throws -> Command {
+        var rest = args[...]
+        let first = args[0]
         switch first {
-        case "-h", "--help", "help": return .help
         case "-V", "--version": return .version
+        case "status":
+            rest = rest.dropFirst()
+            var o = StatusOptions()
+            while let a = rest.popFirst() {
+                guard a == "--json" else { throw unknown(a) }
+                o.common.json = true
+            }
+            return .status(o)
+        case "stop":
+            rest = rest.dropFirst()
+            var o = StopOptions()
+            while let a = rest.popFirst() {
+                if a == "--json" { o.common.json = true; continue }
+                guard !a.hasPrefix("-") else { throw unknown(a) }
+                guard o.sessionId == nil else { throw CastError(.usage, "stop takes at most one session id") }
+                guard isUUID(a) else {
+                    throw CastError(.badArgument, "stop takes the session id of a running cast (a UUID; `castd status` lists them)")
+                }
+                o.sessionId = a.lowercased()
+            }
+            return .stop(o)
+        case "config":
+            rest = rest.dropFirst()
+            var o = ConfigOptions()
+            while let a = rest.popFirst() {
+                if a == "--session" {
+                    let v = try value(a, &rest)
+                    guard isUUID(v) else {
+                        throw CastError(.badArgument, "--session takes the session id printed by `castd pair` (a UUID)")
+                    }
+                    o.sessionId = v.lowercased()
+                } else if let option = CastdCommands.sessionSettingOptions.first(where: { $0.flag == a }), let key = option.configKey {
+                    // The daemon's options that set a key: shown as the daemon would take them
+                    // (`settings` records the value).
+                    let v = try option.setsValue ?? value(a, &rest)
+                    guard case .success = key.normalize(v) else {
+                        throw CastError(.badArgument, "\(a) takes \(key.allowedDescription) (got `\(LogLine.quote(v))`)")
+                    }
+                } else if try !takeCommon(a, &rest, &o.common) {
+                    throw unknown(a)
+                }
+            }
+            return .config(o)
         case "doctor":
             rest = rest.dropFirst()
             var o = DoctorOptions()
@@ -109,7 +237,8 @@ public enum CommandLineParser {
                     device = v
                 default:
                     if try takeCommon(a, &rest, &common) { continue }
-                    if a.hasPrefix("-") { throw unknown(a) }
+                    // A bare `-`: the pairing URL is read from standard input (PairCommand).
+                    if a.hasPrefix("-") && a != "-" { throw unknown(a) }
                     guard code == nil else { throw CastError(.usage, "give either --pin or one pairing URL, not both") }
                     code = .url(Redacted(a))
                 }
@@ -148,6 +277,7 @@ public enum CommandLineParser {
                 case "--display": o.display = try value(a, &rest)
                 case "--output": o.output = try value(a, &rest)
                 case "--no-cursor": o.cursor = false
+                case "--no-notify": o.notify = false
                 case "--portal-timeout":
                     let v = try value(a, &rest)
                     guard let s = Double(v), s.isFinite, s >= 0.1, s <= 3600 else {
@@ -170,8 +300,8 @@ public enum CommandLineParser {
     /// Options shared by every command; false when `a` is not one of them.
     static func takeCommon(_ a: String, _ rest: inout ArraySlice<String>, _ c: inout CommonOptions) throws -> Bool {
         switch a {
-        case "--api-url": c.apiURL = try value(a, &rest)
-        case "--supabase-url": c.supabaseURL = try value(a, &rest)
+        case "--api-url": c.apiURL = try url(a, .apiURL, &rest)
+        case "--supabase-url": c.supabaseURL = try url(a, .supabaseURL, &rest)
         case "--supabase-key": c.supabaseKey = try value(a, &rest)
         case "--dev-trust-certificate":
             let v = try value(a, &rest)
@@ -187,6 +317,15 @@ public enum CommandLineParser {
         default: return false
         }
         return true
+    }
+
+    /// A URL flag's value, checked as the config file checks it.
+    static func url(_ flag: String, _ key: ConfigKey, _ rest: inout ArraySlice<String>) throws -> String {
+        let v = try value(flag, &rest)
+        guard case .success(let u) = key.normalize(v) else {
+            throw CastError(.badArgument, "\(flag) takes \(key.allowedDescription) (got `\(LogLine.quote(v))`)")
+        }
+        return u
     }
 
     static func value(_ flag: String, _ rest: inout ArraySlice<String>) throws -> String {

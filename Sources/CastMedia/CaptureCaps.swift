@@ -26,13 +26,32 @@ public struct CaptureCaps: Equatable, Sendable {
     public var maxWidth: Int
     public var maxHeight: Int
     public var maxFrameRate: Int
+    /// The highest video bitrate in bit/s (spec §7's 4 Mbit/s unless the configuration lowers it).
+    public var maxBitrate: Int
 
+    /// spec §12's 1080p30 and §7's 4 Mbit/s: the ceilings castd never goes past.
     public static let `default` = CaptureCaps(maxWidth: 1920, maxHeight: 1080, maxFrameRate: 30)
 
-    public init(maxWidth: Int, maxHeight: Int, maxFrameRate: Int) {
+    public init(maxWidth: Int, maxHeight: Int, maxFrameRate: Int, maxBitrate: Int = 4_000_000) {
         self.maxWidth = maxWidth
         self.maxHeight = maxHeight
         self.maxFrameRate = maxFrameRate
+        self.maxBitrate = maxBitrate
+    }
+
+    /// The caps lowered by the person's configuration (`max-height`, `max-fps`,
+    /// `max-bitrate-kbps`): each only ever lowers its ceiling, never raises it. A lower
+    /// height shrinks the box at 16:9 (as the receiver's "720p" does), so a screen keeps its
+    /// aspect ratio: `max-height = 720` turns the 1920×1080 box into 1280×720.
+    public func lowered(maxHeight height: Int? = nil, maxFrameRate fps: Int? = nil, maxBitrate bps: Int? = nil) -> CaptureCaps {
+        var c = self
+        if let height, height < maxHeight {
+            c.maxHeight = max(2, height & ~1)
+            c.maxWidth = min(maxWidth, max(2, ((height * 16 + 8) / 9) & ~1))
+        }
+        if let fps { c.maxFrameRate = max(1, min(maxFrameRate, fps)) }
+        if let bps { c.maxBitrate = max(1, min(maxBitrate, bps)) }
+        return c
     }
 
     /// The caps after the receiver's preferences: "720p" shrinks the box to
@@ -70,8 +89,9 @@ public struct CaptureCaps: Equatable, Sendable {
         return FrameSize(width: max(2, w & ~1), height: max(2, h & ~1))
     }
 
-    /// The target bitrate for an encoded size (spec §7): 4 Mbps above 720p, 2.5 Mbps at or below.
+    /// The target bitrate for an encoded size (spec §7): 4 Mbps above 720p, 2.5 Mbps at or
+    /// below, and never above `maxBitrate`.
     public func bitrate(for size: FrameSize) -> Int {
-        size.pixelCount > 1280 * 720 ? 4_000_000 : 2_500_000
+        min(maxBitrate, size.pixelCount > 1280 * 720 ? 4_000_000 : 2_500_000)
     }
 }

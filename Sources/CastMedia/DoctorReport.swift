@@ -64,7 +64,7 @@ public struct DoctorReport: Equatable, Sendable {
         if let s = screenSize {
             out.append("screen: \(s), encoded as \(caps.targetSize(for: s)) at up to \(caps.maxFrameRate) fps, \(caps.bitrate(for: caps.targetSize(for: s)) / 1000) kbps")
         }
-        out.append("caps: at most \(caps.maxWidth)x\(caps.maxHeight) at \(caps.maxFrameRate) fps")
+        out.append("caps: at most \(caps.maxWidth)x\(caps.maxHeight) at \(caps.maxFrameRate) fps, \(caps.maxBitrate / 1000) kbps")
         out.append("will use: capture \(captureBackend?.name ?? "none"), encoder \(encoder?.name ?? "none")")
         return out
     }

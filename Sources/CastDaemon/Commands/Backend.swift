@@ -4,7 +4,7 @@ import CastSignaling
 import FoundationEssentials
 
 /// What every backend-talking command needs: configuration, the shared
-/// identity, HTTP clients. Built once per process from flags and environment.
+/// identity, HTTP clients. Built once per process from the configuration (`ConfigLoader`).
 struct Backend {
     let config: SignalingConfig
     let identity: SenderIdentity
@@ -16,17 +16,14 @@ struct Backend {
     /// What TLS to a `turns:` server trusts: the system CAs, plus the development anchor.
     let trust: SSLEngine.Trust
 
+    /// The backend of the configuration (flags, environment, config file, defaults).
     static func make(_ common: CommonOptions, environment: [String: String]) throws -> Backend {
-        var env = environment
-        if let v = common.apiURL { env["CASTD_API_URL"] = v }
-        if let v = common.supabaseURL { env["CASTD_SUPABASE_URL"] = v }
-        if let v = common.supabaseKey { env["CASTD_SUPABASE_KEY"] = v }
-        let config: SignalingConfig
-        switch SignalingConfig.fromEnvironment(env) {
-        case .success(let c): config = c
-        case .failure(let missing):
-            throw CastError(.usage, "\(missing.name) is not set; set it (or the matching flag). `Scripts/devstack up` prints the values for the local stack.")
-        }
+        try make(common, environment: environment, config: try ConfigLoader.load(common, environment: environment))
+    }
+
+    static func make(_ common: CommonOptions, environment: [String: String], config effective: EffectiveConfig) throws -> Backend {
+        let b = try effective.backend(filePath: effective.filePath)
+        let config = SignalingConfig(apiURL: b.apiURL, supabaseURL: b.supabaseURL, supabaseKey: b.supabaseKey)
         // castd's own HTTP/1.1 client over its TLS engine, trusting the system CA store and,
         // with the development flag, the extra anchor (DevTrustAnchor).
         var trust = SSLEngine.Trust.system

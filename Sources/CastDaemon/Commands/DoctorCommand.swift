@@ -11,10 +11,18 @@ import FoundationEssentials
 /// sentence, the caps that will apply, and the libraries castd runs with.
 enum DoctorCommand {
     static func run(_ o: CommonOptions, environment: [String: String]) -> Int32 {
+        // The caps the configuration lowers (max-height, max-fps, max-bitrate-kbps).
+        let caps: CaptureCaps
+        do { caps = EffectiveConfig.caps(try ConfigLoader.load(o, environment: environment)) }
+        catch {
+            var err = StandardStream.err
+            err.writeLine("castd: \((error as? CastError)?.message ?? "\(error)")")
+            return CLI.ExitCode.usage
+        }
         let capture = CaptureDoctor.backends(environment: environment, tokenStore: MediaFactory.tokenStore(environment: environment))
         let report = DoctorReport(displayServer: DoctorReport.displayServer(environment: environment),
                                   captureBackends: capture.components, encoders: EncoderDoctor.encoders(),
-                                  caps: .default, screenSize: capture.screen)
+                                  caps: caps, screenSize: capture.screen)
         // Issue 18: what `castd --session --audio auto` would capture and send.
         let audio = AudioDoctor.probe()
         let audioLine = audio.detail + (audio.available ? "; Opus 128 kbit/s, sent when the receiver takes audio" : "; castd casts video only")
@@ -26,7 +34,8 @@ enum DoctorCommand {
             func comp(_ c: DoctorReport.Component) -> [String: Any] { ["name": c.name, "available": c.available, "detail": c.detail] }
             var obj: [String: Any] = [
                 "captureBackends": report.captureBackends.map(comp), "encoders": report.encoders.map(comp),
-                "caps": ["maxWidth": report.caps.maxWidth, "maxHeight": report.caps.maxHeight, "maxFrameRate": report.caps.maxFrameRate],
+                "caps": ["maxWidth": report.caps.maxWidth, "maxHeight": report.caps.maxHeight, "maxFrameRate": report.caps.maxFrameRate,
+                         "maxBitrate": report.caps.maxBitrate],
                 "willUse": ["capture": report.captureBackend.map { $0.name as Any } ?? JSONValue.null, "encoder": report.encoder.map { $0.name as Any } ?? JSONValue.null],
                 "libraries": libraries, "version": CastdVersion.string,
                 "audio": ["available": audio.available, "detail": audioLine],

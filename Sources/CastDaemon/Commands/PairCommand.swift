@@ -7,11 +7,6 @@ import FoundationEssentials
 enum PairCommand {
     static func run(_ o: PairOptions, environment: [String: String]) async -> Int32 {
         let r = Reporter(json: o.common.json)
-        let backend: Backend
-        do { backend = try Backend.make(o.common, environment: environment) }
-        catch let e as CastError { var err = StandardStream.err; print("castd: \(e.message)", to: &err); return CLI.ExitCode.usage }
-        catch { return r.fail("\(error)", code: "config") }
-
         let secret: SessionPairRequest.Secret
         do {
             switch o.code {
@@ -21,6 +16,18 @@ enum PairCommand {
         } catch let e as CastError {
             return r.fail(e.message, code: e.code.rawValue)
         } catch { return r.fail("\(error)", code: "input") }
+
+        // A QR link carries its backend's origin: the API URL unless one is set (issue 30).
+        var linkOrigin: String? = nil
+        if case .qr(let link) = secret { linkOrigin = link.origin }
+        let config: EffectiveConfig
+        let backend: Backend
+        do {
+            config = try ConfigLoader.load(o.common, environment: environment, pairingOrigin: linkOrigin)
+            backend = try Backend.make(o.common, environment: environment, config: config)
+        }
+        catch let e as CastError { var err = StandardStream.err; print("castd: \(e.message)", to: &err); return CLI.ExitCode.usage }
+        catch { return r.fail("\(error)", code: "config") }
 
         let device = SessionPairRequest.clampDeviceName(o.deviceName ?? DeviceName.default())
         let sessionID: String
@@ -46,6 +53,15 @@ enum PairCommand {
             return r.fail(e.message, code: e.code.rawValue)
         } catch {
             return r.fail("\(error)", code: "network")
+        }
+        if case .pairingLink = config.settings[.apiURL]?.source, let origin = linkOrigin {
+            // `castd --session <id>` pairs nothing: it finds the origin here (source "pairing link").
+            do { try PairingOriginStore(environment: environment)?.save(origin: origin, sessionID: sessionID) }
+            catch {
+                var err = StandardStream.err
+                err.writeLine("castd: could not record the pairing link's origin (\((error as? CastError)?.message ?? "\(error)")); "
+                              + "start the cast with --api-url \(origin)")
+            }
         }
         r.say("paired", "Paired with session \(sessionID). Waiting for the receiver to approve…", ["sessionId": sessionID])
 

@@ -1,5 +1,6 @@
 import CastCore
 import CastEncode
+import CastMedia
 import CastOpenSSL
 import CastRTP
 import CastSignaling
@@ -15,7 +16,17 @@ import Glibc
 /// backfills, fetches ice-config once, then lets the `SessionController` run
 /// the cast (spec §5–§12) until it ends; SIGTERM/SIGINT end it cleanly.
 enum SessionCommand {
-    static func run(_ o: SessionOptions, environment: [String: String]) async -> Int32 {
+    static func run(_ options: SessionOptions, environment: [String: String]) async -> Int32 {
+        // flag > environment > config file > pairing link > default (docs/configuration.md).
+        let config: EffectiveConfig
+        do { config = try ConfigLoader.load(options.common, environment: environment, sessionID: options.sessionId) }
+        catch {
+            var err = StandardStream.err
+            print("castd: \((error as? CastError)?.message ?? "\(error)")", to: &err)
+            return CLI.ExitCode.usage
+        }
+        var o = options
+        config.apply(to: &o)
         let log: LogSink = JournalLogSink.isJournalStream(environment)
             ? JournalLogSink(minimum: o.common.logLevel) : StderrLogSink(minimum: o.common.logLevel)
         let r = Reporter(json: o.common.json)
@@ -26,7 +37,7 @@ enum SessionCommand {
             return CLI.ExitCode.unavailable
         }
         let backend: Backend
-        do { backend = try Backend.make(o.common, environment: environment) }
+        do { backend = try Backend.make(o.common, environment: environment, config: config) }
         catch let e as CastError { var err = StandardStream.err; print("castd: \(e.message)", to: &err); return CLI.ExitCode.usage }
         catch { return r.fail("\(error)", code: "config") }
 
@@ -60,6 +71,8 @@ enum SessionCommand {
         peerOptions.turnServers = turn
         peerOptions.turnTrust = backend.trust
         peerOptions.includeLoopback = TestHooks.iceLoopback(environment)
+        // A lowered max-bitrate-kbps bounds the congestion controller too (its probes included).
+        if o.caps.maxBitrate < CaptureCaps.default.maxBitrate { peerOptions.maximumVideoBitrate = Int64(o.caps.maxBitrate) }
         // Issue 18: desktop audio when PipeWire has a sink to capture (probed now; captured only
         // while a peer's answer takes audio); otherwise video only, said once.
         let peerBox = LateBinding<LivePeerPort>()

@@ -113,15 +113,16 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         }
     }
 
-    /// The receiver's preferences (spec §5) as capture caps: never above 1080p30 (spec §12).
-    static func caps(for prefs: CastSignaling.StreamPrefs) -> CaptureCaps {
+    /// The receiver's preferences (spec §5) applied under the cast's caps: never above
+    /// 1080p30 (spec §12), nor above what the configuration lowered them to (`SessionOptions.caps`).
+    static func caps(for prefs: CastSignaling.StreamPrefs, under base: CaptureCaps = .default) -> CaptureCaps {
         let resolution = CapturePreferences.Resolution(rawValue: prefs.resolution ?? "1080p") ?? .p1080
-        return CaptureCaps.default.applying(CapturePreferences(resolution: resolution, frameRate: prefs.frameRate ?? 30))
+        return base.applying(CapturePreferences(resolution: resolution, frameRate: prefs.frameRate ?? 30))
     }
 
     public func start(_ prefs: CastSignaling.StreamPrefs) async {
         guard !running.exchange(true, ordering: .relaxed) else { return }
-        let caps = Self.caps(for: prefs)
+        let caps = Self.caps(for: prefs, under: options.caps)
         let done = DispatchSemaphore(value: 0)
         finished = done
         SystemThread.start(name: "castd-capture") { [self] in

@@ -34,6 +34,8 @@ public final class PeerRunner: @unchecked Sendable {
         public var mdns = true
         /// Offer the send-only Opus m-line (issue 18; `--audio auto` with a sink to capture).
         public var audio = false
+        /// The configuration's `max-bitrate-kbps` as the congestion controller's ceiling (nil: its own).
+        public var maximumVideoBitrate: Int64? = nil
         public init() {}
     }
 
@@ -76,6 +78,7 @@ public final class PeerRunner: @unchecked Sendable {
         config.iceOverrides = options.iceOverrides
         config.testHooks.dropMediaFraction = options.dropMediaFraction
         config.audio = options.audio
+        config.maximumVideoBitrate = options.maximumVideoBitrate
         var rng = SystemRandomNumberGenerator()
         let session = try PeerSession(configuration: config, certificate: certificate, random: &rng)
         offerSDP = session.offerSDP

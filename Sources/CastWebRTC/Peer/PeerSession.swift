@@ -37,6 +37,9 @@ public final class PeerSession {
         public var mdns = MDNSResolver.Configuration()
         /// Offer the optional send-only Opus m-line (spec §7, issue 18); the receiver may reject it.
         public var audio = false
+        /// A lower ceiling for the congestion controller (the configuration's `max-bitrate-kbps`):
+        /// it neither targets nor probes above it. nil: the controller's own (4 Mbit/s).
+        public var maximumVideoBitrate: Int64? = nil
 
         public init(wallclockOffset: Duration) { self.wallclockOffset = wallclockOffset }
     }
@@ -206,11 +209,18 @@ public final class PeerSession {
             absSendTime: extensions[HeaderExtensionURI.absSendTime].map(UInt8.init),
             transportCC: extensions[HeaderExtensionURI.transportWideCC].map(UInt8.init),
             playoutDelay: extensions[HeaderExtensionURI.playoutDelay].map(UInt8.init))
-        return try VideoSender(configuration: .init(codec: codec, payloadType: payloadType, rtxPayloadType: rtxPayloadType,
-                                                    cname: cname, mtu: configuration.mtu, extensionIDs: ids,
-                                                    wallclockOffset: configuration.wallclockOffset,
-                                                    trailerCapacity: SRTPProtector.trailerCapacity),
-                               random: &rng)
+        var sender = VideoSender.Configuration(codec: codec, payloadType: payloadType, rtxPayloadType: rtxPayloadType,
+                                               cname: cname, mtu: configuration.mtu, extensionIDs: ids,
+                                               wallclockOffset: configuration.wallclockOffset,
+                                               trailerCapacity: SRTPProtector.trailerCapacity)
+        if let cap = configuration.maximumVideoBitrate {
+            // Only ever lower (issue 30's caps): the start rate stays under the new ceiling too.
+            var cc = sender.congestion
+            cc.maximumBitrate = max(cc.minimumBitrate, min(cc.maximumBitrate, cap))
+            cc.startBitrate = min(cc.startBitrate, cc.maximumBitrate)
+            sender.congestion = cc
+        }
+        return try VideoSender(configuration: sender, random: &rng)
     }
 
     /// RFC 8839 §5.4: ice-char strings (ALPHA / DIGIT / "+" / "/").
