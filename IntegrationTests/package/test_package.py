@@ -179,3 +179,15 @@ def test_lintian_reports_no_errors(deb):
     known = {"initial-upload-closes-no-bugs", "no-manual-page"}
     new = [t for t in tags if t.startswith("W: ") and t.split()[2] not in known]
     assert not new, new
+
+
+def test_a_binary_of_another_version_is_refused(tmp_path):
+    """The version has one place: a castd that says otherwise (a stale build) is not packaged."""
+    stale = tmp_path / "castd"
+    stale.write_text("#!/bin/sh\necho 'castd 0.0.1-stale'\n")
+    stale.chmod(0o755)
+    r = subprocess.run([str(SCRIPTS / "package"), "--bin", str(stale), "--out", str(tmp_path / "dist"), "--no-lintian"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert f"Version.swift says {VERSION}: rebuild" in r.stderr, r.stderr
+    assert not (tmp_path / "dist").exists()
