@@ -97,7 +97,7 @@ class UserManager:
         self.tag = user.name
         self.cgroups = [h / f"castd-user-{self.tag}" for h in cgroup_hierarchies()]
         self.proc: subprocess.Popen | None = None
-        self.log = user.home.parent / f"{user.name}-manager.log"
+        self.log = user.home / "systemd-manager.log"        # removed with the home
 
     def __enter__(self) -> "UserManager":
         if not self.cgroups:
