@@ -22,7 +22,7 @@ def test_install_into_a_fresh_home(tmp_path):
 
     unit = home / ".config" / "systemd" / "user" / "castd@.service"
     assert f"ExecStart={castd} --session %i" in unit.read_text()
-    v = subprocess.run(["systemd-analyze", "verify", str(unit)], env=env, capture_output=True, text=True)
+    v = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], env=env, capture_output=True, text=True)
     assert v.returncode == 0, v.stderr
 
     desktop = home / ".local" / "share" / "applications" / "castd.desktop"

@@ -17,6 +17,15 @@ def _castd_binary() -> pathlib.Path:
     return pathlib.Path(binary("castd"))
 
 
+def _unit_for(tmp_path: pathlib.Path, castd: pathlib.Path) -> pathlib.Path:
+    """The unit as Scripts/install writes it for a prefix: the package's /usr/bin/castd replaced."""
+    text = UNIT.read_text()
+    assert "ExecStart=/usr/bin/castd --session %i" in text.splitlines()
+    unit = tmp_path / "castd@.service"
+    unit.write_text(text.replace("ExecStart=/usr/bin/castd ", f"ExecStart={castd} "))
+    return unit
+
+
 def test_unit_verifies_with_the_binary_installed(tmp_path):
     if shutil.which("systemd-analyze") is None:
         pytest.fail("systemd-analyze is missing: Scripts/bootstrap installs the systemd package")
@@ -26,7 +35,10 @@ def test_unit_verifies_with_the_binary_installed(tmp_path):
     (home / ".local" / "bin").mkdir(parents=True)
     shutil.copy(binary, home / ".local" / "bin" / "castd")
     env = dict(os.environ, HOME=str(home))
-    r = subprocess.run(["systemd-analyze", "verify", str(UNIT)], env=env, capture_output=True, text=True)
+    unit = _unit_for(tmp_path, home / ".local" / "bin" / "castd")
+    # --man=no: the man page castd(1) that Documentation= names is the package's, not this machine's
+    # (IntegrationTests/package checks the installed unit with its man pages).
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stderr.strip() == "", r.stderr
 
@@ -34,7 +46,8 @@ def test_unit_verifies_with_the_binary_installed(tmp_path):
 def test_unit_fails_verification_without_the_binary(tmp_path):
     # Proves the check above is a real check: with no castd installed, verify must complain.
     env = dict(os.environ, HOME=str(tmp_path))
-    r = subprocess.run(["systemd-analyze", "verify", str(UNIT)], env=env, capture_output=True, text=True)
+    unit = _unit_for(tmp_path, tmp_path / ".local" / "bin" / "castd")
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], env=env, capture_output=True, text=True)
     assert r.returncode != 0
     assert "castd" in r.stderr
 

@@ -10,6 +10,7 @@
     soak        memory and file descriptors over a long cast
     bottleneck  tc tbf bottlenecks, webrtcbin as the receiver
     turn        TURN through coturn across two NATs
+    package     the .deb installed, cast from and purged in a fresh Debian 12 root
     checks      run-wide checks: secrets in logs, credential file modes
 
 A row is a coroutine `fn(world, *args, **kw)` returning a Result (or a list of them);
