@@ -107,6 +107,10 @@ public enum CLI {
         case .doctor(let o):
             if o.turn { return await TURNDoctor.run(o, environment: environment) }
             return DoctorCommand.run(o.common, environment: environment)
+        case .config:
+            return ExitCode.unavailable   // h-cli's ConfigCommand on merge
+        case .status(let o): return StatusCommand.run(o, environment: environment)
+        case .stop(let o): return await StopCommand.run(o, environment: environment)
         }
     }
 }

@@ -7,6 +7,9 @@ public enum Command: Equatable, Sendable {
     case doctor(DoctorOptions)
     case pair(PairOptions)
     case session(SessionOptions)
+    case config(ConfigOptions)
+    case status(StatusOptions)
+    case stop(StopOptions)
 }
 
 /// Options every command that talks to the backend or the screen shares.
@@ -58,7 +61,19 @@ public struct SessionOptions: Equatable, Sendable {
     public var audio: Audio = .auto
     /// How long the ScreenCast portal may leave a call unanswered (Start waits for a person at its dialog).
     public var portalTimeout: Duration = .seconds(60)
+    public var notify = true
     public var common = CommonOptions()
+}
+
+public struct StatusOptions: Equatable, Sendable {
+    public var common = CommonOptions()
+    public init() {}
+}
+
+public struct StopOptions: Equatable, Sendable {
+    public var sessionId: String? = nil
+    public var common = CommonOptions()
+    public init() {}
 }
 
 extension CastError.Code {
@@ -91,6 +106,26 @@ public enum CommandLineParser {
                 }
             }
             return .doctor(o)
+        case "status":
+            rest = rest.dropFirst()
+            var o = StatusOptions()
+            while let a = rest.popFirst() {
+                if try !takeCommon(a, &rest, &o.common) { throw unknown(a) }
+            }
+            return .status(o)
+        case "stop":
+            rest = rest.dropFirst()
+            var o = StopOptions()
+            while let a = rest.popFirst() {
+                if try takeCommon(a, &rest, &o.common) { continue }
+                if a.hasPrefix("-") { throw unknown(a) }
+                guard o.sessionId == nil else { throw CastError(.usage, "stop takes at most one session id") }
+                guard isUUID(a) else {
+                    throw CastError(.badArgument, "stop takes the session id `castd status` lists (a UUID)")
+                }
+                o.sessionId = a.lowercased()
+            }
+            return .stop(o)
         case "pair":
             rest = rest.dropFirst()
             var code: PairOptions.Code? = nil
@@ -109,7 +144,7 @@ public enum CommandLineParser {
                     device = v
                 default:
                     if try takeCommon(a, &rest, &common) { continue }
-                    if a.hasPrefix("-") { throw unknown(a) }
+                    if a.hasPrefix("-"), a != "-" { throw unknown(a) }   // `-`: the URL on standard input
                     guard code == nil else { throw CastError(.usage, "give either --pin or one pairing URL, not both") }
                     code = .url(Redacted(a))
                 }
@@ -148,6 +183,7 @@ public enum CommandLineParser {
                 case "--display": o.display = try value(a, &rest)
                 case "--output": o.output = try value(a, &rest)
                 case "--no-cursor": o.cursor = false
+                case "--no-notify": o.notify = false
                 case "--portal-timeout":
                     let v = try value(a, &rest)
                     guard let s = Double(v), s.isFinite, s >= 0.1, s <= 3600 else {

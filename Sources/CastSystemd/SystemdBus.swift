@@ -192,6 +192,23 @@ public struct BusMessageWriter {
         _ = s.withCString { sd_bus_message_append_basic(m, BusType.code("s"), $0) }
     }
 
+    public func appendUInt32(_ v: UInt32) {
+        var v = v
+        _ = sd_bus_message_append_basic(m, BusType.code("u"), &v)
+    }
+
+    public func appendInt32(_ v: Int32) {
+        var v = v
+        _ = sd_bus_message_append_basic(m, BusType.code("i"), &v)
+    }
+
+    /// An `as`.
+    public func appendStrings(_ strings: [String]) {
+        _ = sd_bus_message_open_container(m, BusType.code("a"), "s")
+        for s in strings { appendString(s) }
+        _ = sd_bus_message_close_container(m)
+    }
+
     public func appendObjectPath(_ s: String) {
         _ = s.withCString { sd_bus_message_append_basic(m, BusType.code("o"), $0) }
     }

@@ -63,6 +63,7 @@ enum SessionCommand {
         // Issue 18: desktop audio when PipeWire has a sink to capture (probed now; captured only
         // while a peer's answer takes audio); otherwise video only, said once.
         let peerBox = LateBinding<LivePeerPort>()
+        let desktopBox = LateBinding<CastDesktop>()
         let audio = await startAudio(o.audio, log: log, clock: clock, peer: peerBox,
                                      settings: TestHooks.opusSettings(environment))
         peerOptions.audio = audio != nil
@@ -71,7 +72,7 @@ enum SessionCommand {
                                 onKeyframeRequest: { media.requestKeyframe() },
                                 onTargetBitrate: { bps in media.setTargetBitrate(bps) },
                                 onVideoCodec: { media.setCodec($0) },
-                                onAudioWanted: { audio?.setWanted($0) })
+                                onAudioWanted: { audio?.setWanted($0); desktopBox.value?.audioChanged($0) })
         peerBox.value = peer
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
         media.attach(backlog: { peer.mediaBacklog() })
@@ -87,7 +88,13 @@ enum SessionCommand {
         let controller = SessionController(
             machine: SessionMachine { UUID().uuidString.lowercased() },
             signaling: signaling, peer: peer, media: media, clock: clock, log: log,
-            onConnected: { _ in notifier.connected() })
+            onConnected: { _ in notifier.connected() },
+            onActivity: { desktopBox.value?.activityChanged($0) })
+        // Issue 30: the runtime registry (castd status / stop) and the desktop notifications.
+        let sharing = MediaFactory.sharing(o, backend: (media as? CapturePipeline)?.captureBackend ?? .x11, environment: environment)
+        let desktop = CastDesktop(options: o, sharing: sharing, environment: environment, log: log,
+                                  onStop: { controller.requestStop() })
+        desktopBox.value = desktop
         media.onNeedsUser { sentence in controller.captureNeedsUser(sentence) }
         media.onFailure { reason in controller.mediaFailed(reason) }
         let trap = SignalTrap { sig in
@@ -99,6 +106,9 @@ enum SessionCommand {
         let outcome = await controller.run()
         watch.cancel()
         await audio?.stop()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in   // it blocks, up to 1 s
+            DispatchQueue.global().async { desktop.ended(exitCode: outcome.exitCode, message: outcome.message); c.resume() }
+        }
         withExtendedLifetime(trap) {}
         SDNotify.send("STOPPING=1")
         if outcome.exitCode == 0 { r.say("ended", outcome.message) }
