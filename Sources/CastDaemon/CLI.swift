@@ -27,7 +27,12 @@ public enum CLI {
     Usage:
       castd pair --pin 482913 [--device-name NAME] [--json]
       castd pair 'https://…/pair?t=<token>&s=<session id>' [--device-name NAME] [--json]
+      castd pair --pin - | castd pair -   the PIN (or the pairing URL) from standard input,
+                                kept off the command line
       castd --session <id>      run the sender daemon for a paired, approved session
+      castd status [--json]     the casts running for this user: session, state, what is shared
+      castd stop [<session id>] [--json]   end a running cast cleanly, as SIGTERM does (no id:
+                                the only one running; exit 1 when none, 2 when several)
       castd doctor [--json]     what this machine can capture and encode, and why not
                                 (exit 1 when nothing can cast here)
       castd doctor --turn [--json] [--turn-url URL --turn-user USER [--turn-credential C]]
@@ -59,6 +64,8 @@ public enum CLI {
                                          when PipeWire has one and the receiver takes audio;
                                          otherwise video only, said once in the log)
       --display :N   --output NAME   --no-cursor   (--output: an X11 output or a Mutter connector)
+      --no-notify                        no desktop notifications (by default one says while the
+                                         screen is sent, with a "Stop casting" action, and why it ended)
       --portal-timeout SECONDS           how long the ScreenCast portal may wait for someone to
                                          accept its dialog (default 60); then castd ends the cast
                                          with disconnect reason capture_needs_user and exit 1

@@ -1,0 +1,129 @@
+"""castd visible and stoppable on a desktop (issue 30), against the local stack, an aiortc receiver,
+an Xvfb screen and a private session bus: the notification a real notification service would show
+(notification_standin.py records Notify and plays "Stop casting"), `castd status` and `castd stop`."""
+import asyncio
+import contextlib
+import json
+import os
+import pathlib
+
+from castkit.castd_proc import answered_cast, castd_env, run_castd
+from castkit.desktop_session import DesktopSession
+from castkit.xscreen import XScreen
+
+
+async def until(find, what: str, timeout: float = 10):
+    """Polls `find()` until it returns something truthy (which it returns)."""
+    async def poll():
+        while not (found := find()):
+            await asyncio.sleep(0.05)
+        return found
+    try:
+        return await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"no {what} within {timeout} s") from None
+
+
+@contextlib.asynccontextmanager
+async def desktop_cast(stack, tmp_path, notifications=True):
+    """A private desktop (bus, runtime dir, a notification service unless told not), an Xvfb
+    screen and castd casting it to an aiortc receiver. Yields (desk, env, answerer, daemon, sid)."""
+    desk = await DesktopSession().start(notifications=notifications)
+    screen = await XScreen(640, 360).start()
+    try:
+        env = castd_env(stack, tmp_path, DISPLAY=screen.display, **desk.env())
+        async with answered_cast(stack, tmp_path, env) as (answerer, daemon):
+            yield desk, env, answerer, daemon, answerer.signals.session_id, screen.display
+    finally:
+        screen.stop()
+        desk.stop()
+
+
+async def ends_cleanly(answerer, daemon):
+    """The end SIGTERM gives: disconnect sender_ended, the session ended, castd exits 0."""
+    row = await answerer.signals.wait_row(lambda r: r["message_type"] == "disconnect", timeout=5)
+    assert row["payload"] == {"reason": "sender_ended"}
+    await answerer.signals.wait_status("disconnected", timeout=5)
+    rc, out = await daemon.wait(timeout=5)
+    assert rc == 0, "\n".join(daemon.stderr_lines[-20:])
+    assert "Cast stopped." in out
+
+
+async def test_the_notification_says_the_screen_is_shared_and_stop_casting_ends_the_cast(stack, tmp_path):
+    async with desktop_cast(stack, tmp_path) as (desk, env, answerer, daemon, sid, display):
+        await answerer.wait_frames(5, timeout=40)
+        shown = await until(lambda: [c for c in desk.calls("Notify") if c["actions"]], "Notify with an action")
+        first = shown[0]
+        assert first["app_name"] == "castd" and first["replaces_id"] == 0
+        assert first["actions"] == ["stop", "Stop casting"]
+        assert first["hints"]["resident"] is True
+        # No PipeWire on this private desktop: video only, and the notice says just the screen.
+        assert daemon.events("audio_unavailable") or daemon.events("audio_off")
+        assert first["summary"] == "Sharing your screen"
+        assert first["body"] == f"Your screen is being sent to the receiver of session {sid[:8]} (screen {display} (XShm))."
+        desk.choose_stop()
+        await ends_cleanly(answerer, daemon)
+        assert daemon.events("stop_chosen", **{"from": "notification"})
+        last = desk.calls("Notify")[-1]   # (the desktop's log goes when it stops)
+        assert last["replaces_id"] == first["id"] and last["actions"] == [] and "resident" not in last["hints"]
+        assert last["summary"] == "Casting stopped"
+        assert last["body"] == f"You stopped casting; the receiver of session {sid[:8]} no longer receives your screen."
+        assert len(desk.calls("Notify")) == 2
+
+
+async def test_without_a_notification_service_the_cast_goes_on_and_says_so_once(stack, tmp_path):
+    async with desktop_cast(stack, tmp_path, notifications=False) as (desk, env, answerer, daemon, sid, display):
+        await answerer.wait_frames(30, timeout=40)
+        daemon.signal()
+        await ends_cleanly(answerer, daemon)
+    lines = daemon.events("notifications_unavailable")
+    assert len(lines) == 1, lines
+    assert "org.freedesktop.Notifications" in lines[0]["reason"]
+
+
+async def test_status_lists_the_cast_and_stop_ends_it_cleanly(stack, tmp_path):
+    async with desktop_cast(stack, tmp_path) as (desk, env, answerer, daemon, sid, display):
+        await answerer.wait_frames(5, timeout=40)
+        registry = pathlib.Path(env["XDG_RUNTIME_DIR"]) / "castd"
+        assert oct(registry.stat().st_mode & 0o777) == "0o700"
+        assert oct((registry / f"{sid}.json").stat().st_mode & 0o777) == "0o600"
+        # A stale entry: a live pid that is not castd (this test's own). status prunes it.
+        stale = "11111111-2222-4333-8444-555555555555"
+        (registry / f"{stale}.json").write_text(json.dumps({
+            "pid": os.getpid(), "sessionId": stale, "startedAt": "2026-01-01T00:00:00Z", "state": "casting",
+            "sharing": "screen :0 (XShm)", "audio": False, "version": "0"}))
+
+        async def casting():
+            rc, out, err = await run_castd(env, "status", "--json")
+            assert rc == 0, err
+            casts = json.loads(out)["casts"]
+            return casts if casts and casts[0]["state"] == "casting" else None
+        casts = None
+        for _ in range(100):   # the registry says casting once the controller has seen the connection
+            casts = await casting()
+            if casts:
+                break
+            await asyncio.sleep(0.1)
+        assert casts and len(casts) == 1, casts
+        c = casts[0]
+        assert c["sessionId"] == sid and c["pid"] == daemon.proc.pid
+        assert c["sharing"] == f"screen {display} (XShm)" and c["audio"] is False
+        assert not (registry / f"{stale}.json").exists()
+        rc, out, err = await run_castd(env, "status")
+        assert rc == 0 and out.startswith(f"Session {sid}: casting, sharing screen {display} (XShm), since "), out
+
+        rc, out, err = await run_castd(env, "stop", timeout=15)
+        assert rc == 0, out + err
+        assert out.strip() == f"Stopped the cast of session {sid}; the receiver was told it ended."
+        # stop returns once castd has exited: the process is gone already.
+        assert not pathlib.Path(f"/proc/{daemon.proc.pid}/cmdline").exists() or \
+            pathlib.Path(f"/proc/{daemon.proc.pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+        await ends_cleanly(answerer, daemon)
+        assert not (registry / f"{sid}.json").exists()
+        rc, out, err = await run_castd(env, "status")
+        assert (rc, out.strip()) == (0, "No cast is running.")
+        rc, out, err = await run_castd(env, "stop")
+        assert rc == 1 and "No cast is running" in err
+        last = desk.calls("Notify")[-1]
+        assert last["summary"] == "Casting stopped"
+        assert last["body"] == f"Cast stopped. Your screen is no longer sent to the receiver of session {sid[:8]}."
