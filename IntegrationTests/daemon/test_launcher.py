@@ -102,8 +102,8 @@ async def test_the_launcher_pairs_by_a_pin_on_a_pipe_shows_progress_and_starts_t
             await answerer.start()
         rc, err, seen = await launch(env, s["pin"], approve)
         calls = (zdir / "calls").read_text().splitlines()
-        assert rc == 0, (err, calls)
         assert seen == [], seen
+        assert rc == 0, (err, calls)
         assert calls[0] == "entry"
         assert "progress # Paired. Waiting for the receiver to approve…" in calls
         assert calls[-1].startswith(f"--info --title=castd --no-wrap --text=Casting to the receiver (session {sid[:8]})."), calls
