@@ -8,7 +8,7 @@ import os
 import pathlib
 
 from castkit.castd_proc import answered_cast, castd_env, run_castd
-from castkit.desktop_session import DesktopSession
+from castkit.desktop_session import DesktopSession, Notifications
 from castkit.xscreen import XScreen
 
 
@@ -127,3 +127,41 @@ async def test_status_lists_the_cast_and_stop_ends_it_cleanly(stack, tmp_path):
         last = desk.calls("Notify")[-1]
         assert last["summary"] == "Casting stopped"
         assert last["body"] == f"Cast stopped. Your screen is no longer sent to the receiver of session {sid[:8]}."
+
+
+async def test_with_desktop_audio_the_notification_and_status_say_the_audio_is_shared_too(stack, tmp_path):
+    """The same with PipeWire and a playing sink (castkit.audio_rig): the receiver takes audio."""
+    from castkit.audio_rig import PipeWireAudioRig, installed, write_tone
+    if not installed():
+        import pytest
+        pytest.skip("pipewire, wireplumber and pw-play are needed")
+
+    class AudioDesktop(Notifications, PipeWireAudioRig):
+        pass
+    rig = await AudioDesktop().start()
+    await rig.start_notifications()
+    wav = tmp_path / "tone.wav"
+    write_tone(wav, 1000, 0.5, seconds=60)
+    rig.play(wav)
+    screen = await XScreen(640, 360).start()
+    try:
+        env = castd_env(stack, tmp_path, DISPLAY=screen.display, **rig.env())
+        async with answered_cast(stack, tmp_path, env) as (answerer, daemon):
+            sid = answerer.signals.session_id
+            await daemon.wait_event("audio_started", timeout=30)
+            shown = await until(lambda: [c for c in rig.calls("Notify") if c["summary"] == "Sharing your screen and audio"],
+                                "the screen-and-audio notice")
+            assert shown[0]["body"] == (f"Your screen and desktop audio are being sent to the receiver of session "
+                                        f"{sid[:8]} (screen {screen.display} (XShm)).")
+            assert shown[0]["actions"] == ["stop", "Stop casting"]
+            rc, out, err = await run_castd(env, "status", "--json")
+            assert json.loads(out)["casts"][0]["audio"] is True, out
+            rc, out, err = await run_castd(env, "status")
+            assert f"sharing screen {screen.display} (XShm) and desktop audio, since" in out, out
+            daemon.signal()
+            await ends_cleanly(answerer, daemon)
+            last = rig.calls("Notify")[-1]
+            assert last["summary"] == "Casting stopped" and last["replaces_id"] == shown[0]["id"]
+    finally:
+        screen.stop()
+        rig.stop()
