@@ -25,14 +25,14 @@ async def until(find, what: str, timeout: float = 10):
 
 
 @contextlib.asynccontextmanager
-async def desktop_cast(stack, tmp_path, notifications=True):
+async def desktop_cast(stack, tmp_path, notifications=True, daemon_args=()):
     """A private desktop (bus, runtime dir, a notification service unless told not), an Xvfb
     screen and castd casting it to an aiortc receiver. Yields (desk, env, answerer, daemon, sid)."""
     desk = await DesktopSession().start(notifications=notifications)
     screen = await XScreen(640, 360).start()
     try:
         env = castd_env(stack, tmp_path, DISPLAY=screen.display, **desk.env())
-        async with answered_cast(stack, tmp_path, env) as (answerer, daemon):
+        async with answered_cast(stack, tmp_path, env, *daemon_args) as (answerer, daemon):
             yield desk, env, answerer, daemon, answerer.signals.session_id, screen.display
     finally:
         screen.stop()
@@ -79,6 +79,15 @@ async def test_without_a_notification_service_the_cast_goes_on_and_says_so_once(
     lines = daemon.events("notifications_unavailable")
     assert len(lines) == 1, lines
     assert "org.freedesktop.Notifications" in lines[0]["reason"]
+
+
+async def test_no_notify_shows_nothing_on_a_desktop_that_has_a_notification_service(stack, tmp_path):
+    async with desktop_cast(stack, tmp_path, daemon_args=("--no-notify",)) as (desk, env, answerer, daemon, sid, display):
+        await answerer.wait_frames(30, timeout=40)
+        daemon.signal()
+        await ends_cleanly(answerer, daemon)
+        assert desk.calls() == []
+        assert len(daemon.events("notifications_off")) == 1 and not daemon.events("notifications_unavailable")
 
 
 async def test_status_lists_the_cast_and_stop_ends_it_cleanly(stack, tmp_path):

@@ -36,33 +36,34 @@ def desktop_bin(tmp_path: pathlib.Path) -> pathlib.Path:
     return d
 
 
-def pin_on_a_command_line(pin: str) -> list[str]:
-    """Every process whose arguments hold the PIN (all of /proc, not only ours)."""
-    hits = []
+def command_lines() -> list[list[bytes]]:
+    """The arguments of every process (all of /proc, not only ours)."""
+    out = []
     for p in pathlib.Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                args = (p / "cmdline").read_bytes().split(b"\0")
+                out.append((p / "cmdline").read_bytes().split(b"\0"))
             except OSError:
                 continue
-            if any(pin.encode() in a for a in args):
-                hits.append(b" ".join(args).decode(errors="replace"))
-    return hits
+    return out
 
 
 async def launch(env: dict, pin: str, approve, timeout: float = 40):
-    """Runs the launcher while `approve()` plays the receiver; scans /proc for the PIN meanwhile.
-    Returns (exit code, stderr, every command line that held the PIN)."""
+    """Runs the launcher while `approve()` plays the receiver, scanning every command line on the
+    machine meanwhile. Returns (exit code, stderr, every command line that held the PIN)."""
     p = await asyncio.create_subprocess_exec(str(LAUNCHER), env=env, stdout=asyncio.subprocess.PIPE,
                                              stderr=asyncio.subprocess.PIPE)
     seen: list[str] = []
-    scans = 0
+    pairing_seen = False   # the scan caught `castd pair` itself while it waited for the receiver
 
     async def scan():
-        nonlocal scans
+        nonlocal pairing_seen
         while p.returncode is None:
-            seen.extend(pin_on_a_command_line(pin))
-            scans += 1
+            for args in command_lines():
+                if any(pin.encode() in a for a in args):
+                    seen.append(b" ".join(args).decode(errors="replace"))
+                if len(args) > 2 and args[0].endswith(b"castd") and args[1] == b"pair":
+                    pairing_seen = True
             await asyncio.sleep(0.01)
     scanner = asyncio.create_task(scan())
     try:
@@ -73,7 +74,7 @@ async def launch(env: dict, pin: str, approve, timeout: float = 40):
             p.kill()
             await p.wait()
         await scanner
-    assert scans > 10, scans   # the scan ran while the launcher waited
+    assert pairing_seen   # so the scan did look while the PIN was in use
     return p.returncode, err.decode(), seen
 
 
@@ -176,3 +177,19 @@ async def test_without_a_dialog_tool_the_launcher_says_so_in_a_notification_and_
         assert len(notes) == 1 and "needs zenity or kdialog" in notes[0]["body"], notes
     finally:
         desk.stop()
+
+
+async def test_an_empty_pin_is_said_without_pairing(stack, tmp_path):
+    zdir = tmp_path / "zenity"
+    zdir.mkdir(mode=0o700)
+    (zdir / "pin").write_text("  \n")
+    env = castd_env(stack, tmp_path, DISPLAY=":0", ZENITY_STANDIN_DIR=str(zdir),
+                    PATH=f"{desktop_bin(tmp_path)}:{os.environ['PATH']}", XDG_CONFIG_HOME=str(tmp_path / "config"))
+    p = await asyncio.create_subprocess_exec(str(LAUNCHER), env=env, stdout=asyncio.subprocess.PIPE,
+                                             stderr=asyncio.subprocess.PIPE)
+    await asyncio.wait_for(p.communicate(), 20)
+    calls = (zdir / "calls").read_text().splitlines()
+    assert p.returncode == 1
+    assert calls == ["entry", "--error --title=castd --no-wrap --text=No PIN was entered. Open castd again and type "
+                              "the 6 digits the receiver shows."]
+    assert not (tmp_path / "castd" / "credentials.json").exists()   # castd pair never ran
