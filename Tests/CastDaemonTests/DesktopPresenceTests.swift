@@ -168,3 +168,34 @@ import CastSignaling
         #expect(p.code == .pin(Redacted("-")))
     }
 }
+
+@Suite struct SessionActivityReportTests {
+    /// The controller tells the desktop each change of activity once, in order, ending with `ended`.
+    @Test func eachActivityChangeIsReportedOnceInOrder() async {
+        let rec = Recorder()
+        let clock = SystemMonotonicClock()
+        let signaling = FakeSignaling(recorder: rec, backfill: [.approved(authExpiresAt: nil, prefs: StreamPrefs()),
+                                                                 .ready(status: .connecting)])
+        final class Seen: @unchecked Sendable {
+            let lock = Lock()
+            var activities: [SessionMachine.Activity] = []
+            var controller: SessionController?
+        }
+        let seen = Seen()
+        let controller = SessionController(
+            machine: SessionMachine { "n1" }, signaling: signaling, peer: FakePeer(recorder: rec),
+            media: FakeMedia(recorder: rec), clock: clock, log: NullSink(),
+            onActivity: { a in
+                seen.lock.withLock { seen.activities.append(a) }
+                if a == .connected { seen.lock.withLock { seen.controller }?.requestStop() }
+            })
+        seen.lock.withLock { seen.controller = controller }
+        let outcome = await controller.run()
+        #expect(outcome.exitCode == 0)
+        let activities = seen.lock.withLock { seen.activities }
+        #expect(activities.contains(.connected))
+        #expect(activities.last == .ended)
+        #expect(zip(activities, activities.dropFirst()).allSatisfy { $0 != $1 })
+        #expect(activities.firstIndex(of: .negotiating)! < activities.firstIndex(of: .connected)!)
+    }
+}
