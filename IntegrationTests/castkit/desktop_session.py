@@ -20,9 +20,9 @@ class Notifications:
     def log(self) -> pathlib.Path:
         return self.dir / "notifications.jsonl"
 
-    async def start_notifications(self) -> None:
+    async def start_notifications(self, actions: bool = True) -> None:
         self.notifications = self._spawn(["/usr/bin/python3", str(HERE / "notification_standin.py"),
-                                          "--bus", self.bus, "--log", str(self.log)],
+                                          "--bus", self.bus, "--log", str(self.log)] + ([] if actions else ["--no-actions"]),
                                          "notification_standin", stdout=subprocess.PIPE)
         ready = await self._line(self.notifications)
         assert ready == "ready", (self.dir / "notification_standin.log").read_text()
@@ -45,10 +45,10 @@ class DesktopSession(Notifications, PrivateSession):
     def __init__(self):
         super().__init__("castd-h-desk-")
 
-    async def start(self, notifications: bool = True) -> "DesktopSession":
+    async def start(self, notifications: bool = True, actions: bool = True) -> "DesktopSession":
         await self.start_bus()
         if notifications:
-            await self.start_notifications()
+            await self.start_notifications(actions)
         return self
 
     def env(self) -> dict:

@@ -5,6 +5,7 @@ GetCapabilities, GetServerInformation; the ActionInvoked and NotificationClosed 
 a notification daemon does, without showing anything. Each Notify is appended to --log as one
 JSON line ({"call": "Notify", "options": {id, replaces_id, summary, body, actions, hints, ...}}).
 
+--no-actions: GetCapabilities leaves out "actions" (a service that shows no buttons).
 SIGUSR1 plays a person choosing an action: it emits ActionInvoked(id, key) for the newest
 notification that offers actions, with its first action key (logged as "ActionInvoked").
 
@@ -52,7 +53,7 @@ class Notifications(StandIn):
 
     @dbus.service.method(NAME, out_signature="as")
     def GetCapabilities(self):
-        return ["actions", "body", "persistence"]
+        return ["body", "persistence"] if self.args.no_actions else ["actions", "body", "persistence"]
 
     @dbus.service.method(NAME, out_signature="ssss")
     def GetServerInformation(self):
@@ -77,4 +78,6 @@ class Notifications(StandIn):
 
 
 if __name__ == "__main__":
-    serve(NAME, argparse.ArgumentParser(description=__doc__), Notifications)
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--no-actions", action="store_true", help="a service that cannot show actions (GetCapabilities)")
+    serve(NAME, parser, Notifications)

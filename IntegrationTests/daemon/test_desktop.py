@@ -25,10 +25,10 @@ async def until(find, what: str, timeout: float = 10):
 
 
 @contextlib.asynccontextmanager
-async def desktop_cast(stack, tmp_path, notifications=True, daemon_args=()):
+async def desktop_cast(stack, tmp_path, notifications=True, daemon_args=(), actions=True):
     """A private desktop (bus, runtime dir, a notification service unless told not), an Xvfb
     screen and castd casting it to an aiortc receiver. Yields (desk, env, answerer, daemon, sid)."""
-    desk = await DesktopSession().start(notifications=notifications)
+    desk = await DesktopSession().start(notifications=notifications, actions=actions)
     screen = await XScreen(640, 360).start()
     try:
         env = castd_env(stack, tmp_path, DISPLAY=screen.display, **desk.env())
@@ -79,6 +79,17 @@ async def test_without_a_notification_service_the_cast_goes_on_and_says_so_once(
     lines = daemon.events("notifications_unavailable")
     assert len(lines) == 1, lines
     assert "org.freedesktop.Notifications" in lines[0]["reason"]
+
+
+async def test_a_notification_service_without_actions_is_told_how_to_stop(stack, tmp_path):
+    async with desktop_cast(stack, tmp_path, actions=False) as (desk, env, answerer, daemon, sid, display):
+        await answerer.wait_frames(5, timeout=40)
+        shown = await until(lambda: desk.calls("Notify"), "a notice")
+        assert shown[0]["actions"] == [] and shown[0]["summary"] == "Sharing your screen"
+        assert shown[0]["body"].endswith(f"(screen {display} (XShm)). To stop it: castd stop")
+        assert len(daemon.events("notification_actions_unsupported")) == 1
+        daemon.signal()
+        await ends_cleanly(answerer, daemon)
 
 
 async def test_no_notify_shows_nothing_on_a_desktop_that_has_a_notification_service(stack, tmp_path):

@@ -199,3 +199,13 @@ import CastSignaling
         #expect(activities.firstIndex(of: .negotiating)! < activities.firstIndex(of: .connected)!)
     }
 }
+
+@Suite struct NoticeWithoutActionsTests {
+    @Test func aServiceWithoutActionsIsToldHowToStop() {
+        let n = CastPresence.Notice(summary: "Sharing your screen", body: "Your screen is being sent.", stoppable: true)
+        #expect(n.withoutActions == .init(summary: "Sharing your screen", body: "Your screen is being sent. To stop it: castd stop",
+                                         stoppable: false))
+        let end = CastPresence.Notice(summary: "Casting stopped", body: "Cast stopped.", stoppable: false)
+        #expect(end.withoutActions == end)
+    }
+}

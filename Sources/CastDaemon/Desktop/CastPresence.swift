@@ -9,6 +9,13 @@ public struct CastPresence: Sendable {
         public var body: String
         /// Carries the "Stop casting" action and stays until replaced (resident).
         public var stoppable: Bool
+
+        /// For a notification service without actions (no "actions" capability): the body says
+        /// how to stop instead of a button that would not be shown.
+        public var withoutActions: Notice {
+            guard stoppable else { return self }
+            return Notice(summary: summary, body: body + " To stop it: castd stop", stoppable: false)
+        }
     }
 
     public let sessionId: String

@@ -59,6 +59,17 @@ final class DesktopNotifier: @unchecked Sendable {
         guard failure == nil, let owner else {
             return unavailable("no notification service on the session bus (\(failure ?? "no owner"))")
         }
+        var actions = true
+        bus.call(destination: Self.service, path: Self.path, interface: Self.service, member: "GetCapabilities",
+                 timeout: .seconds(2), build: { _ in }, reply: { r in
+            var caps: [String] = []
+            if r.enter("a", "s") {
+                while let c = r.readString() { caps.append(c) }
+                r.exit()
+            }
+            actions = caps.contains("actions")
+        })
+        if !actions { log.write(LogLine(.notice, "notification_actions_unsupported", [("effect", "the notice says: castd stop")])) }
         var current: UInt32 = 0
         let onStop = self.onStop, log = self.log
         let match = bus.matchSignal(sender: owner, path: Self.path, interface: Self.service, member: "ActionInvoked") { m in
@@ -75,7 +86,7 @@ final class DesktopNotifier: @unchecked Sendable {
                 defer { queue.removeAll() }
                 return (queue, finishing)
             }
-            for n in next {
+            for n in next.map({ actions ? $0 : $0.withoutActions }) {
                 var id: UInt32 = 0
                 if let error = notify(bus, n, replacing: current, id: &id) {
                     return unavailable("Notify failed: \(error)")
