@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import pathlib
+import time
 
 from castkit.castd_proc import answered_cast, castd_env, run_castd
 from castkit.desktop_session import DesktopSession, Notifications
@@ -61,8 +62,12 @@ async def test_the_notification_says_the_screen_is_shared_and_stop_casting_ends_
         assert daemon.events("audio_unavailable") or daemon.events("audio_off")
         assert first["summary"] == "Sharing your screen"
         assert first["body"] == f"Your screen is being sent to the receiver of session {sid[:8]} (screen {display} (XShm))."
+        t0 = time.monotonic()
         desk.choose_stop()
         await ends_cleanly(answerer, daemon)
+        took = time.monotonic() - t0
+        print(f"Stop casting -> disconnect row, end, castd exited: {took:.2f} s")
+        assert took < 3.0   # SIGTERM's budget: the end rows within 2 s, plus the end notice
         assert daemon.events("stop_chosen", **{"from": "notification"})
         last = desk.calls("Notify")[-1]   # (the desktop's log goes when it stops)
         assert last["replaces_id"] == first["id"] and last["actions"] == [] and "resident" not in last["hints"]

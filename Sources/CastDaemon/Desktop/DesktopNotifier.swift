@@ -16,6 +16,8 @@ final class DesktopNotifier: @unchecked Sendable {
     private var queue: [CastPresence.Notice] = []   // guarded by `lock`
     private var finishing = false                   // guarded by `lock`
     private let done = DispatchSemaphore(value: 0)
+    /// Woken by `show` and `finish`: the bus thread sleeps in poll(2) on it and the bus.
+    private let wake: WakePipe?
     private let log: LogSink
     private let onStop: @Sendable () -> Void
 
@@ -23,6 +25,7 @@ final class DesktopNotifier: @unchecked Sendable {
     init(address: String?, log: LogSink, onStop: @escaping @Sendable () -> Void) {
         self.log = log
         self.onStop = onStop
+        wake = try? WakePipe()
         SystemThread.start(name: "castd-notify") { [self] in
             run(address: address)
             done.signal()
@@ -31,7 +34,10 @@ final class DesktopNotifier: @unchecked Sendable {
 
     func show(_ notice: CastPresence.Notice) {
         lock.withLock { if !finishing { queue.append(notice) } }
+        poke()
     }
+
+    private func poke() { wake?.wake() }
 
     /// Sends `last` (if any) in place of the shown notice, then leaves the bus; waits for that
     /// at most `budget` (a hung service must not hold castd's exit).
@@ -40,6 +46,7 @@ final class DesktopNotifier: @unchecked Sendable {
             if let last { queue.append(last) }
             finishing = true
         }
+        poke()
         _ = done.wait(timeout: .now() + .milliseconds(Int(budget.totalNanoseconds / 1_000_000)))
     }
 
@@ -102,7 +109,12 @@ final class DesktopNotifier: @unchecked Sendable {
                 case .failed(let reason): return unavailable("the session bus failed: \(reason)")
                 }
             }
-            bus.wait(timeout: .milliseconds(100))   // also the latency of a queued notice
+            if let wake {
+                bus.wait(timeout: .seconds(60), orReadable: wake.readEnd)
+                wake.drain()
+            } else {
+                bus.wait(timeout: .milliseconds(100))   // no pipe (out of descriptors): look again soon
+            }
         }
     }
 
