@@ -190,3 +190,60 @@ async def test_with_desktop_audio_the_notification_and_status_say_the_audio_is_s
     finally:
         screen.stop()
         rig.stop()
+
+
+async def test_stop_without_an_id_asks_which_when_several_casts_run(stack, tmp_path):
+    """Two approved sessions, castd on each, no receiver answering yet: status lists both as
+    connecting; stop without an id lists them and exits 2; stop <id> ends that one cleanly; then
+    stop without an id ends the one left."""
+    from castkit.castd_proc import Daemon, pair
+    desk = await DesktopSession().start(notifications=False)
+    screen = await XScreen(320, 240).start()
+    receivers, daemons = [], []
+    try:
+        env = castd_env(stack, tmp_path, DISPLAY=screen.display, **desk.env())
+        for _ in range(2):
+            rx, rc, _, raw = await pair(stack, tmp_path)
+            receivers.append(rx)
+            assert rc == 0, raw
+            daemons.append(await Daemon.start(env, rx.session["sessionId"]))
+        sids = [rx.session["sessionId"] for rx in receivers]
+        for d in daemons:
+            await d.wait_log("event=ready", timeout=30)
+
+        async def states():
+            rc, out, _ = await run_castd(env, "status", "--json")
+            return {c["sessionId"]: c["state"] for c in json.loads(out)["casts"]}
+        for _ in range(100):
+            if await states() == {sids[0]: "negotiating", sids[1]: "negotiating"}:
+                break
+            await asyncio.sleep(0.1)
+        assert await states() == {sids[0]: "negotiating", sids[1]: "negotiating"}
+        rc, out, err = await run_castd(env, "status")
+        assert len(out.splitlines()) == 2
+        assert all(": connecting to the receiver, sharing screen" in l for l in out.splitlines()), out
+
+        rc, out, err = await run_castd(env, "stop")
+        assert rc == 2, out + err
+        assert err.startswith("castd: 2 casts are running: ") and all(s in err for s in sids)
+        assert err.rstrip().endswith("Say which: castd stop <session id>.")
+        assert all(d.proc.returncode is None for d in daemons)   # nothing was stopped
+
+        for i, args in ((1, (sids[1],)), (0, ())):   # by id, then the only one left
+            rc, out, err = await run_castd(env, "stop", *args, timeout=15)
+            assert (rc, out.strip()) == (0, f"Stopped the cast of session {sids[i]}; the receiver was told it ended."), err
+            code, _ = await daemons[i].wait(timeout=5)
+            assert code == 0
+            rows = await receivers[i].client.select(sids[i], "receiver")
+            assert [r["payload"] for r in rows if r["message_type"] == "disconnect"] == [{"reason": "sender_ended"}]
+            assert await receivers[i].client.session_status(sids[i]) == "disconnected"   # castd's `end`
+            if i == 1:   # the other cast goes on
+                assert daemons[0].proc.returncode is None and await states() == {sids[0]: "negotiating"}
+        assert await states() == {}
+    finally:
+        for d in daemons:
+            await d.kill()
+        for rx in receivers:
+            await rx.client.close()
+        screen.stop()
+        desk.stop()
