@@ -193,3 +193,42 @@ async def test_an_empty_pin_is_said_without_pairing(stack, tmp_path):
     assert calls == ["entry", "--error --title=castd --no-wrap --text=No PIN was entered. Open castd again and type "
                               "the 6 digits the receiver shows."]
     assert not (tmp_path / "castd" / "credentials.json").exists()   # castd pair never ran
+
+
+KDIALOG = """#!/bin/bash
+log="$KDIALOG_STANDIN_DIR/calls"
+case " $* " in
+  *" --inputbox "*) printf 'inputbox\\n' >>"$log"; cat "$KDIALOG_STANDIN_DIR/pin" ;;
+  *) printf '%s\\n' "$*" >>"$log" ;;
+esac
+"""
+
+
+async def test_with_kdialog_instead_of_zenity(stack, tmp_path):
+    """A KDE desktop: no zenity on PATH (a PATH of only the tools the launcher uses), a recording
+    kdialog; the receiver denies: the popup said it waited for Approve, the error says why."""
+    import shutil
+    d = tmp_path / "kbin"
+    d.mkdir()
+    for tool in ("bash", "sed", "mktemp", "chmod", "mkfifo", "cat", "head", "rm", "dirname", "readlink",
+                 "mkdir", "setsid", "systemctl"):
+        (d / tool).symlink_to(shutil.which(tool))
+    (d / "castd").symlink_to(binary("castd"))
+    (d / "kdialog").write_text(KDIALOG)
+    (d / "kdialog").chmod(0o755)
+    kdir = tmp_path / "kdialog"
+    kdir.mkdir(mode=0o700)
+    rx = Receiver(stack)
+    try:
+        s = await rx.create()
+        (kdir / "pin").write_text(s["pin"] + "\n")
+        env = castd_env(stack, tmp_path, DISPLAY=":0", KDIALOG_STANDIN_DIR=str(kdir), PATH=str(d),
+                        XDG_CONFIG_HOME=str(tmp_path / "config"))
+        rc, err, seen = await launch(env, s["pin"], lambda: rx.wait_pairing_then(False, timeout=30))
+        calls = (kdir / "calls").read_text().splitlines()
+        assert rc == 1 and seen == [], (err, calls)
+        assert calls[0] == "inputbox"
+        assert "--title castd --passivepopup Paired. Waiting for the receiver to approve… 10" in calls
+        assert calls[-1] == "--title castd --error The receiver denied the request.", calls
+    finally:
+        await rx.client.close()
