@@ -41,12 +41,16 @@ class PrivateSession:
         """The next line a process started with stdout=PIPE prints, stripped."""
         return (await asyncio.get_running_loop().run_in_executor(None, p.stdout.readline)).decode().strip()
 
-    async def start_session(self, wireplumber: bool = True) -> None:
-        """The bus, then pipewire; returns once pipewire listens (then wireplumber, if asked)."""
+    async def start_bus(self) -> None:
+        """The session dbus-daemon alone; returns once it listens (its address in `bus`)."""
         (self.dir / "bus.conf").write_text(BUS_CONF.read_text().replace("@DIR@", str(self.dir)))
         bus = self._spawn(["dbus-daemon", f"--config-file={self.dir}/bus.conf", "--nofork", "--nopidfile",
                            "--print-address=1"], "dbus", stdout=subprocess.PIPE)
         self.bus = await self._line(bus)
+
+    async def start_session(self, wireplumber: bool = True) -> None:
+        """The bus, then pipewire; returns once pipewire listens (then wireplumber, if asked)."""
+        await self.start_bus()
         self._spawn(["pipewire"], "pipewire")
         sock = self.dir / "pipewire-0"
         for _ in range(250):   # pipewire has no readiness pipe: its socket appears when it listens

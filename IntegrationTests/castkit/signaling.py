@@ -151,6 +151,15 @@ class StackClient:
                 data = await self._json(r) or {}
                 raise ApiError(r.status, data.get("code", f"http_{r.status}"), data.get("message", ""))
 
+    async def session_status(self, session_id: str) -> str:
+        """The session row's status, read through REST (RLS: the receiver or the sender of it)."""
+        q = urlencode({"select": "status", "id": f"eq.{session_id}"})
+        async with self.http.get(f"{self.config.supabase_url}/rest/v1/casting_sessions?{q}",
+                                 headers=self._headers(await self.token())) as r:
+            data = await self._json(r)
+            assert r.status == 200 and len(data) == 1, (r.status, data)
+            return data[0]["status"]
+
     async def select(self, session_id: str, recipient_role: str) -> list[dict]:
         q = urlencode({"select": "*", "session_id": f"eq.{session_id}",
                        "recipient_role": f"eq.{recipient_role}", "order": "created_at.asc"})

@@ -126,6 +126,25 @@ public final class SystemdBus: @unchecked Sendable {
         _ = sd_bus_wait(handle, UInt64(clamping: max(1, timeout.totalNanoseconds / 1000)))
     }
 
+    /// Blocks until the bus has something, `wake` (a descriptor other threads write to, e.g.
+    /// `WakePipe.readEnd`) is readable, or `timeout` passes: a bus thread that also takes work
+    /// from other threads sleeps until there is some (sd_bus_get_fd(3), sd_bus_get_events(3)).
+    public func wait(timeout: Duration, orReadable wake: Int32) {
+        guard let handle else { return }
+        let fd = sd_bus_get_fd(handle), events = sd_bus_get_events(handle)
+        guard fd >= 0, events >= 0 else { return wait(timeout: timeout) }
+        var ms = Int32(clamping: max(0, timeout.totalNanoseconds / 1_000_000))
+        var due: UInt64 = 0   // sd-bus's own next timeout, absolute CLOCK_MONOTONIC µs
+        if sd_bus_get_timeout(handle, &due) >= 0, due != UInt64.max {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let nowUsec = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+            ms = min(ms, due > nowUsec ? Int32(clamping: (due - nowUsec + 999) / 1000) : 0)
+        }
+        var fds = [pollfd(fd: fd, events: Int16(events), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, 2, ms)
+    }
+
     /// Subscribes `handler` to a signal (`sender` nil: from anyone); the match lasts
     /// until the returned `BusMatch` is cancelled or released.
     public func matchSignal(sender: String?, path: String, interface: String, member: String,
@@ -190,6 +209,23 @@ public struct BusMessageWriter {
 
     public func appendString(_ s: String) {
         _ = s.withCString { sd_bus_message_append_basic(m, BusType.code("s"), $0) }
+    }
+
+    public func appendUInt32(_ v: UInt32) {
+        var v = v
+        _ = sd_bus_message_append_basic(m, BusType.code("u"), &v)
+    }
+
+    public func appendInt32(_ v: Int32) {
+        var v = v
+        _ = sd_bus_message_append_basic(m, BusType.code("i"), &v)
+    }
+
+    /// An `as`.
+    public func appendStrings(_ strings: [String]) {
+        _ = sd_bus_message_open_container(m, BusType.code("a"), "s")
+        for s in strings { appendString(s) }
+        _ = sd_bus_message_close_container(m)
     }
 
     public func appendObjectPath(_ s: String) {

@@ -47,7 +47,7 @@ enum CastdCommands {
         (CLI.ExitCode.ok, "success (a cast ended cleanly, a pairing was approved)"),
         (CLI.ExitCode.failure, "the cast or pairing failed; the message says why (the unit restarts on it)"),
         (CLI.ExitCode.usage, "bad command line or configuration"),
-        (CLI.ExitCode.sessionOver, "the session is over for good (already ended, expired, denied, authorization expired, the receiver gave up): pair again; the unit does not restart on it"),
+        (CLI.ExitCode.sessionOver, "the session is over for good (already ended, expired, denied, authorization expired, the receiver gave up, or castd has no identity yet): pair again; the unit does not restart on it"),
         (CLI.ExitCode.unavailable, "the requested part is not available in this build"),
     ]
 

@@ -1,6 +1,9 @@
 import CastCore
 import CastSignaling
 import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `castd pair`: sign in (once per user), pair by PIN or QR URL, print the
 /// session id, then wait for the receiver's Approve or Deny (spec §3–§5).
@@ -9,7 +12,7 @@ enum PairCommand {
         let r = Reporter(json: o.common.json)
         let secret: SessionPairRequest.Secret
         do {
-            switch o.code {
+            switch try PairInput.resolve(o.code, readLine: { StandardInput.readLine() }) {
             case .pin(let p): secret = .pin(try PairingPIN.normalize(p.unredacted))
             case .url(let u): secret = .qr(try PairingURL(parsing: u.unredacted))
             }
@@ -105,5 +108,43 @@ enum PairCommand {
             }
         }
         return r.fail("The connection to the backend closed before the receiver answered.", code: "closed")
+    }
+}
+
+/// `--pin -` and `pair -`: the secret comes from standard input instead of the command line,
+/// where every local user could read it (`ps`). One line, trimmed; never echoed anywhere.
+enum PairInput {
+    static func resolve(_ code: PairOptions.Code, readLine: () -> String?) throws -> PairOptions.Code {
+        switch code {
+        case .pin(let p) where p.unredacted == "-":
+            guard let line = readLine()?.trimmingWhitespace(), !line.isEmpty else {
+                throw CastError(.badArgument, "No PIN on standard input: pipe in the 6-digit PIN the receiver shows, one line.")
+            }
+            return .pin(Redacted(line))
+        case .url(let u) where u.unredacted == "-":
+            guard let line = readLine()?.trimmingWhitespace(), !line.isEmpty else {
+                throw CastError(.badArgument, "No pairing URL on standard input: pipe in the URL of the receiver's QR code, one line.")
+            }
+            return .url(Redacted(line))
+        default:
+            return code
+        }
+    }
+}
+
+/// Standard input, read by the IO shell only.
+enum StandardInput {
+    /// The first line of standard input without its newline (at most `limit` bytes); nil when
+    /// it is closed before anything was read.
+    static func readLine(limit: Int = 4096) -> String? {
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while bytes.count < limit {
+            let n = read(0, &byte, 1)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 || byte == UInt8(ascii: "\n") { break }
+            bytes.append(byte)
+        }
+        return bytes.isEmpty && byte != UInt8(ascii: "\n") ? nil : String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -55,8 +55,13 @@ enum SessionCommand {
             for s in skipped { log.write(LogLine(.warning, "turn_server_skipped", [("reason", s)])) }
             log.write(LogLine(.info, "ice_config", [("stun_servers", stun.count), ("turn_servers", turn.count),
                                                     ("turn", ice.turnConfigured)]))
-        } catch let e as CastError where e.code == .noCredentials || e.code == .certificate {
-            // No identity, or a backend whose TLS certificate is not trusted: nothing to retry.
+        } catch let e as CastError where e.code == .noCredentials {
+            // No identity (never paired, or its store is gone): only `castd pair` helps, so the
+            // exit is the one the unit does not restart on.
+            _ = r.fail(e.message, code: e.code.rawValue)
+            return CLI.ExitCode.sessionOver
+        } catch let e as CastError where e.code == .certificate {
+            // A backend whose TLS certificate is not trusted: nothing to retry.
             return r.fail(e.message, code: e.code.rawValue)
         } catch {
             log.write(LogLine(.warning, "ice_config_failed", [("error", "\(error)"), ("note", "host candidates only")]))
@@ -76,6 +81,7 @@ enum SessionCommand {
         // Issue 18: desktop audio when PipeWire has a sink to capture (probed now; captured only
         // while a peer's answer takes audio); otherwise video only, said once.
         let peerBox = LateBinding<LivePeerPort>()
+        let desktopBox = LateBinding<CastDesktop>()
         let audio = await startAudio(o.audio, log: log, clock: clock, peer: peerBox,
                                      settings: TestHooks.opusSettings(environment))
         peerOptions.audio = audio != nil
@@ -84,7 +90,7 @@ enum SessionCommand {
                                 onKeyframeRequest: { media.requestKeyframe() },
                                 onTargetBitrate: { bps in media.setTargetBitrate(bps) },
                                 onVideoCodec: { media.setCodec($0) },
-                                onAudioWanted: { audio?.setWanted($0) })
+                                onAudioWanted: { audio?.setWanted($0); desktopBox.value?.audioChanged($0) })
         peerBox.value = peer
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })
         media.attach(backlog: { peer.mediaBacklog() })
@@ -100,7 +106,13 @@ enum SessionCommand {
         let controller = SessionController(
             machine: SessionMachine { UUID().uuidString.lowercased() },
             signaling: signaling, peer: peer, media: media, clock: clock, log: log,
-            onConnected: { _ in notifier.connected() })
+            onConnected: { _ in notifier.connected() },
+            onActivity: { desktopBox.value?.activityChanged($0) })
+        // Issue 30: the runtime registry (castd status / stop) and the desktop notifications.
+        let sharing = MediaFactory.sharing(o, backend: (media as? CapturePipeline)?.captureBackend ?? .x11, environment: environment)
+        let desktop = CastDesktop(options: o, sharing: sharing, environment: environment, log: log,
+                                  onStop: { controller.requestStop() })
+        desktopBox.value = desktop
         media.onNeedsUser { sentence in controller.captureNeedsUser(sentence) }
         media.onFailure { reason in controller.mediaFailed(reason) }
         let trap = SignalTrap { sig in
@@ -112,6 +124,9 @@ enum SessionCommand {
         let outcome = await controller.run()
         watch.cancel()
         await audio?.stop()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in   // it blocks, up to 1 s
+            DispatchQueue.global().async { desktop.ended(exitCode: outcome.exitCode, message: outcome.message); c.resume() }
+        }
         withExtendedLifetime(trap) {}
         SDNotify.send("STOPPING=1")
         if outcome.exitCode == 0 { r.say("ended", outcome.message) }

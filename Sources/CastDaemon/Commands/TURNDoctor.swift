@@ -115,7 +115,7 @@ enum TURNDoctor {
     }
 
     // The addresses are written plainly: finding them out is what the command is for, and it
-    // prints to its caller's terminal, not to a log (logs redact them, STYLE.md rule 6).
+    // prints to its caller's terminal, not to a log (logs redact them, rule 6 of docs/architecture.md).
     static func sentence(_ l: Line) -> String {
         let head = "\(l.server.name) (\(l.server.transport.rawValue.uppercased()) to \(l.server.address.unredactedText))"
         switch l.outcome {

@@ -102,6 +102,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private func mediaFailed(_ reason: String) { lock.withLock { failed }?(reason) }
     public var statistics: Statistics { lock.withLock { stats } }
 
+    /// The capture backend this cast uses (`--capture` resolved).
+    public var captureBackend: Backend { backend }
+
     /// The stage summaries of the window since the last call, as key=value log fields
     /// ("p50/p95/max" in ms); the window starts afresh.
     public func drainStageTimes() -> [(String, String)] {

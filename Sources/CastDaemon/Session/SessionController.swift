@@ -30,6 +30,9 @@ public actor SessionController {
     private var finalWork: [Task<Void, Never>] = []
     private var closePeerAtEnd = false
     private var onConnected: (@Sendable (String) -> Void)?
+    /// Told each time the machine's activity changes (the registry and the notifications follow it).
+    private var onActivity: (@Sendable (SessionMachine.Activity) -> Void)?
+    private var reportedActivity: SessionMachine.Activity? = nil
     /// For the watchdog (issue 17): when the media was started, and when a media start or
     /// stop began that has not returned.
     private var mediaStartedAt: Instant? = nil
@@ -37,7 +40,8 @@ public actor SessionController {
 
     public init(machine: SessionMachine, signaling: SignalingPort, peer: PeerPort, media: MediaPort,
                 clock: MonotonicClock, log: LogSink, endBudget: Duration = .seconds(2),
-                onConnected: (@Sendable (String) -> Void)? = nil) {
+                onConnected: (@Sendable (String) -> Void)? = nil,
+                onActivity: (@Sendable (SessionMachine.Activity) -> Void)? = nil) {
         self.machine = machine
         self.signaling = signaling
         self.peer = peer
@@ -46,6 +50,7 @@ public actor SessionController {
         self.log = log
         self.endBudget = endBudget
         self.onConnected = onConnected
+        self.onActivity = onActivity
         (inputs, events) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
 
@@ -88,8 +93,10 @@ public actor SessionController {
             case .input(let input): machine.handle(input, now: clock.now())
             }
             if let o = await carryOutActions() { outcome = o; break }
+            reportActivity()
             rescheduleTimer()
         }
+        reportActivity()
         timer?.cancel()
         // The end rows (disconnect, session-update end) get `endBudget` at most.
         await Self.waitAll(finalWork, atMost: endBudget)
@@ -97,6 +104,13 @@ public actor SessionController {
         for t in tasks { t.cancel() }
         await signaling.close()
         return outcome ?? Outcome(exitCode: 1, message: "The signaling connection ended unexpectedly.")
+    }
+
+    private func reportActivity() {
+        let now = machine.activity
+        guard now != reportedActivity else { return }
+        reportedActivity = now
+        onActivity?(now)
     }
 
     /// Waits for `work` to finish, but no longer than `budget` (a dead socket
