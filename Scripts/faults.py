@@ -34,7 +34,7 @@ import traceback
 from pathlib import Path
 
 from castkit.paths import PYTHON, REPO
-from faultkit import audio, package, turn
+from faultkit import audio, longrows, package, turn
 from faultkit.backend import gateway_restart, p0429_storm, postgres_restart, realtime_cuts, rest_errors, short_tokens
 from faultkit.bottleneck import BOTTLENECK_ROWS
 from faultkit.checks import credential_modes, secrets_grep
@@ -156,6 +156,9 @@ SCENARIOS += audio.rows()
 # The Debian package installed, cast from and purged in a fresh Debian 12 root (issue 30), full set only:
 # faultkit/package.py.
 SCENARIOS += package.rows()
+# The integration tests marked `long` (CI runs each capability's quick row), full set only:
+# faultkit/longrows.py.
+SCENARIOS += longrows.rows()
 
 
 async def inner(a: argparse.Namespace) -> int:

@@ -228,6 +228,7 @@ def assert_pli_became_a_key_frame(pli: dict) -> None:
     assert pli["castd_after"]["keyframes_sent"] > pli["castd_before"].get("keyframes_sent", 0), pli
 
 
+@pytest.mark.long
 @pytest.mark.timeout(400)
 async def test_chromium_preferring_vp8_gets_vp8(request, tmp_path):
     """The same checks as Firefox's with a second VP8 decoder, the PLI and the busy screen

@@ -14,6 +14,7 @@ from castkit.paths import CASTKIT
 PYTHON = sys.executable
 
 
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_three_reoffers_then_give_up_when_the_media_path_is_cut(tmp_path):
     if os.geteuid() != 0:

@@ -96,6 +96,7 @@ async def frames_after(answerer, t: float, n: int, timeout: float) -> int:
     return sum(1 for f in answerer.frames if f.arrived > t)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(240)
 async def test_the_unit_under_a_real_user_manager(stack):
     from castkit.receiver_answerer import ReceiverAnswerer

@@ -135,6 +135,7 @@ async def test_auto_picks_mutter_in_a_wayland_session(stack, kind):
             else "no X server, but org.gnome.Mutter.ScreenCast answers on the session bus") in cast.log
 
 
+@pytest.mark.long
 @pytest.mark.timeout(150)
 async def test_a_static_screen_still_reaches_the_receiver_every_second(stack):
     """Mutter sends a frame only on damage and the rig draws its picture once: castd must still
