@@ -59,6 +59,9 @@ public enum CLI {
                                          when PipeWire has one and the receiver takes audio;
                                          otherwise video only, said once in the log)
       --display :N   --output NAME   --no-cursor   (--output: an X11 output or a Mutter connector)
+      --source monitor|window   --window NAME|ID   share one monitor (default) or one window:
+                                         on X11 the window by id or title (castd doctor lists both),
+                                         through the portal the one picked in its dialog
       --portal-timeout SECONDS           how long the ScreenCast portal may wait for someone to
                                          accept its dialog (default 60); then castd ends the cast
                                          with disconnect reason capture_needs_user and exit 1
