@@ -52,4 +52,7 @@ class XWindows:
         self.d.sync()
 
     def shut(self):
-        self.d.close()
+        try:
+            self.d.close()
+        except Exception:   # the X server already went away (the cast's screen is stopped first)
+            pass
