@@ -78,10 +78,13 @@ public struct SharedWindowLifecycle: Sendable, Equatable {
     public static let closedHold = Duration.seconds(2)
     public private(set) var state: State
     public let title: String
+    /// How long the slate shows after the close before the cast ends.
+    public let hold: Duration
 
-    public init(title: String, mapped: Bool) {
+    public init(title: String, mapped: Bool, closedHold: Duration = Self.closedHold) {
         self.title = title
         state = mapped ? .shown : .hidden
+        hold = closedHold
     }
 
     /// True when what is shown changed (the next frame is a whole new picture).
@@ -102,7 +105,7 @@ public struct SharedWindowLifecycle: Sendable, Equatable {
         case .shown: return .window
         case .hidden: return .slate
         case .closed(let at):
-            return now - at < Self.closedHold ? .slate
+            return now - at < hold ? .slate
                 : .end("the shared window '\(title)' was closed, so the cast ended")
         }
     }

@@ -24,8 +24,12 @@ public final class XCompositeWindowSource: FrameSource {
         /// The frame is the window's size at the start, within these caps.
         public var caps: CaptureCaps
         public var slotCount: Int
+        /// How long the slate shows after the window closed (`SharedWindowLifecycle.closedHold`).
+        public var closedHold: Duration
 
-        public init(display: String? = nil, window: String, caps: CaptureCaps = .default, slotCount: Int = 1) {
+        public init(display: String? = nil, window: String, caps: CaptureCaps = .default, slotCount: Int = 1,
+                    closedHold: Duration = SharedWindowLifecycle.closedHold) {
+            self.closedHold = closedHold
             self.display = display
             self.window = window
             self.caps = caps
@@ -149,7 +153,8 @@ public final class XCompositeWindowSource: FrameSource {
         size = frame
         stride = Int(slots[0].image.pointee.bytes_per_line)
         ring = FrameRing(slots: slots)
-        lifecycle = SharedWindowLifecycle(title: chosen.title, mapped: attrs.map_state == IsViewable)
+        lifecycle = SharedWindowLifecycle(title: chosen.title, mapped: attrs.map_state == IsViewable,
+                                          closedHold: options.closedHold)
         ok = true
     }
 

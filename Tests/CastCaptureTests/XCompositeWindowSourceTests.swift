@@ -96,8 +96,10 @@ struct XCompositeWindowSourceTests {
         defer { x.stop() }
         let client = TestWindows(display: x.display)
         let w = client.open("Slides", FrameRect(x: 0, y: 0, width: 120, height: 80), rgb: magenta)
-        let clock = ManualClock(Instant(nanoseconds: 1_000_000_000))
-        let src = try XCompositeWindowSource(options: .init(display: x.display, window: "\(w)"), clock: clock)
+        // A real clock (the waits below are bounded in real time), and a short hold after the close.
+        let clock = SystemMonotonicClock()
+        let src = try XCompositeWindowSource(options: .init(display: x.display, window: "\(w)", closedHold: .milliseconds(300)),
+                                             clock: clock)
         do { let (_, l) = try frame(src); src.ring.finishRead(l) }
         let grey = SharedWindowLifecycle.slateGrey
         // Each step: the client's request, the source hears of it, the centre pixel of the next frame.
@@ -114,9 +116,14 @@ struct XCompositeWindowSourceTests {
             #expect(same(rgb(l.slot, f, x: 60, y: 40), want), "\(what)")
             src.ring.finishRead(l)
         }
-        clock.advance(by: .seconds(2))
+        let closed = clock.now()
+        guard case .frame = src.capture(onlyIfChanged: false) else { Issue.record("the slate holds until the hold is over"); return }
+        src.ring.finishRead(try #require(src.ring.takeNewest()))
+        // The wait ends when the hold is over (not at its deadline), and the source ends.
+        #expect(src.waitForChange(until: clock.now() + .seconds(5)))
+        #expect(clock.now() - closed >= .milliseconds(100))   // it did wait for the hold
         guard case .sourceEnded(let sentence) = src.capture(onlyIfChanged: true) else {
-            Issue.record("two seconds after the close the source must end"); return
+            Issue.record("after the hold the source must end"); return
         }
         #expect(sentence == "the shared window 'Slides' was closed, so the cast ended")
     }
