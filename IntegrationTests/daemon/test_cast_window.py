@@ -112,6 +112,8 @@ async def test_one_window_cast_follows_the_window_and_ends_when_it_closes(stack,
             events = await viewer.events()
     finally:
         windows.shut()
+    print("CASTD\n" + "\n".join(l for l in daemon.stderr_lines
+                                  if any(k in l for k in ("capture_", "shared_window", "source_ended", "scaling", "media_stopped"))))
     assert any(e.get("event") == "disconnect" and e.get("reason") == "shared_window_closed" for e in events), events[-10:]
     assert rc == 0, "\n".join(daemon.stderr_lines[-20:])
     assert daemon.log_has("event=shared_window_closed") and daemon.log_has("event=capture_source_ended")
