@@ -33,7 +33,8 @@ let package = Package(
     targets: [
         // C libraries (Debian's).
         systemLibrary("CX11", pkgConfig: "x11",
-                      apt: ["libx11-dev", "libxext-dev", "libxfixes-dev", "libxdamage-dev", "libxrandr-dev"]),
+                      apt: ["libx11-dev", "libxext-dev", "libxfixes-dev", "libxdamage-dev", "libxrandr-dev",
+                              "libxcomposite-dev"]),
         systemLibrary("CPipeWire", pkgConfig: "libpipewire-0.3", apt: ["libpipewire-0.3-dev"]),
         systemLibrary("CVA", pkgConfig: "libva", apt: ["libva-dev"]),
         systemLibrary("CX264", pkgConfig: "x264", apt: ["libx264-dev"]),

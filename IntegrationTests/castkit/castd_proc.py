@@ -180,10 +180,11 @@ async def start_cast(stack, tmp_path, **env_extra):
 
 
 @contextlib.asynccontextmanager
-async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720), browser=None, codec=None, screen=None):
+async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720), browser=None, codec=None, screen=None,
+                        castd_args=()):
     """An Xvfb screen (or the started `screen`), Chromium (or the started `browser`, e.g. Firefox)
     on the dashboard, `castd pair` approved there, the viewer open (with ?codec= when given) and
-    `castd --session` casting to it. Yields (viewer, daemon); stops everything."""
+    `castd --session` casting to it (with `castd_args` added). Yields (viewer, daemon); stops everything."""
     from castkit.chromium import Chromium
     from castkit.receiver_pages import Dashboard, Viewer
     from castkit.xscreen import XScreen
@@ -198,7 +199,7 @@ async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720), b
         rc, out, err = await pairing
         assert rc == 0, out + err
         viewer = await Viewer.open(browser, stack.api_url, dash.session_id, codec=codec)
-        daemon = await Daemon.start(env, dash.session_id)
+        daemon = await Daemon.start(env, dash.session_id, *castd_args)
         yield viewer, daemon
     finally:
         if daemon:

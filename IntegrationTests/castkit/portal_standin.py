@@ -58,6 +58,7 @@ class Portal(StandIn):
     def __init__(self, bus, args):
         super().__init__(bus, PORTAL_PATH, SCREENCAST, args)
         self.offered = {}   # session path -> the restore token SelectSources got
+        self.types = {}     # session path -> the source types SelectSources asked for
         self.pending = []   # Requests of Starts left unanswered (--never-answer)
 
     def answer(self, sender, token, code, results):
@@ -88,6 +89,7 @@ class Portal(StandIn):
     def SelectSources(self, session, options, sender=None):
         self.record("SelectSources", options)
         self.offered[str(session)] = options.get("restore_token")
+        self.types[str(session)] = int(options.get("types", 1))
         return self.answer(sender, options["handle_token"], 0, {})
 
     @dbus.service.method(SCREENCAST, in_signature="osa{sv}", out_signature="o", sender_keyword="sender")
@@ -104,7 +106,8 @@ class Portal(StandIn):
             return self.answer(sender, options["handle_token"], 2, {})
         props = dbus.Dictionary({"size": dbus.Struct((dbus.Int32(self.args.width), dbus.Int32(self.args.height)), signature="ii"),
                                  "position": dbus.Struct((dbus.Int32(0), dbus.Int32(0)), signature="ii"),
-                                 "source_type": dbus.UInt32(1)}, signature="sv")
+                                 # The "person" picks a window when only windows were offered, else a monitor.
+                                 "source_type": dbus.UInt32(2 if self.types.get(str(session)) == 2 else 1)}, signature="sv")
         streams = dbus.Array([dbus.Struct((dbus.UInt32(self.args.node), props), signature="ua{sv}")], signature="(ua{sv})")
         results = {"streams": streams, "persist_mode": dbus.UInt32(2),
                    "restore_token": dbus.String("standin-" + secrets.token_hex(8))}

@@ -89,3 +89,44 @@ public enum CaptureDoctor {
         return false
     }
 }
+
+/// What can be shared here (issue 31), as `castd doctor` lists it: the X server's outputs and
+/// top-level windows; `--output` and `--window` take the names and ids shown.
+public struct ShareableListing: Equatable, Sendable {
+    public var outputs: [X11Output]
+    public var windows: [X11Window]
+    /// Why nothing is listed (no X server), or nil.
+    public var note: String?
+
+    public init(outputs: [X11Output], windows: [X11Window], note: String? = nil) {
+        self.outputs = outputs
+        self.windows = windows
+        self.note = note
+    }
+
+    /// Probes `environment["DISPLAY"]`. Through the portal the person picks in its dialog, so
+    /// on Wayland only Xwayland's own windows could be listed: the note says so.
+    public static func probe(environment: [String: String]) -> ShareableListing {
+        guard let display = environment["DISPLAY"], !display.isEmpty else {
+            return ShareableListing(outputs: [], windows: [], note: "no X server (DISPLAY is not set): through the portal, the monitor or window is picked in its dialog")
+        }
+        guard let p = X11Probe.run(display: display) else {
+            return ShareableListing(outputs: [], windows: [], note: "no X server answers on DISPLAY=\(display)")
+        }
+        var note: String? = nil
+        if !p.hasComposite { note = "the X server has no Composite extension: windows cannot be shared one by one" }
+        if CaptureSelection.isWayland(environment) {
+            note = "a Wayland session: these are Xwayland's; with --capture portal the monitor or window is picked in the portal's dialog"
+        }
+        return ShareableListing(outputs: p.outputs, windows: p.windows, note: note)
+    }
+
+    /// One line per output and window, with the option that shares it.
+    public var lines: [String] {
+        var out = outputs.map { "share monitor: \($0.summary) (--output \($0.name))" }
+        out += windows.map { "share window: \($0.summary)\($0.mapped ? "" : " (not mapped)") (--window \($0.hexID))" }
+        if outputs.isEmpty && windows.isEmpty { out.append("share: nothing listed" + (note.map { " (\($0))" } ?? "")) }
+        else if let note { out.append("share: \(note)") }
+        return out
+    }
+}

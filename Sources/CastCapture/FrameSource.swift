@@ -15,6 +15,9 @@ public enum CaptureOutcome: Sendable {
     case interrupted
     /// The source cannot go on.
     case error(CastError)
+    /// What was shared is gone for good (the shared window was closed, issue 31): the sentence
+    /// says so. Not a failure to retry: the cast ends.
+    case sourceEnded(String)
 }
 
 /// A screen source. Its ring's slots are the memory it captures into (no

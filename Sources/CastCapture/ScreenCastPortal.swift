@@ -81,9 +81,12 @@ public enum ScreenCastPortal {
         public var responseTimeout: Duration
         /// Whether frames should show the cursor (`--no-cursor` asks for a hidden one when the portal offers that).
         public var cursor: Bool
+        /// What the dialog offers (issue 31, `--source`): a monitor or a window.
+        public var sourceType: PortalSourceType
 
         public init(busAddress: String? = nil, tokenStore: RestoreTokenStore? = nil, responseTimeout: Duration = .seconds(60),
-                    cursor: Bool = true) {
+                    cursor: Bool = true, sourceType: PortalSourceType = .monitor) {
+            self.sourceType = sourceType
             self.busAddress = busAddress
             self.tokenStore = tokenStore
             self.responseTimeout = responseTimeout
@@ -135,7 +138,8 @@ public enum ScreenCastPortal {
         let hidden = PortalCursorMode.hidden.rawValue
         let wanted = options.cursor || modes & hidden == 0 ? modes : hidden
         var machine = ScreenCastPortalMachine(sender: unique, availableCursorModes: wanted,
-                                              restoreToken: saved, tokenPrefix: "castd_\(getpid())")
+                                              restoreToken: saved, tokenPrefix: "castd_\(getpid())",
+                                              sourceTypes: options.sourceType.rawValue)
         let waiter = ResponseWaiter()
         var action: ScreenCastPortalMachine.Action? = machine.begin()
         var fd: Int32 = -1

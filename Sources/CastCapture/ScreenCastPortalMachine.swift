@@ -17,6 +17,18 @@ public struct PortalStream: Equatable, Sendable {
     }
 }
 
+/// The ScreenCast portal's source types (SelectSources' `types` bits, a stream's `source_type`).
+public enum PortalSourceType: UInt32, Sendable, CaseIterable {
+    case monitor = 1
+    case window = 2
+    case virtual = 4
+
+    /// "monitor", "window", "virtual"; nil for a value the portal spec does not define.
+    public static func name(_ raw: UInt32?) -> String? {
+        raw.flatMap { PortalSourceType(rawValue: $0) }.map { "\($0)" }
+    }
+}
+
 /// The ScreenCast portal's cursor modes (the `AvailableCursorModes` bits).
 public enum PortalCursorMode: UInt32, Sendable {
     case hidden = 1
@@ -92,6 +104,8 @@ public struct ScreenCastPortalMachine: Sendable {
     /// The unique bus name, e.g. ":1.42" (Request paths are made of it).
     public let sender: String
     public let cursorMode: PortalCursorMode
+    /// SelectSources' `types`: 1 monitor, 2 window (issue 31: `--source`), 3 either.
+    public let sourceTypes: UInt32
     public private(set) var restoreToken: String?
     private var refusedToken = false
     /// Set when Start went unanswered for the whole wait: the portal is showing its
@@ -105,8 +119,10 @@ public struct ScreenCastPortalMachine: Sendable {
     private var grant: (streams: [PortalStream], token: String?)? = nil
 
     /// `tokenPrefix` makes handle tokens unique per castd process (e.g. "castd_<pid>").
-    public init(sender: String, availableCursorModes: UInt32, restoreToken: String?, tokenPrefix: String) {
+    public init(sender: String, availableCursorModes: UInt32, restoreToken: String?, tokenPrefix: String,
+                sourceTypes: UInt32 = PortalSourceType.monitor.rawValue) {
         self.sender = sender
+        self.sourceTypes = sourceTypes
         cursorMode = PortalCursorMode.choose(available: availableCursorModes)
         self.restoreToken = restoreToken.flatMap { $0.isEmpty ? nil : $0 }
         self.tokenPrefix = tokenPrefix.map { $0.isLetter || $0.isNumber ? $0 : "_" }.reduce(into: "") { $0.append($1) }
@@ -196,7 +212,7 @@ public struct ScreenCastPortalMachine: Sendable {
                 step = .selectingSources
                 let t = nextToken()
                 expected = requestPath(token: t)
-                return .call(.selectSources(session: handle, handleToken: t, types: 1, cursorMode: cursorMode.rawValue,
+                return .call(.selectSources(session: handle, handleToken: t, types: sourceTypes, cursorMode: cursorMode.rawValue,
                                             persistMode: 2, restoreToken: restoreToken), expect: expected)
             case .selectingSources:
                 step = .starting

@@ -9,6 +9,10 @@ public struct X11Probe: Sendable {
     public var hasShm: Bool
     public var hasXFixes: Bool
     public var hasXDamage: Bool
+    public var hasComposite: Bool = false
+    /// What can be shared (issue 31): the connected RandR outputs and the top-level windows.
+    public var outputs: [X11Output] = []
+    public var windows: [X11Window] = []
 
     /// Opens the display, reads what it offers, closes it. Nil when no X server answers.
     public static func run(display name: String? = nil) -> X11Probe? {
@@ -18,7 +22,9 @@ public struct X11Probe: Sendable {
         var eventBase: Int32 = 0, errorBase: Int32 = 0
         let fixes = XFixesQueryExtension(dpy, &eventBase, &errorBase) != 0
         let damage = XDamageQueryExtension(dpy, &eventBase, &errorBase) != 0
-        return X11Probe(
+        let composite = XCompositeQueryExtension(dpy, &eventBase, &errorBase) != 0
+        let root = castd_x11_root_window(dpy, screen)
+        var probe = X11Probe(
             display: String(cString: XDisplayString(dpy)),
             width: Int(XDisplayWidth(dpy, screen)),
             height: Int(XDisplayHeight(dpy, screen)),
@@ -26,5 +32,9 @@ public struct X11Probe: Sendable {
             hasShm: XShmQueryExtension(dpy) != 0,
             hasXFixes: fixes,
             hasXDamage: damage)
+        probe.hasComposite = composite
+        probe.outputs = X11Catalog.outputs(dpy, root: root)
+        probe.windows = X11Catalog.windows(dpy, root: root)
+        return probe
     }
 }

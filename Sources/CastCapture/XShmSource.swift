@@ -9,11 +9,22 @@ import Glibc
 extension CastError.Code {
     /// The display cannot be captured (no server, no MIT-SHM, unknown output, unsupported visual).
     public static let capture = Self("capture")
+    /// `--window` matches no window (or more than one), or the window is gone (issue 31).
+    public static let noSuchWindow = Self("no_such_window")
 }
 
 /// The last X protocol error, recorded by castd's error handler instead of
 /// Xlib's default (which exits the process).
 let lastXError = Atomic<Int32>(0)
+
+/// Process-wide (Xlib has one handler): castd is the only X client in its
+/// process, and recording beats Xlib's default of exiting on BadMatch or BadWindow.
+func recordXErrors() {
+    _ = XSetErrorHandler { _, event in
+        lastXError.store(Int32(event?.pointee.error_code ?? 1), ordering: .relaxed)
+        return 0
+    }
+}
 
 /// Screen capture from an X server through MIT-SHM: the root window or one
 /// RandR output, into shared-memory segments that are the ring's slots, with
@@ -90,12 +101,7 @@ public final class XShmSource: FrameSource {
         }
         var ok = false
         defer { if !ok { XCloseDisplay(dpy) } }
-        // Process-wide (Xlib has one handler): castd is the only X client in its
-        // process, and recording beats Xlib's default of exiting on BadMatch.
-        _ = XSetErrorHandler { _, event in
-            lastXError.store(Int32(event?.pointee.error_code ?? 1), ordering: .relaxed)
-            return 0
-        }
+        recordXErrors()
         guard XShmQueryExtension(dpy) != 0 else {
             throw CastError(.capture, "X11: the server has no MIT-SHM extension; XShm capture is impossible (is it a remote display?)")
         }

@@ -70,6 +70,12 @@ public struct SessionOptions: Equatable, Sendable {
     public var encoder: Encoder = .auto
     public var display: String? = nil
     public var output: String? = nil
+    /// What is shared (issue 31): a monitor (the screen, or `--output`) or one window (`--window`
+    /// on X11; through the portal, the window the person picks in its dialog).
+    public enum Source: String, Equatable, Sendable, CaseIterable { case monitor, window }
+    public var source: Source = .monitor
+    /// `--window NAME|ID`: the X11 window to share (an id, the exact title, or a unique part of it).
+    public var window: String? = nil
     public var cursor = true
     public var audio: Audio = .auto
     /// How long the ScreenCast portal may leave a call unanswered (Start waits for a person at its dialog).
@@ -276,6 +282,18 @@ public enum CommandLineParser {
                     o.audio = au
                 case "--display": o.display = try value(a, &rest)
                 case "--output": o.output = try value(a, &rest)
+                case "--source":
+                    let v = try value(a, &rest)
+                    guard let src = SessionOptions.Source(rawValue: v) else {
+                        throw CastError(.badArgument, "--source takes monitor or window (got \(v))")
+                    }
+                    o.source = src
+                case "--window":
+                    let v = try value(a, &rest)
+                    guard !v.trimmingWhitespace().isEmpty else {
+                        throw CastError(.badArgument, "--window takes a window's title or id (castd doctor lists them)")
+                    }
+                    o.window = v
                 case "--no-cursor": o.cursor = false
                 case "--no-notify": o.notify = false
                 case "--portal-timeout":
@@ -289,6 +307,16 @@ public enum CommandLineParser {
                 }
             }
             guard let sessionId else { throw unknown(first) }
+            // --window names the window to share, so it implies --source window.
+            if o.window != nil {
+                guard o.source == .window || !args.contains("--source") else {
+                    throw CastError(.usage, "--window shares one window; it cannot go with --source monitor")
+                }
+                o.source = .window
+            }
+            if o.output != nil && o.source == .window {
+                throw CastError(.usage, "--output picks a monitor; it cannot go with --source window or --window")
+            }
             guard isUUID(sessionId) else {
                 throw CastError(.badArgument, "--session takes the session id printed by `castd pair` (a UUID)")
             }

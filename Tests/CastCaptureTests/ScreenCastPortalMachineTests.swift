@@ -28,6 +28,18 @@ struct ScreenCastPortalMachineTests {
         #expect(m.handle(.timedOut) == nil)
     }
 
+    /// Issue 31: `--source window` asks the dialog for a window (types 2), monitor for a monitor (1).
+    @Test func selectSourcesAsksForTheSourceTypeGiven() {
+        for (type, bits) in [(PortalSourceType.window, UInt32(2)), (.monitor, 1)] {
+            var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 4, restoreToken: nil, tokenPrefix: "t",
+                                            sourceTypes: type.rawValue)
+            _ = m.begin()
+            #expect(response(&m, base + "t_1", session: "/s")
+                    == .call(.selectSources(session: "/s", handleToken: "t_3", types: bits, cursorMode: 4,
+                                            persistMode: 2, restoreToken: nil), expect: base + "t_3"))
+        }
+    }
+
     @Test func cursorModeIsMetadataWhenOfferedElseEmbedded() {
         #expect(PortalCursorMode.choose(available: 4) == .metadata)
         #expect(PortalCursorMode.choose(available: 3) == .embedded)

@@ -111,6 +111,25 @@ struct ScreenCastPortalTests {
         try withStandIn({ try StandInPortal(session: $0, node: 1, size: FrameSize(width: 64, height: 64), extra: extra) }, body)
     }
 
+    /// Issue 31: `--source window` asks the portal for windows (types 2) over the real bus, the
+    /// stream says what was picked, and the token goes to the window's own file.
+    @Test func aWindowIsAskedForAndItsTokenKeptApartFromTheMonitors() throws {
+        try withNodelessPortal([]) { session, portal in
+            let dir = session.runtimeDir + "/state-window"
+            let windowStore = RestoreTokenStore(directory: dir, sourceType: .window)
+            let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: windowStore,
+                                                                 sourceType: .window))
+            defer { cast.close() }
+            #expect(cast.grant.streams.map(\.sourceType) == [2])
+            #expect(PortalSourceType.name(cast.grant.streams[0].sourceType) == "window")
+            let selects = portal.calls().filter { $0.call == "SelectSources" }
+            #expect(selects.map { $0.options["types"] as? Int } == [2])
+            #expect(try windowStore.load() == cast.grant.restoreToken)
+            #expect(windowStore.file == dir + "/screencast-restore-token-window")
+            #expect(try RestoreTokenStore(directory: dir).load() == nil)   // the monitor's token is untouched
+        }
+    }
+
     @Test func cancelInTheDialogIsASentenceAndNoTokenIsSaved() throws { try withFailingPortal(["--cancel"]) { (session, portal, store) throws in
         #expect {
             _ = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store))

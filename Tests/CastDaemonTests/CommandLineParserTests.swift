@@ -67,6 +67,28 @@ import CastCore
         #expect(!"\(p)".contains("482913"))
     }
 
+    /// Issue 31: a monitor by default; --window names one window and implies --source window.
+    @Test func sourceAndWindow() throws {
+        guard case .session(let d) = try CommandLineParser.parse(["--session", id]) else { Issue.record("not a session"); return }
+        #expect(d.source == .monitor && d.window == nil)
+        guard case .session(let w) = try CommandLineParser.parse(["--session", id, "--window", "Slides — Impress"]) else {
+            Issue.record("not a session"); return
+        }
+        #expect(w.source == .window && w.window == "Slides — Impress")
+        guard case .session(let p) = try CommandLineParser.parse(["--session", id, "--source", "window"]) else {
+            Issue.record("not a session"); return
+        }
+        #expect(p.source == .window && p.window == nil)
+        func error(_ args: [String]) -> String? {
+            do { _ = try CommandLineParser.parse(["--session", id] + args); return nil }
+            catch let e as CastError { return e.message } catch { return "\(error)" }
+        }
+        #expect(error(["--source", "tab"]) == "--source takes monitor or window (got tab)")
+        #expect(error(["--window", " "]) == "--window takes a window's title or id (castd doctor lists them)")
+        #expect(error(["--source", "monitor", "--window", "0x2a"]) == "--window shares one window; it cannot go with --source monitor")
+        #expect(error(["--output", "HDMI-1", "--window", "0x2a"]) == "--output picks a monitor; it cannot go with --source window or --window")
+    }
+
     @Test func unknownOptionsAreUsageErrors() {
         do { _ = try CommandLineParser.parse(["--frob"]); Issue.record("accepted --frob") }
         catch let e as CastError { #expect(e.code == .usage) }
@@ -93,5 +115,8 @@ struct CaptureBackendChoiceTests {
         #expect(MediaFactory.tokenStore(environment: ["XDG_STATE_HOME": "/s"])?.file == "/s/castd/screencast-restore-token")
         #expect(MediaFactory.tokenStore(environment: ["HOME": "/h"])?.file == "/h/.local/state/castd/screencast-restore-token")
         #expect(MediaFactory.tokenStore(environment: [:]) == nil)
+        // Issue 31: a window's token restores a window, so it is kept apart from a monitor's.
+        #expect(MediaFactory.tokenStore(environment: ["XDG_STATE_HOME": "/s"], source: .window)?.file
+                == "/s/castd/screencast-restore-token-window")
     }
 }

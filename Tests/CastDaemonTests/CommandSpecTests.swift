@@ -8,10 +8,6 @@ import Foundation
 @Suite struct CommandSpecTests {
     static let id = "7f0c9a12-3b4c-4d5e-8f60-718293a4b5c6"
 
-    // ---- The one exception (issue 30): options documented here but parsed on the window/monitor
-    // ---- branch (h-win). Remove this list when that branch is merged.
-    static let parsedByAnotherBranch: Set<String> = ["--source", "--window"]
-
     /// Arguments that make each command valid on their own, so an option can be added to them.
     static func base(_ c: CommandSpec) -> [String] {
         switch c.name {
@@ -42,7 +38,7 @@ import Foundation
     @Test(arguments: CastdCommands.all.map { $0.manName })
     func everyDocumentedOptionIsAcceptedWithItsSampleValue(page: String) throws {
         let spec = try #require(CastdCommands.all.first { $0.manName == page })
-        for o in spec.options where !Self.parsedByAnotherBranch.contains(o.flag) {
+        for o in spec.options {
             let args = Self.base(spec) + [o.flag] + (o.sampleValue.map { [$0] } ?? [])
             let command: Command
             do { command = try CommandLineParser.parse(args) }

@@ -133,6 +133,22 @@ import CastSignaling
         #expect(o.cursor)                     // the default
         #expect(o.caps.maxFrameRate == 20 && o.caps.maxHeight == 1080 && o.caps.maxBitrate == 4_000_000)
     }
+
+    @Test func aWindowNamedInTheFileSharesThatWindowUnlessTheSourceIsSet() throws {
+        let id = "7f0c9a12-3b4c-4d5e-8f60-718293a4b5c6"
+        let windowFile = try ConfigFile.parse("window = \"Slides #2\"", path: "/c")
+        var o = SessionOptions(sessionId: id)
+        try ConfigResolver.resolve(flags: [:], environment: [:], file: windowFile).apply(to: &o)
+        #expect(o.window == "Slides #2" && o.source == .window)
+        // `source = monitor` set explicitly (here by the environment) keeps the monitor.
+        var m = SessionOptions(sessionId: id)
+        try ConfigResolver.resolve(flags: [:], environment: ["CASTD_SOURCE": "monitor"], file: windowFile).apply(to: &m)
+        #expect(m.window == "Slides #2" && m.source == .monitor)
+        // Nothing named: a monitor, as before.
+        var d = SessionOptions(sessionId: id)
+        try ConfigResolver.resolve(flags: [:], environment: [:], file: nil).apply(to: &d)
+        #expect(d.window == nil && d.source == .monitor)
+    }
 }
 
 @Suite struct CapsConfigurationTests {

@@ -373,6 +373,19 @@ extension Array where Element == SessionMachine.Action {
         #expect(h.send(.peerState(negotiationId: "nid-1", .failed)).isEmpty)
     }
 
+    /// Issue 31: the shared window closed: a clean end (exit 0) whose disconnect row says why.
+    @Test func theSharedWindowClosingEndsTheCastCleanlyWithItsReason() {
+        var h = Harness()
+        _ = h.startApproved()
+        h.connect()
+        let a = h.send(.sourceEnded("the shared window 'Slides' was closed, so the cast ended"))
+        #expect(a.filter { if case .log = $0 { return false }; return true }
+                == [.stopMedia, .closePeer, .insert(.disconnect(.other("shared_window_closed"))), .sessionUpdate(.end),
+                    .finish(exitCode: 0, message: "The shared window 'Slides' was closed, so the cast ended.")])
+        #expect(h.machine.isEnded)
+        #expect(h.send(.sourceEnded("again")).isEmpty)
+    }
+
     @Test func receiverStopEndsCleanlyWithItsSentence() {
         var h = Harness()
         _ = h.startApproved()

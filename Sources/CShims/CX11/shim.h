@@ -1,4 +1,4 @@
-// X11 + MIT-SHM + XFixes (cursor) + XDamage + RandR, as castd's XShm source uses them.
+// X11 + MIT-SHM + XFixes (cursor) + XDamage + RandR + Composite (window capture), as castd's X11 sources use them.
 #pragma once
 #include <X11/Xlib.h>
 #include <X11/Xutil.h>
@@ -6,6 +6,8 @@
 #include <X11/extensions/Xfixes.h>
 #include <X11/extensions/Xdamage.h>
 #include <X11/extensions/Xrandr.h>
+#include <X11/extensions/Xcomposite.h>
+#include <X11/Xatom.h>
 #include <sys/ipc.h>
 #include <sys/shm.h>
 

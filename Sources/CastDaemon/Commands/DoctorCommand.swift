@@ -25,6 +25,8 @@ enum DoctorCommand {
                                   caps: caps, screenSize: capture.screen)
         // Issue 18: what `castd --session --audio auto` would capture and send.
         let audio = AudioDoctor.probe()
+        // Issue 31: what can be shared (outputs, windows) and the option that picks each.
+        let share = ShareableListing.probe(environment: environment)
         let audioLine = audio.detail + (audio.available ? "; Opus 128 kbit/s, sent when the receiver takes audio" : "; castd casts video only")
         var out = StandardStream.out
         let libraries = ["openssl": CryptoLibraries.openSSL,
@@ -44,6 +46,16 @@ enum DoctorCommand {
                 ["codec": c.codec.rawValue, "encoder": c.encoder.map { $0 as Any } ?? JSONValue.null]
             }
             if let s = report.screenSize { obj["screen"] = ["width": s.width, "height": s.height] }
+            obj["outputs"] = share.outputs.map { o -> [String: Any] in
+                var d: [String: Any] = ["name": o.name, "primary": o.primary, "active": o.area != nil]
+                if let a = o.area { d["x"] = a.x; d["y"] = a.y; d["width"] = a.width; d["height"] = a.height }
+                return d
+            }
+            obj["windows"] = share.windows.map { w -> [String: Any] in
+                ["id": w.hexID, "title": w.title, "x": w.frame.x, "y": w.frame.y,
+                 "width": w.frame.width, "height": w.frame.height, "mapped": w.mapped]
+            }
+            if let note = share.note { obj["shareNote"] = note }
             if let s = JSONLine.encode(obj) { print(s, to: &out) }
         } else {
             print("castd \(CastdVersion.string) doctor", to: &out)
@@ -52,6 +64,7 @@ enum DoctorCommand {
             let codecs = EncoderDoctor.codecs(report.encoders).map { "\($0.codec.displayName) (\($0.encoder ?? "no encoder"))" }
             print("  video codecs offered: " + codecs.joined(separator: ", "), to: &out)
             print("  audio: " + audioLine, to: &out)
+            for line in share.lines { print("  " + line, to: &out) }
             print("  libraries: " + libraries.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "), to: &out)
         }
         // Exit 1 when nothing can cast here, so scripts can tell.

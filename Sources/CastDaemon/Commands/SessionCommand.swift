@@ -36,6 +36,13 @@ enum SessionCommand {
             print("castd: --encoder vaapi: \(reason). Use --encoder auto to fall back to x264.", to: &err)
             return CLI.ExitCode.unavailable
         }
+        // Issue 31: which capture backend, and whether the window or output asked for exists, before signing in.
+        let capture = MediaFactory.backend(o, environment: environment, log: log)
+        if let sentence = MediaFactory.preflight(o, backend: capture, environment: environment) {
+            var err = StandardStream.err
+            print("castd: \(sentence)", to: &err)
+            return CLI.ExitCode.usage
+        }
         let backend: Backend
         do { backend = try Backend.make(o.common, environment: environment, config: config) }
         catch let e as CastError { var err = StandardStream.err; print("castd: \(e.message)", to: &err); return CLI.ExitCode.usage }
@@ -85,7 +92,7 @@ enum SessionCommand {
         let audio = await startAudio(o.audio, log: log, clock: clock, peer: peerBox,
                                      settings: TestHooks.opusSettings(environment))
         peerOptions.audio = audio != nil
-        let media = MediaFactory.make(o, environment: environment, log: log)
+        let media = MediaFactory.make(o, backend: capture, environment: environment, log: log)
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
                                 onKeyframeRequest: { media.requestKeyframe() },
                                 onTargetBitrate: { bps in media.setTargetBitrate(bps) },
@@ -115,6 +122,7 @@ enum SessionCommand {
         desktopBox.value = desktop
         media.onNeedsUser { sentence in controller.captureNeedsUser(sentence) }
         media.onFailure { reason in controller.mediaFailed(reason) }
+        media.onSourceEnded { sentence in controller.sourceEnded(sentence) }
         let trap = SignalTrap { sig in
             log.write(LogLine(.notice, "signal", [("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT")]))
             controller.requestStop()

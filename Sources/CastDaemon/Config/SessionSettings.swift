@@ -12,7 +12,11 @@ extension EffectiveConfig {
         o.display = self[.display]
         o.cursor = bool(.cursor)
         o.notify = bool(.notify)
-        // `source` and `window` are applied by the window/monitor choice (docs/capture-sources.md).
+        if let v = self[.source].flatMap(SessionOptions.Source.init(rawValue:)) { o.source = v }
+        o.window = self[.window]
+        // A window named at any layer shares that window, unless `source` itself was set
+        // (as `--window` implies `--source window`; docs/capture-sources.md).
+        if o.window != nil, settings[.source]?.source == .default { o.source = .window }
         o.caps = Self.caps(self)
     }
 

@@ -1,3 +1,4 @@
+import CastCapture
 import CastCore
 #if canImport(Glibc)
 import Glibc
@@ -84,11 +85,17 @@ extension MediaFactory {
         switch backend {
         case .x11:
             let display = o.display ?? environment["DISPLAY"] ?? ":0"
+            if o.source == .window, let query = o.window {
+                // The window preflight found (title and id), as the capture log names it.
+                if let w = try? X11Windows.find(query, display: display) { return "window '\(w.title)' \(w.hexID) of screen \(display)" }
+                return "window '\(query)' of screen \(display)"
+            }
             return o.output.map { "output \($0) of screen \(display) (XShm)" } ?? "screen \(display) (XShm)"
         case .mutter:
             return o.output.map { "monitor \($0) (GNOME ScreenCast)" } ?? "the primary monitor (GNOME ScreenCast)"
         case .portal:
-            return "the screen or window chosen in the sharing dialog (portal)"
+            return o.source == .window ? "the window chosen in the sharing dialog (portal)"
+                : "the screen chosen in the sharing dialog (portal)"
         }
     }
 }

@@ -69,6 +69,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private var needsUser: (@Sendable (String) -> Void)? = nil          // guarded by `lock`
     private var backlog: (@Sendable () -> Duration)? = nil              // guarded by `lock`
     private var failed: (@Sendable (String) -> Void)? = nil             // guarded by `lock`
+    private var sourceEnded: (@Sendable (String) -> Void)? = nil        // guarded by `lock`
     private let fault: MediaFault?
     private var stats = Statistics()                                 // guarded by `lock`
     private var finished: DispatchSemaphore? = nil                   // owner only
@@ -96,6 +97,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private var codec: VideoCodec { wantedCodec.load(ordering: .relaxed) == 1 ? .vp8 : .h264 }
     public func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { needsUser = handler } }
     public func onFailure(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { failed = handler } }
+    public func onSourceEnded(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { sourceEnded = handler } }
     public var lastFrameAt: Instant? { lock.withLock { stats.lastFrameAt } }
 
     /// The encode thread gave up (issue 17): the session decides (reopen, or end the cast).
@@ -148,7 +150,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     // MARK: - Capture thread
 
     /// How a capture generation ended.
-    enum GenerationEnd { case reinit, stopped, failed }
+    enum GenerationEnd { case reinit, stopped, failed, sourceEnded }
 
     private func captureLoop(caps: CaptureCaps) {
         // The portal session outlives capture generations (a size change
@@ -161,6 +163,23 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         }
         while running.load(ordering: .relaxed) {
             switch backend {
+            case .x11 where options.source == .window:
+                let source: XCompositeWindowSource
+                do {
+                    source = try XCompositeWindowSource(options: .init(display: options.display, window: options.window ?? "",
+                                                                       caps: caps), clock: clock, log: log.write)
+                } catch let e as CastError where e.code == .noSuchWindow {
+                    // The window closed before (or between) capture generations: as when it closes during one.
+                    endedForGood(e.message)
+                    continue
+                } catch {
+                    openFailed(error)
+                    continue
+                }
+                if runGeneration(source, backend: "xcomposite", caps: caps,
+                                 sharing: "window '\(source.window.title)' \(source.window.hexID)") == .sourceEnded {
+                    endedForGood(nil)
+                }
             case .x11:
                 let source: XShmSource
                 do {
@@ -170,13 +189,16 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                     openFailed(error)
                     continue
                 }
-                _ = runGeneration(source, backend: "xshm", caps: caps)
+                _ = runGeneration(source, backend: "xshm", caps: caps,
+                                  sharing: options.output.map { "monitor \($0)" } ?? "screen \(options.display ?? "$DISPLAY") (XShm)")
             case .portal:
                 do {
                     if portal == nil {
                         let cast = try ScreenCastPortal.start(options: portalOptions)
                         log.write(LogLine(.info, "portal_started", [
                             ("streams", cast.grant.streams.count), ("node", cast.grant.streams[0].node),
+                            ("asked_for", "\(portalOptions.sourceType)"),
+                            ("sharing", PortalSourceType.name(cast.grant.streams[0].sourceType) ?? "unknown (the portal did not say)"),
                             ("cursor", "\(cast.grant.cursorMode)"),
                             ("restore_token", cast.grant.refusedRestoreToken ? "refused, asked again"
                                 : cast.grant.offeredRestoreToken ? "offered" : "none saved"),
@@ -229,6 +251,16 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         }
     }
 
+    /// What was shared is gone (issue 31): say so once (the sentence, when the source did not
+    /// already end with one), let the session end the cast, and capture nothing more.
+    private func endedForGood(_ sentence: String?) {
+        if let sentence {
+            log.write(LogLine(.notice, "capture_source_ended", [("reason", sentence)]))
+            lock.withLock { sourceEnded }?(sentence)
+        }
+        while running.load(ordering: .relaxed) { sleepWhileRunning(.seconds(1)) }
+    }
+
     private func openFailed(_ error: any Error) {
         let text = (error as? CastError)?.message ?? "\(error)"
         log.write(LogLine(.error, "capture_open_failed", [("error", text), ("retry_s", 2)]))
@@ -237,10 +269,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
 
     /// Captures from one source until it must be reopened (size change), fails, or the cast stops.
     /// `ended` is asked before each frame: a sentence when the backend's session is over.
-    private func runGeneration<S: FrameSource>(_ source: S, backend: String, caps: CaptureCaps,
+    private func runGeneration<S: FrameSource>(_ source: S, backend: String, caps: CaptureCaps, sharing: String? = nil,
                                                ended: () -> String? = { nil }) -> GenerationEnd {
         log.write(LogLine(.info, "capture_started", [("backend", backend), ("size", "\(source.size)"),
-                                                    ("fps", caps.maxFrameRate)]))
+                                                    ("fps", caps.maxFrameRate), ("sharing", sharing ?? backend)]))
         let published = DispatchSemaphore(value: 0)
         let encoderDone = DispatchSemaphore(value: 0)
         let generation = Flag(true)
@@ -311,6 +343,11 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                         end = .reinit
                         break capturing
                     case .interrupted:
+                        break capturing
+                    case .sourceEnded(let sentence):
+                        log.write(LogLine(.notice, "capture_source_ended", [("backend", backend), ("reason", sentence)]))
+                        lock.withLock { sourceEnded }?(sentence)
+                        end = .sourceEnded
                         break capturing
                     case .error(let e):
                         log.write(LogLine(.error, "capture_failed", [("error", e.message)]))

@@ -64,6 +64,9 @@ public actor SessionController {
     /// The encoder or the capture failed or stalled: the machine reopens the media or ends the cast.
     public nonisolated func mediaFailed(_ reason: String) { events.yield(.input(.mediaFailed(reason))) }
 
+    /// What was shared is gone (the shared window closed): disconnect row, end, exit 0.
+    public nonisolated func sourceEnded(_ sentence: String) { events.yield(.input(.sourceEnded(sentence))) }
+
     /// What the watchdog needs to know, read on the actor (so a controller that no longer
     /// runs answers nothing, and the watchdog goes unfed).
     public struct Liveness: Sendable, Equatable {

@@ -55,6 +55,9 @@ public struct SessionMachine: Sendable, SansIO {
         /// The encoder or the capture stopped making progress or failed (issue 17); `reason` is
         /// a short sentence for the log and, past the restarts, for the user.
         case mediaFailed(String)
+        /// What was shared is gone for good (issue 31: the shared window was closed); the
+        /// sentence says so. The cast ends cleanly: there is nothing left to show.
+        case sourceEnded(String)
     }
 
     public enum Action: Sendable, Equatable {
@@ -136,6 +139,8 @@ public struct SessionMachine: Sendable, SansIO {
     /// The disconnect reason when the screen could not be captured or encoded even after the
     /// restarts (shown raw by the receiver, like the one above).
     public static let mediaFailedReason = DisconnectReason.other("media_failed")
+    /// The disconnect reason when the shared window was closed (issue 31; shown raw by the receiver).
+    public static let sourceEndedReason = DisconnectReason.other("shared_window_closed")
 
     /// What the session is doing, as far as the systemd watchdog is concerned (issue 17):
     /// while media runs it must make progress; everything else is a wait the machine bounds
@@ -290,6 +295,10 @@ public struct SessionMachine: Sendable, SansIO {
 
         case .mediaFailed(let reason):
             mediaFailed(Self.printable(reason, limit: 160), now: now)
+
+        case .sourceEnded(let sentence):
+            actions.push(.log(LogLine(.notice, "source_ended", [("reason", sentence), ("disconnect", "shared_window_closed")])))
+            endAsSender(reason: Self.sourceEndedReason, exitCode: 0, message: sentence.prefix(1).uppercased() + sentence.dropFirst() + ".")
         }
         pump(now: now)
     }
