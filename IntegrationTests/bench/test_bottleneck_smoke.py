@@ -111,6 +111,7 @@ def test_tbf_and_loss_set_changed_and_removed():
 
 
 @root_only
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_canvas_sender_pairs_and_reaches_the_chromium_receiver(tmp_path):
     """Chromium's libwebrtc sender, signaled by Python, through the link on a free scenario, with

@@ -1,6 +1,9 @@
 """Issue 17: a media failure reaches the session, which reopens the encoder and the capture a
 bounded number of times, then ends the cast cleanly. Faults come from CASTD_TEST_FAULT (a test-only
-hook, `MediaFault`); the screen is Xvfb, the receiver aiortc through the local stack."""
+hook, `MediaFault`); the screen is Xvfb, the receiver aiortc through the local stack.
+
+CI runs the same three faults as quick rows of Scripts/faults (faultkit/media.py), so these are
+long rows (the full fault set runs them)."""
 import contextlib
 import time
 
@@ -32,6 +35,7 @@ async def frames_resume(answerer, daemon, after: str, more: int = 30, timeout: f
     return time.monotonic() - t0
 
 
+@pytest.mark.long
 @pytest.mark.timeout(90)
 async def test_an_encoder_that_fails_once_is_reopened_and_the_cast_goes_on(stack, tmp_path):
     async with faulty_cast(stack, tmp_path, "encoder-fail-once") as (answerer, daemon):
@@ -45,6 +49,7 @@ async def test_an_encoder_that_fails_once_is_reopened_and_the_cast_goes_on(stack
         assert rc == 0
 
 
+@pytest.mark.long
 @pytest.mark.timeout(90)
 async def test_an_encoder_that_never_starts_ends_the_cast_with_a_reason_and_exit_1(stack, tmp_path):
     async with faulty_cast(stack, tmp_path, "encoder-fail-always") as (answerer, daemon):
@@ -60,6 +65,7 @@ async def test_an_encoder_that_never_starts_ends_the_cast_with_a_reason_and_exit
         await answerer.signals.wait_status("disconnected", timeout=5)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(90)
 async def test_a_capture_that_stalls_is_seen_and_reopened(stack, tmp_path):
     async with faulty_cast(stack, tmp_path, "capture-stall") as (answerer, daemon):

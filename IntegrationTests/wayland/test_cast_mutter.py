@@ -159,6 +159,7 @@ async def test_a_static_screen_still_reaches_the_receiver_every_second(stack):
     assert len(times) <= window * 3, len(times)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(200)
 async def test_a_static_screen_costs_a_small_fraction_of_a_busy_one(stack):
     """castd's own CPU time per second, busy (the box moving, Mutter sending every change) against

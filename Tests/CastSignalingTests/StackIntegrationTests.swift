@@ -247,7 +247,7 @@ final class KillableConnector: Sendable {
 
     /// Issue 3: with a 60 s token lifetime (`devstack up --access-token-ttl 60`)
     /// a long subscription keeps receiving rows through several refreshes.
-    /// Runs for CASTD_TEST_REFRESH_SECONDS (Scripts/test: 150, 2.5 token lifetimes; 300 for the
+    /// Runs for CASTD_TEST_REFRESH_SECONDS (Scripts/test: 70, past the first token's expiry; 300 for the
     /// issue's 5 minutes); skipped when unset.
     @Test(.enabled(if: Stack.env["CASTD_TEST_REFRESH_SECONDS"] != nil, "set CASTD_TEST_REFRESH_SECONDS=300 to run"))
     func longSubscriptionSurvivesTokenRefreshes() async throws {
@@ -272,9 +272,11 @@ final class KillableConnector: Sendable {
         #expect(await log.wait { _ in log.rowIDs.count == sent + 1 })
         let ids = log.rowIDs
         #expect(ids.count == sent + 1 && Set(ids).count == ids.count)
-        // Several refreshes happened (one per 30 s tick at a 60 s lifetime), and the channel never
-        // lost its subscription: the access_token pushes kept it alive.
-        #expect(refreshTokens.count >= seconds / 60)
+        // The token was refreshed on the way (with a 60 s lifetime, under the 90 s tick margin, on
+        // every 30 s tick: at least one rotation a lifetime, besides the first pair), and the
+        // channel never lost its subscription: the access_token pushes kept it alive past the
+        // first token's expiry.
+        #expect(refreshTokens.count >= 1 + seconds / 60)
         let interruptions = log.all.filter { if case .interrupted = $0 { return true }; return false }
         #expect(interruptions.isEmpty, "\(interruptions)")
         sub.stop()
