@@ -28,6 +28,7 @@ EXPECTED_FILES = {
     "usr/share/applications/castd.desktop",
     "usr/share/icons/hicolor/scalable/apps/castd.svg",
     *(f"usr/share/man/man1/{p}.1.gz" for p in MAN1), "usr/share/man/man5/castd.conf.5.gz",
+    "usr/share/man/man1/castd-launcher.1.gz",   # hand-written (packaging/): the launcher is a script
     "usr/share/bash-completion/completions/castd",
     "usr/share/zsh/vendor-completions/_castd",
     "usr/share/fish/vendor_completions.d/castd.fish",
@@ -108,7 +109,7 @@ def test_the_packaged_binary_is_stripped_runs_and_needs_no_swift_library(tree):
 
 def test_man_pages_render_without_warnings(tree):
     pages = sorted((tree / "usr/share/man").glob("man*/*.gz"))
-    assert len(pages) == 7
+    assert len(pages) == 8   # seven generated, the launcher's hand-written
     for page in pages:
         roff = gzip.decompress(page.read_bytes()).decode()
         r = subprocess.run(["man", "--warnings", "-l", str(page)], capture_output=True, text=True,
@@ -176,7 +177,7 @@ def test_lintian_reports_no_errors(deb):
     print("\n".join(tags))
     assert not [t for t in tags if t.startswith("E: ")], tags
     # The warnings docs/packaging.md lists and explains; a new one is a change to look at.
-    known = {"initial-upload-closes-no-bugs", "no-manual-page"}
+    known = {"initial-upload-closes-no-bugs"}
     new = [t for t in tags if t.startswith("W: ") and t.split()[2] not in known]
     assert not new, new
 
