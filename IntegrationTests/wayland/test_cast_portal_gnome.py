@@ -3,10 +3,13 @@ xdg-desktop-portal-gnome on the rig's session bus. The first `castd --capture po
 "Screen Share" dialog on the rig's screen; the test accepts it with pointer clicks through
 org.gnome.Mutter.RemoteDesktop, castd saves the restore token (0600) and the receiver decodes the rig's picture. A
 second castd start offers the token and captures with no dialog and no click. And when nobody clicks, castd gives
-up after --portal-timeout with disconnect reason `capture_needs_user` and exit 1."""
+up after --portal-timeout with disconnect reason `capture_needs_user` and exit 1. Issue 31: the second start says what
+the token restores (the monitor, its size and place, as the portal said) in the log and in `castd status`;
+`castd --forget-source` deletes the token and the third start shows the dialog again."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pathlib
 import shutil
@@ -24,6 +27,14 @@ pytestmark = pytest.mark.skipif(bool(missing_tools() + missing_portal()),
                                 reason=f"rig or portal missing: {missing_tools() + missing_portal()}")
 
 W, H = 1280, 720
+
+
+def saved_token(token_file: pathlib.Path) -> str:
+    """The token in castd's restore-token file (the `token=` line; an older file is the bare token)."""
+    lines = token_file.read_text().splitlines()
+    if lines and lines[0] == "castd-restore-token 1":
+        return next(l[len("token="):] for l in lines if l.startswith("token="))
+    return token_file.read_text().strip()
 
 
 class PortalCastOnRig:
@@ -69,6 +80,13 @@ class PortalCastOnRig:
             await asyncio.sleep(0.5)
         return needle in self.log
 
+    def castd(self, *args: str) -> tuple[int, str, str]:
+        """Another castd command, as the rig's user with this cast's state and runtime directories."""
+        import subprocess
+        env = self.rig.castd_env(castd_env(self.stack, self.state))
+        p = subprocess.run(self.rig.as_user([castd_binary(), *args]), env=env, capture_output=True, timeout=30)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+
     async def stop(self) -> int | None:
         rc = None
         if self.daemon:
@@ -88,11 +106,11 @@ class PortalCastOnRig:
         return rc
 
 
-@pytest.mark.timeout(240)
-async def test_real_gnome_portal_dialog_accepted_then_restore_token_skips_it(stack):
+@pytest.mark.timeout(300)
+async def test_real_gnome_portal_dialog_accepted_then_restore_token_skips_it_until_forgotten(stack):
     rig = MutterRig(W, H, portal=True)
     state = pathlib.Path(tempfile.mkdtemp(prefix="castd-portal-gnome-"))
-    first = second = None
+    first = second = third = None
     clicks = 0
 
     def accept():
@@ -118,13 +136,25 @@ async def test_real_gnome_portal_dialog_accepted_then_restore_token_skips_it(sta
 
         token_file = state / "castd" / "screencast-restore-token"
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
-        first_token = token_file.read_text().strip()
+        first_token = saved_token(token_file)
         assert first_token and first_token not in first.log
+        # Beside the token, what the portal's Start said the stream was (issue 31).
+        saved = token_file.read_text().splitlines()
+        assert saved[:2] == ["castd-restore-token 1", f"token={first_token}"] and "source_type=monitor" in saved \
+            and f"size={W}x{H}" in saved, saved
 
         # The second start: the token is offered, the portal answers at once, nobody clicks.
         second = await PortalCastOnRig(stack, rig, state).start()
         assert await second.wait_log("event=portal_started", 30), second.log[-3000:]
         await second.answerer.wait_frames(30, timeout=60)
+        # What the token restores, said before the portal is asked, and what is shared in `castd status`.
+        restore = [l for l in second.log.splitlines() if "event=portal_restore" in l]
+        assert len(restore) == 1 and f'restoring="the monitor shared last time ({W}x{H}' in restore[0], restore
+        rc, out, err = second.castd("status", "--json")
+        casts = json.loads(out)["casts"]
+        assert rc == 0 and len(casts) == 1 and casts[0]["sharing"].startswith(f"monitor {W}x{H}") \
+            and casts[0]["sharing"].endswith("through the portal"), (out, err)
+        print("castd status (second start):", casts[0]["sharing"], "| log:", restore[0])
         assert bars_match(second.answerer.last_frame, tolerance=3), bar_colours(second.answerer.last_frame)
         assert await second.stop() == 0, second.log[-3000:]
         started = [l for l in second.log.splitlines() if "event=portal_started" in l]
@@ -132,8 +162,27 @@ async def test_real_gnome_portal_dialog_accepted_then_restore_token_skips_it(sta
         # Saved again after the second start (xdg-desktop-portal 1.16 hands back the same token for the same grant).
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600 and token_file.read_text().strip()
         assert first_token not in second.log
+
+        # castd --forget-source: one sentence naming what was forgotten; the token file is gone.
+        rc, out, err = second.castd("--forget-source")
+        assert rc == 0 and out.startswith(f"Forgot the monitor shared last time ({W}x{H}") \
+            and out.rstrip().endswith("the portal's dialog asks again on the next cast."), (out, err)
+        print("castd --forget-source:", out.strip())
+        assert not token_file.exists() and first_token not in out
+        # The third start: no token to offer, so the portal's dialog asks again and waits for a click.
+        clicks = 0
+        third = await PortalCastOnRig(stack, rig, state).start()
+        assert not await third.wait_log("event=portal_started", 3), third.log[-3000:]
+        assert "event=portal_restore" not in third.log
+        assert await third.wait_log("event=portal_started", 90, while_waiting=accept), third.log[-3000:]
+        assert clicks >= 1
+        await third.answerer.wait_frames(10, timeout=60)
+        assert await third.stop() == 0, third.log[-3000:]
+        started = [l for l in third.log.splitlines() if "event=portal_started" in l]
+        assert len(started) == 1 and "none saved" in started[0] and "token_saved=true" in started[0], started
+        assert saved_token(token_file)
     finally:
-        for cast in (first, second):
+        for cast in (first, second, third):
             if cast:
                 await cast.stop()
         rig.stop()

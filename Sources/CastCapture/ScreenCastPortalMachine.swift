@@ -8,12 +8,38 @@ public struct PortalStream: Equatable, Sendable {
     public var height: Int?
     /// 1 monitor, 2 window, 4 virtual (the `source_type` property).
     public var sourceType: UInt32?
+    /// The `position` property (a monitor's place in the compositor's space), when given.
+    public var x: Int?
+    public var y: Int?
+    /// The `id` property (opaque, stable across a restored session; portal version 4).
+    public var id: String?
+    /// The `mapping_id` property (names the stream for other portals; portal version 5).
+    public var mappingId: String?
 
-    public init(node: UInt32, width: Int? = nil, height: Int? = nil, sourceType: UInt32? = nil) {
+    public init(node: UInt32, width: Int? = nil, height: Int? = nil, sourceType: UInt32? = nil,
+                x: Int? = nil, y: Int? = nil, id: String? = nil, mappingId: String? = nil) {
         self.node = node
         self.width = width
         self.height = height
         self.sourceType = sourceType
+        self.x = x
+        self.y = y
+        self.id = id
+        self.mappingId = mappingId
+    }
+
+    /// "1920x1080 at 0,0", "1280x720", "" (what the portal said of its size and place).
+    public var geometry: String {
+        var parts: [String] = []
+        if let width, let height { parts.append("\(width)x\(height)") }
+        if let x, let y { parts.append("at \(x),\(y)") }
+        return parts.joined(separator: " ")
+    }
+
+    /// "monitor 1920x1080 at 0,0" (what `castd status` and the log say is shared).
+    public var described: String {
+        let kind = PortalSourceType.name(sourceType) ?? "source"
+        return geometry.isEmpty ? kind : "\(kind) \(geometry)"
     }
 }
 
