@@ -208,6 +208,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                             ("streams", cast.grant.streams.count), ("node", stream.node),
                             ("asked_for", "\(portalOptions.sourceType)"),
                             ("sharing", PortalSourceType.name(stream.sourceType) ?? "unknown (the portal did not say)"),
+                            ("portal_said", stream.reportedSourceType.map { "\(PortalSourceType.name($0) ?? "\($0)") (not what was asked for; taken as \(portalOptions.sourceType))" } ?? "as asked"),
                             ("stream", stream.described), ("stream_id", stream.id ?? "none"),
                             ("mapping_id", stream.mappingId ?? "none"),
                             ("cursor", "\(cast.grant.cursorMode)"),
