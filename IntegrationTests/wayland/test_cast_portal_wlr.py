@@ -9,6 +9,7 @@ A long row (`-m long`, CASTD_LONG=1; the full fault set runs it): CI does not in
 missing the rig installs them with apt-get as root (the long set's machines), else the test is skipped saying why."""
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 import shutil
@@ -47,6 +48,12 @@ async def test_headless_sway_portal_casts_the_monitor_and_restores_it(stack):
         frame = first.answerer.last_frame
         assert frame.shape == (H, W, 3)
         assert bars_match(frame, tolerance=3), bar_colours(frame)
+        # The frame rate the receiver decodes over 5 s (the pattern animates at 30 fps; the receiver asked for 30).
+        n0, t0 = len(first.answerer.frames), asyncio.get_running_loop().time()
+        await asyncio.sleep(5)
+        fps = (len(first.answerer.frames) - n0) / (asyncio.get_running_loop().time() - t0)
+        print(f"decoded at the receiver: {fps:.1f} fps")
+        assert fps >= 10, fps
         assert await first.stop() == 0, first.log[-3000:]
         started = [l for l in first.log.splitlines() if "event=portal_started" in l]
         assert len(started) == 1 and "none saved" in started[0] and "token_saved=true" in started[0] \
