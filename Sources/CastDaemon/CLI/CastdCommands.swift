@@ -107,6 +107,9 @@ enum CastdCommands {
                    ("castd --session ID --audio off --capture x11", "Video only, from the X11 screen."),
                    ("castd --forget-source", "Forget the monitor or window picked in the portal's dialog; the next cast asks again.")])
 
+    /// The daemon's lines in `castd --help`'s usage (the other commands' lines are their own synopses).
+    static let daemonOverview = ["--session ID [OPTION]…", "--forget-source [--json]"]
+
     /// The daemon's options that set a configuration key (`castd config` takes them too).
     static var sessionSettingOptions: [OptionSpec] {
         session.options.filter { $0.configKey != nil && !backendOptions.map(\.flag).contains($0.flag) }
