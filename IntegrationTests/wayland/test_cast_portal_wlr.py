@@ -3,7 +3,8 @@
 announced a DMA-BUF format, which Sway's software renderer never does, so an LD_PRELOAD shim in the portal only,
 castkit/xdpw_shm_shim.c, hands the portal's own handler that announcement and the portal casts from shared memory). The first `castd --capture portal` casts the monitor to an aiortc receiver (the rig's test picture checked
 in decoded pixels) and saves the restore token with what the portal said it was; the second start offers it, says
-what it restores, and the portal restores from its own restore data (its log says so).
+what it restores, and the portal restores from its own restore data (its log says so); a third start with
+`--forget-source` deletes the token first and offers none.
 
 A long row (`-m long`, CASTD_LONG=1; the full fault set runs it): CI does not install Sway. When Sway or the portal is
 missing the rig installs them with apt-get as root (the long set's machines), else the test is skipped saying why."""
@@ -37,7 +38,7 @@ async def test_headless_sway_portal_casts_the_monitor_and_restores_it(stack):
         pytest.skip(f"rig tools missing: {missing_tools()}")
     rig = sway_rig.SwayRig(W, H)
     state = pathlib.Path(tempfile.mkdtemp(prefix="castd-portal-wlr-"))
-    first = second = None
+    first = second = third = None
     try:
         rig.start()
         # First start: no token; portal-wlr's chooser is off (output_name), so there is no dialog to accept.
@@ -82,8 +83,20 @@ async def test_headless_sway_portal_casts_the_monitor_and_restores_it(stack):
             rig.tail("portal-wlr", 40)
         assert token not in second.log
         print("second start:", restore[0], "|", started[0])
+
+        # Third start with --forget-source: the token is deleted before the portal is asked, so none is offered.
+        third = await PortalCastOnRig(stack, rig, state).start("--forget-source")
+        assert await third.wait_log("event=portal_started", 30), third.log[-3000:]
+        await third.answerer.wait_frames(10, timeout=60)
+        assert await third.stop() == 0, third.log[-3000:]
+        forgotten = [l for l in third.log.splitlines() if "event=source_forgotten" in l]
+        assert len(forgotten) == 1 and f"Forgot the monitor shared last time ({W}x{H} at 0,0)" in forgotten[0], forgotten
+        started = [l for l in third.log.splitlines() if "event=portal_started" in l]
+        assert "event=portal_restore" not in third.log and len(started) == 1 and "none saved" in started[0], started
+        assert saved_token(token_file) and token not in third.log
+        print("third start:", forgotten[0])
     finally:
-        for cast in (first, second):
+        for cast in (first, second, third):
             if cast:
                 await cast.stop()
         rig.stop()
