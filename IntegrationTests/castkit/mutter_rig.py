@@ -160,30 +160,42 @@ class MutterRig:
             shutil.copy(TOOLS / script, Path(self.runtime_dir) / script)
             os.chmod(Path(self.runtime_dir) / script, 0o755)
         try:
-            bus = Path(self.runtime_dir) / "bus"
-            self.spawn("dbus", ["dbus-daemon", "--session", f"--address=unix:path={bus}", "--nofork", "--nopidfile"])
-            self.wait_for("the session bus", bus.exists)
-            self.spawn("pipewire", ["pipewire"])
-            self.wait_for("pipewire", lambda: (Path(self.runtime_dir) / "pipewire-0").exists())
-            self.spawn("wireplumber", ["wireplumber"])
+            self.start_session_services()
             self.spawn("mutter", ["mutter", "--headless", "--virtual-monitor", f"{self.width}x{self.height}",
                                   "--wayland", "--no-x11"])
             self.wait_for("mutter's ScreenCast service", lambda: self.bus_has("org.gnome.Mutter.ScreenCast"), 30)
-            self.pattern = self.spawn("pattern", ["/usr/bin/python3", f"{self.runtime_dir}/wayland_pattern.py"]
-                                      + ([] if animate else ["--static"]), stdout=subprocess.PIPE)
-            line = self.pattern.stdout.readline()
-            if b"drawing on wayland" not in line:
-                raise RuntimeError(f"the pattern client did not start: {self.tail('pattern')}")
+            self.start_pattern(animate)
             if self.portal:
-                self.spawn("portal-gnome", [PORTAL_GNOME])
-                self.wait_for("xdg-desktop-portal-gnome",
-                              lambda: self.bus_has("org.freedesktop.impl.portal.desktop.gnome"), 20)
-                self.spawn("portal", [PORTAL])
-                self.wait_for("xdg-desktop-portal", lambda: self.bus_has("org.freedesktop.portal.Desktop"), 20)
+                self.start_portal("portal-gnome", [PORTAL_GNOME], "gnome")
         except BaseException:
             self.stop()
             raise
         return self
+
+    def start_session_services(self) -> None:
+        """The rig's session bus, pipewire and wireplumber (the first processes of every rig)."""
+        bus = Path(self.runtime_dir) / "bus"
+        self.spawn("dbus", ["dbus-daemon", "--session", f"--address=unix:path={bus}", "--nofork", "--nopidfile"])
+        self.wait_for("the session bus", bus.exists)
+        self.spawn("pipewire", ["pipewire"])
+        self.wait_for("pipewire", lambda: (Path(self.runtime_dir) / "pipewire-0").exists())
+        self.spawn("wireplumber", ["wireplumber"])
+
+    def start_pattern(self, animate: bool) -> None:
+        """castd's test picture, fullscreen on the rig's Wayland display."""
+        self.pattern = self.spawn("pattern", ["/usr/bin/python3", f"{self.runtime_dir}/wayland_pattern.py"]
+                                  + ([] if animate else ["--static"]), stdout=subprocess.PIPE)
+        line = self.pattern.stdout.readline()
+        if b"drawing on wayland" not in line:
+            raise RuntimeError(f"the pattern client did not start: {self.tail('pattern')}")
+
+    def start_portal(self, name: str, backend: list[str], desktop: str) -> None:
+        """A portal backend (`argv`), once its org.freedesktop.impl.portal.desktop.<desktop> name is on the bus,
+        then xdg-desktop-portal itself."""
+        self.spawn(name, backend)
+        self.wait_for(name, lambda: self.bus_has(f"org.freedesktop.impl.portal.desktop.{desktop}"), 20)
+        self.spawn("portal", [PORTAL])
+        self.wait_for("xdg-desktop-portal", lambda: self.bus_has("org.freedesktop.portal.Desktop"), 20)
 
     def click(self, points: list[tuple[float, float]]) -> None:
         """Left-clicks at each (x, y) of the monitor through org.gnome.Mutter.RemoteDesktop."""

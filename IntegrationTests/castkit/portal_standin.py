@@ -105,7 +105,9 @@ class Portal(StandIn):
         if self.args.reject_tokens and self.offered.get(str(session)):
             return self.answer(sender, options["handle_token"], 2, {})
         props = dbus.Dictionary({"size": dbus.Struct((dbus.Int32(self.args.width), dbus.Int32(self.args.height)), signature="ii"),
-                                 "position": dbus.Struct((dbus.Int32(0), dbus.Int32(0)), signature="ii"),
+                                 "position": dbus.Struct((dbus.Int32(self.args.x), dbus.Int32(0)), signature="ii"),
+                                 # Portal 1.17+ names each stream (id) and, in version 5, maps it (mapping_id).
+                                 "id": dbus.String("0"), "mapping_id": dbus.String("standin-mapping-%d" % self.args.node),
                                  # The "person" picks a window when only windows were offered, else a monitor.
                                  "source_type": dbus.UInt32(2 if self.types.get(str(session)) == 2 else 1)}, signature="sv")
         streams = dbus.Array([dbus.Struct((dbus.UInt32(self.args.node), props), signature="ua{sv}")], signature="(ua{sv})")
@@ -129,6 +131,7 @@ def main():
     p.add_argument("--pipewire-socket", required=True)
     p.add_argument("--width", type=int, default=1920)
     p.add_argument("--height", type=int, default=1080)
+    p.add_argument("--x", type=int, default=0, help="the stream's position (x; y is 0)")
     p.add_argument("--cursor-modes", type=int, default=7)
     p.add_argument("--cancel", action="store_true", help="Start answers 'cancelled by the user'")
     p.add_argument("--reject-tokens", action="store_true", help="Start fails (response 2) when a restore token was offered")

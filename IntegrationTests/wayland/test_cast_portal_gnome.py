@@ -3,10 +3,13 @@ xdg-desktop-portal-gnome on the rig's session bus. The first `castd --capture po
 "Screen Share" dialog on the rig's screen; the test accepts it with pointer clicks through
 org.gnome.Mutter.RemoteDesktop, castd saves the restore token (0600) and the receiver decodes the rig's picture. A
 second castd start offers the token and captures with no dialog and no click. And when nobody clicks, castd gives
-up after --portal-timeout with disconnect reason `capture_needs_user` and exit 1."""
+up after --portal-timeout with disconnect reason `capture_needs_user` and exit 1. Issue 31: the second start says what
+the token restores (the monitor, its size and place, as the portal said) in the log and in `castd status`;
+`castd --forget-source` deletes the token and the third start shows the dialog again."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pathlib
 import shutil
@@ -15,10 +18,9 @@ import tempfile
 
 import pytest
 
-from castkit.castd_proc import Daemon, castd_binary, castd_env, pair
+from castkit.portal_cast import PortalCastOnRig, saved_token
 from castkit.xscreen import bar_colours, bars_match
 from castkit.mutter_rig import MutterRig, missing_portal, missing_tools, portal_dialog_accept
-from castkit.receiver_answerer import ReceiverAnswerer
 
 pytestmark = pytest.mark.skipif(bool(missing_tools() + missing_portal()),
                                 reason=f"rig or portal missing: {missing_tools() + missing_portal()}")
@@ -26,73 +28,11 @@ pytestmark = pytest.mark.skipif(bool(missing_tools() + missing_portal()),
 W, H = 1280, 720
 
 
-class PortalCastOnRig:
-    """One paired receiver and one `castd --capture portal` inside the rig, as its user."""
-
-    def __init__(self, stack, rig: MutterRig, state: pathlib.Path):
-        self.stack, self.rig, self.state = stack, rig, state
-        self.rx = self.answerer = self.daemon = None
-
-    async def start(self, *castd_args: str, saved_token: str | None = None) -> "PortalCastOnRig":
-        self.rx, rc, _, raw = await pair(self.stack, self.state, prefs={"resolution": "720p", "frameRate": 30})
-        assert rc == 0, raw
-        if saved_token is not None:   # a token as castd would have saved it
-            token_file = self.state / "castd" / "screencast-restore-token"
-            token_file.write_text(saved_token + "\n")
-            token_file.chmod(0o600)
-        sid = self.rx.session["sessionId"]
-        self.answerer = ReceiverAnswerer(self.rx.client, sid, keep_frames=2)
-        await self.answerer.start()
-        self.rig.give(self.state)
-        env = self.rig.castd_env(castd_env(self.stack, self.state))
-        p = await asyncio.create_subprocess_exec(
-            *self.rig.as_user([castd_binary(), "--session", sid, "--log-level", "debug", "--capture", "portal",
-                              *castd_args]),
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        self.daemon = Daemon(p)
-        return self
-
-    @property
-    def log(self) -> str:
-        return "\n".join(self.daemon.stderr_lines) if self.daemon else ""
-
-    async def wait_log(self, needle: str, timeout: float, while_waiting=None) -> bool:
-        """Whether `needle` shows in castd's log within `timeout` s; `while_waiting()` runs between looks."""
-        end = asyncio.get_running_loop().time() + timeout
-        while asyncio.get_running_loop().time() < end:
-            if needle in self.log:
-                return True
-            if self.daemon.proc.returncode is not None:
-                return False
-            if while_waiting:
-                await asyncio.to_thread(while_waiting)
-            await asyncio.sleep(0.5)
-        return needle in self.log
-
-    async def stop(self) -> int | None:
-        rc = None
-        if self.daemon:
-            if self.daemon.proc.returncode is None:
-                self.daemon.signal()
-                try:
-                    rc, _ = await self.daemon.wait(timeout=10)
-                except asyncio.TimeoutError:
-                    pass
-            else:
-                rc = self.daemon.proc.returncode
-            await self.daemon.kill()
-        if self.answerer:
-            await self.answerer.close()
-        if self.rx:
-            await self.rx.client.close()
-        return rc
-
-
-@pytest.mark.timeout(240)
-async def test_real_gnome_portal_dialog_accepted_then_restore_token_skips_it(stack):
+@pytest.mark.timeout(300)
+async def test_real_gnome_portal_dialog_accepted_then_restore_token_skips_it_until_forgotten(stack):
     rig = MutterRig(W, H, portal=True)
     state = pathlib.Path(tempfile.mkdtemp(prefix="castd-portal-gnome-"))
-    first = second = None
+    first = second = third = None
     clicks = 0
 
     def accept():
@@ -118,13 +58,25 @@ async def test_real_gnome_portal_dialog_accepted_then_restore_token_skips_it(sta
 
         token_file = state / "castd" / "screencast-restore-token"
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
-        first_token = token_file.read_text().strip()
+        first_token = saved_token(token_file)
         assert first_token and first_token not in first.log
+        # Beside the token, what the portal's Start said the stream was (issue 31).
+        saved = token_file.read_text().splitlines()
+        assert saved[:2] == ["castd-restore-token 1", f"token={first_token}"] and "source_type=monitor" in saved \
+            and f"size={W}x{H}" in saved, saved
 
         # The second start: the token is offered, the portal answers at once, nobody clicks.
         second = await PortalCastOnRig(stack, rig, state).start()
         assert await second.wait_log("event=portal_started", 30), second.log[-3000:]
         await second.answerer.wait_frames(30, timeout=60)
+        # What the token restores, said before the portal is asked, and what is shared in `castd status`.
+        restore = [l for l in second.log.splitlines() if "event=portal_restore" in l]
+        assert len(restore) == 1 and f'restoring="the monitor shared last time ({W}x{H}' in restore[0], restore
+        rc, out, err = second.castd("status", "--json")
+        casts = json.loads(out)["casts"]
+        assert rc == 0 and len(casts) == 1 and casts[0]["sharing"].startswith(f"monitor {W}x{H}") \
+            and casts[0]["sharing"].endswith("through the portal"), (out, err)
+        print("castd status (second start):", casts[0]["sharing"], "| log:", restore[0])
         assert bars_match(second.answerer.last_frame, tolerance=3), bar_colours(second.answerer.last_frame)
         assert await second.stop() == 0, second.log[-3000:]
         started = [l for l in second.log.splitlines() if "event=portal_started" in l]
@@ -132,8 +84,27 @@ async def test_real_gnome_portal_dialog_accepted_then_restore_token_skips_it(sta
         # Saved again after the second start (xdg-desktop-portal 1.16 hands back the same token for the same grant).
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600 and token_file.read_text().strip()
         assert first_token not in second.log
+
+        # castd --forget-source: one sentence naming what was forgotten; the token file is gone.
+        rc, out, err = second.castd("--forget-source")
+        assert rc == 0 and out.startswith(f"Forgot the monitor shared last time ({W}x{H}") \
+            and out.rstrip().endswith("the portal's dialog asks again on the next cast."), (out, err)
+        print("castd --forget-source:", out.strip())
+        assert not token_file.exists() and first_token not in out
+        # The third start: no token to offer, so the portal's dialog asks again and waits for a click.
+        clicks = 0
+        third = await PortalCastOnRig(stack, rig, state).start()
+        assert not await third.wait_log("event=portal_started", 3), third.log[-3000:]
+        assert "event=portal_restore" not in third.log
+        assert await third.wait_log("event=portal_started", 90, while_waiting=accept), third.log[-3000:]
+        assert clicks >= 1
+        await third.answerer.wait_frames(10, timeout=60)
+        assert await third.stop() == 0, third.log[-3000:]
+        started = [l for l in third.log.splitlines() if "event=portal_started" in l]
+        assert len(started) == 1 and "none saved" in started[0] and "token_saved=true" in started[0], started
+        assert saved_token(token_file)
     finally:
-        for cast in (first, second):
+        for cast in (first, second, third):
             if cast:
                 await cast.stop()
         rig.stop()

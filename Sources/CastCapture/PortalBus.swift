@@ -69,9 +69,19 @@ enum PortalBus {
                             m.exit()
                         }
                         m.exit()
+                    } else if key == "position", c == "(ii)", m.enter("v", c) {
+                        if m.enter("r", "ii") {
+                            stream.x = Int(m.readInt32() ?? 0)
+                            stream.y = Int(m.readInt32() ?? 0)
+                            m.exit()
+                        }
+                        m.exit()
                     } else if key == "source_type", c == "u", m.enter("v", c) {
                         stream.sourceType = m.readUInt32() ?? 0
                         m.exit()
+                    } else if key == "id" || key == "mapping_id", c == "s" {
+                        let text = readVariantString(m)
+                        if key == "id" { stream.id = text } else { stream.mappingId = text }
                     } else {
                         m.skip("v")
                     }

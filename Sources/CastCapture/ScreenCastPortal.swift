@@ -147,7 +147,7 @@ public enum ScreenCastPortal {
             switch a {
             case .finished(let grant):
                 if let token = grant.restoreToken, let store = options.tokenStore {
-                    do { try store.save(token) } catch {
+                    do { try store.save(token, stream: grant.streams.first) } catch {
                         Glibc.close(fd)
                         throw CastError(.capture, "ScreenCast portal: the cast started but its restore token could not be saved: \((error as? CastError)?.message ?? "\(error)")")
                     }

@@ -8,12 +8,41 @@ public struct PortalStream: Equatable, Sendable {
     public var height: Int?
     /// 1 monitor, 2 window, 4 virtual (the `source_type` property).
     public var sourceType: UInt32?
+    /// The `position` property (a monitor's place in the compositor's space), when given.
+    public var x: Int?
+    public var y: Int?
+    /// The `id` property (opaque, stable across a restored session; portal version 4).
+    public var id: String?
+    /// The `mapping_id` property (names the stream for other portals; portal version 5).
+    public var mappingId: String?
+    /// The `source_type` the portal said when it was not what castd asked for (then `sourceType` is
+    /// what was asked for; see `ScreenCastPortalMachine.asAskedFor`); nil otherwise.
+    public var reportedSourceType: UInt32? = nil
 
-    public init(node: UInt32, width: Int? = nil, height: Int? = nil, sourceType: UInt32? = nil) {
+    public init(node: UInt32, width: Int? = nil, height: Int? = nil, sourceType: UInt32? = nil,
+                x: Int? = nil, y: Int? = nil, id: String? = nil, mappingId: String? = nil) {
         self.node = node
         self.width = width
         self.height = height
         self.sourceType = sourceType
+        self.x = x
+        self.y = y
+        self.id = id
+        self.mappingId = mappingId
+    }
+
+    /// "1920x1080 at 0,0", "1280x720", "" (what the portal said of its size and place).
+    public var geometry: String {
+        var parts: [String] = []
+        if let width, let height { parts.append("\(width)x\(height)") }
+        if let x, let y { parts.append("at \(x),\(y)") }
+        return parts.joined(separator: " ")
+    }
+
+    /// "monitor 1920x1080 at 0,0" (what `castd status` and the log say is shared).
+    public var described: String {
+        let kind = PortalSourceType.name(sourceType) ?? "source"
+        return geometry.isEmpty ? kind : "\(kind) \(geometry)"
     }
 }
 
@@ -99,6 +128,18 @@ public struct ScreenCastPortalMachine: Sendable {
 
     enum Step: Equatable, Sendable {
         case idle, creatingSession, selectingSources, starting, openingRemote, closingForRetry, done, failed
+    }
+
+    /// A stream as the type asked for when castd asked for exactly one type and the portal said
+    /// another: the portal can only grant what SelectSources allowed, so its word is the error.
+    /// xdg-desktop-portal-wlr 0.7 says 2 (window) for every monitor it casts (its `1 << MONITOR`),
+    /// which would make castd tell the person a window is shared. The portal's value is kept.
+    static func asAskedFor(_ stream: PortalStream, types: UInt32) -> PortalStream {
+        guard let said = stream.sourceType, said != types, types.nonzeroBitCount == 1 else { return stream }
+        var s = stream
+        s.reportedSourceType = said
+        s.sourceType = types
+        return s
     }
 
     /// The unique bus name, e.g. ":1.42" (Request paths are made of it).
@@ -221,7 +262,7 @@ public struct ScreenCastPortalMachine: Sendable {
                 return .call(.start(session: session!, handleToken: t), expect: expected)
             case .starting:
                 guard !streams.isEmpty else { return fail("the ScreenCast portal started a cast with no stream") }
-                grant = (streams, token)
+                grant = (streams.map { Self.asAskedFor($0, types: sourceTypes) }, token)
                 step = .openingRemote
                 expected = nil
                 return .call(.openPipeWireRemote(session: session!), expect: nil)

@@ -67,6 +67,7 @@ public enum CLI {
             return ConfigCommand.run(o, environment: environment)
         case .status(let o): return StatusCommand.run(o, environment: environment)
         case .stop(let o): return await StopCommand.run(o, environment: environment)
+        case .forgetSource(let c): return ForgetSourceCommand.run(c, environment: environment)
         }
     }
 }

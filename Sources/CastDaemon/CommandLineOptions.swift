@@ -14,6 +14,8 @@ public enum Command: Equatable, Sendable {
     case config(ConfigOptions)
     case status(StatusOptions)
     case stop(StopOptions)
+    /// `castd --forget-source` alone (issue 31): delete the saved portal choices and exit.
+    case forgetSource(CommonOptions)
 }
 
 /// The commands `castd help <command>` knows (`session`: the daemon, `castd --session`).
@@ -81,6 +83,8 @@ public struct SessionOptions: Equatable, Sendable {
     /// How long the ScreenCast portal may leave a call unanswered (Start waits for a person at its dialog).
     public var portalTimeout: Duration = .seconds(60)
     public var notify = true
+    /// `--forget-source`: delete the portal's saved choices first, so its dialog asks again (issue 31).
+    public var forgetSource = false
     /// The ceilings of the cast: spec §12's 1080p30 and §7's 4 Mbit/s, lowered by the
     /// configuration's `max-height`, `max-fps`, `max-bitrate-kbps` (never raised).
     public var caps = CaptureCaps.default
@@ -121,7 +125,7 @@ public enum CommandLineParser {
         case .pair(var o): o.common.settings = settings(args, CastdCommands.spec(.pair)); command = .pair(o)
         case .doctor(var o): o.common.settings = settings(args, CastdCommands.spec(.doctor)); command = .doctor(o)
         case .config(var o): o.common.settings = settings(args, CastdCommands.spec(.config)); command = .config(o)
-        case .help, .commandHelp, .version, .status, .stop: break
+        case .help, .commandHelp, .version, .status, .stop, .forgetSource: break
         }
         return command
     }
@@ -296,6 +300,7 @@ public enum CommandLineParser {
                     o.window = v
                 case "--no-cursor": o.cursor = false
                 case "--no-notify": o.notify = false
+                case "--forget-source": o.forgetSource = true
                 case "--portal-timeout":
                     let v = try value(a, &rest)
                     guard let s = Double(v), s.isFinite, s >= 0.1, s <= 3600 else {
@@ -306,7 +311,17 @@ public enum CommandLineParser {
                     if try !takeCommon(a, &rest, &o.common) { throw unknown(a) }
                 }
             }
-            guard let sessionId else { throw unknown(first) }
+            guard let sessionId else {
+                guard o.forgetSource else { throw unknown(first) }
+                // Alone, --forget-source is its own small command; with --session it forgets, then casts.
+                var bare = SessionOptions(sessionId: "")
+                bare.forgetSource = true
+                bare.common = o.common
+                guard o == bare else {
+                    throw CastError(.usage, "castd --forget-source alone only forgets the saved choices; to forget them and cast, add --session ID")
+                }
+                return .forgetSource(o.common)
+            }
             // --window names the window to share, so it implies --source window.
             if o.window != nil {
                 guard o.source == .window || !args.contains("--source") else {

@@ -40,6 +40,25 @@ struct ScreenCastPortalMachineTests {
         }
     }
 
+    /// xdg-desktop-portal-wlr 0.7 says source_type 2 (window) for the monitor it casts when only monitors were
+    /// asked for (seen on the Sway rig): the grant says monitor and keeps what the portal said.
+    @Test func aSourceTypeThatWasNotAskedForIsTakenAsTheOneAskedFor() {
+        var m = ScreenCastPortalMachine(sender: ":1.42", availableCursorModes: 2, restoreToken: nil, tokenPrefix: "t")
+        _ = m.begin()
+        _ = response(&m, base + "t_1", session: "/s")
+        _ = response(&m, base + "t_3")
+        _ = response(&m, base + "t_4", streams: [PortalStream(node: 7, width: 1280, height: 720, sourceType: 2, x: 0, y: 0)])
+        guard case .finished(let g)? = m.handle(.remoteOpened) else { Issue.record("not finished"); return }
+        #expect(g.streams[0].sourceType == 1 && g.streams[0].reportedSourceType == 2)
+        #expect(g.streams[0].described == "monitor 1280x720 at 0,0")
+        // As asked, or asked for either (types 3): the portal's word stands.
+        let asked = PortalStream(node: 7, sourceType: 1)
+        #expect(ScreenCastPortalMachine.asAskedFor(asked, types: 1) == asked)
+        let either = PortalStream(node: 7, sourceType: 2)
+        #expect(ScreenCastPortalMachine.asAskedFor(either, types: 3) == either)
+        #expect(ScreenCastPortalMachine.asAskedFor(PortalStream(node: 7), types: 1) == PortalStream(node: 7))
+    }
+
     @Test func cursorModeIsMetadataWhenOfferedElseEmbedded() {
         #expect(PortalCursorMode.choose(available: 4) == .metadata)
         #expect(PortalCursorMode.choose(available: 3) == .embedded)

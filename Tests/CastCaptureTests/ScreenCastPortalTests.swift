@@ -34,7 +34,8 @@ struct ScreenCastPortalTests {
             var tokens: [String] = []
             for run in 0..<2 {
                 let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: store))
-                #expect(cast.grant.streams == [PortalStream(node: node, width: 320, height: 200, sourceType: 1)])
+                #expect(cast.grant.streams == [PortalStream(node: node, width: 320, height: 200, sourceType: 1,
+                                                            x: 0, y: 0, id: "0", mappingId: "standin-mapping-\(node)")])
                 #expect(cast.grant.cursorMode == .metadata)
                 #expect(cast.grant.offeredRestoreToken == (run == 1))
                 let token = try #require(cast.grant.restoreToken)
@@ -46,6 +47,12 @@ struct ScreenCastPortalTests {
                 cast.close()
             }
             #expect(tokens[0] != tokens[1])
+            // Issue 31: beside the token, what the portal said the stream was.
+            let saved = try #require(try store.loadSaved())
+            #expect(saved.token == tokens[1])
+            #expect(saved.stream?.described == "monitor 320x200 at 0,0")
+            #expect(saved.stream?.mappingId == "standin-mapping-\(node)")
+            #expect(saved.restores == "the monitor shared last time (320x200 at 0,0)")
 
             // What castd asked for: a monitor, cursor as metadata, persist until revoked; the token on the second run only.
             let selects = portal.calls().filter { $0.call == "SelectSources" }
@@ -114,7 +121,7 @@ struct ScreenCastPortalTests {
     /// Issue 31: `--source window` asks the portal for windows (types 2) over the real bus, the
     /// stream says what was picked, and the token goes to the window's own file.
     @Test func aWindowIsAskedForAndItsTokenKeptApartFromTheMonitors() throws {
-        try withNodelessPortal([]) { session, portal in
+        try withNodelessPortal(["--x", "1280"]) { session, portal in
             let dir = session.runtimeDir + "/state-window"
             let windowStore = RestoreTokenStore(directory: dir, sourceType: .window)
             let cast = try ScreenCastPortal.start(options: .init(busAddress: session.busAddress, tokenStore: windowStore,
@@ -127,6 +134,7 @@ struct ScreenCastPortalTests {
             #expect(try windowStore.load() == cast.grant.restoreToken)
             #expect(windowStore.file == dir + "/screencast-restore-token-window")
             #expect(try RestoreTokenStore(directory: dir).load() == nil)   // the monitor's token is untouched
+            #expect(try windowStore.loadSaved()?.restores == "the window shared last time (64x64 at 1280,0)")
         }
     }
 

@@ -60,7 +60,8 @@ enum CastdCommands {
         name: nil,
         summary: "cast this Linux screen to an iPadCast receiver",
         synopsis: ["--session ID [OPTION]…", "pair (--pin PIN | URL) [OPTION]…", "doctor [--json] [--turn …]",
-                   "config [--json]", "status [--json]", "stop [ID] [--json]", "help [COMMAND]", "--help | --version"],
+                   "config [--json]", "status [--json]", "stop [ID] [--json]", "--forget-source [--json]", "help [COMMAND]",
+                   "--help | --version"],
         description: [
             "castd is the sender of an iPadCast session: it captures this screen (and, by default, its audio), encodes it as H.264 (VA-API or x264, VP8 when the receiver asks for it) and sends it over WebRTC to the Chrome receiver that approved the pairing.",
             "`castd --session ID` runs the cast for a session paired with `castd pair`: it signs in with the stored identity, waits for the receiver's approval and answer, casts until the receiver or a signal ends it, and reconnects on its own after a network failure. It runs in the foreground, or as the systemd user unit castd@ID.service (Type=notify, with a watchdog).",
@@ -90,6 +91,8 @@ enum CastdCommands {
             OptionSpec(flag: "--no-notify", help: "No desktop notifications when the cast starts and ends.", configKey: .notify, setsValue: "false"),
             OptionSpec(flag: "--portal-timeout", value: .text("SECONDS", sample: "60"),
                        help: "How long the ScreenCast portal may wait for someone to accept its dialog (0.1 to 3600, default 60); then the cast ends with disconnect reason capture_needs_user and exit 1."),
+            OptionSpec(flag: "--forget-source",
+                       help: "Delete the ScreenCast portal's saved choices (the monitor's and the window's restore tokens) so that its dialog asks again; says what was forgotten. Alone (`castd --forget-source`) it only does that and exits; with --session it does it before the cast."),
         ] + backendOptions + [json],
         environment: ConfigKey.allCases.filter { ![.apiURL, .supabaseURL, .supabaseKey].contains($0) }
             .map { ($0.environmentName, "As the config key \($0.rawValue) (castd.conf(5)).") } + backendEnvironment
@@ -101,7 +104,11 @@ enum CastdCommands {
         examples: [("castd pair --pin 482913", "Pair with the receiver showing PIN 482913; prints the session id once it is approved."),
                    ("castd --session 7f0c9a12-3b4c-4d5e-8f60-718293a4b5c6", "Cast to that session until the receiver stops it."),
                    ("systemctl --user start castd@7f0c9a12-3b4c-4d5e-8f60-718293a4b5c6", "The same, as a systemd user unit."),
-                   ("castd --session ID --audio off --capture x11", "Video only, from the X11 screen.")])
+                   ("castd --session ID --audio off --capture x11", "Video only, from the X11 screen."),
+                   ("castd --forget-source", "Forget the monitor or window picked in the portal's dialog; the next cast asks again.")])
+
+    /// The daemon's lines in `castd --help`'s usage (the other commands' lines are their own synopses).
+    static let daemonOverview = ["--session ID [OPTION]…", "--forget-source [--json]"]
 
     /// The daemon's options that set a configuration key (`castd config` takes them too).
     static var sessionSettingOptions: [OptionSpec] {

@@ -8,7 +8,7 @@ enum HelpRenderer {
     static func overview() -> String {
         var s = "castd \(CastdVersion.string) — cast this Linux screen to an iPadCast Chrome receiver.\n\nUsage:\n"
         for c in CastdCommands.all {
-            for line in c.name == nil ? ["--session ID [OPTION]…"] : c.synopsis { s += "  castd \(line)\n" }
+            for line in c.name == nil ? CastdCommands.daemonOverview : c.synopsis { s += "  castd \(line)\n" }
         }
         s += "  castd help COMMAND | castd COMMAND --help\n  castd --help | --version\n\nCommands:\n"
         for c in CastdCommands.all {

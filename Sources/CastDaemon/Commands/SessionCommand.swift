@@ -36,6 +36,14 @@ enum SessionCommand {
             print("castd: --encoder vaapi: \(reason). Use --encoder auto to fall back to x264.", to: &err)
             return CLI.ExitCode.unavailable
         }
+        if o.forgetSource {   // issue 31: before anything reads the saved choice
+            do { log.write(LogLine(.notice, "source_forgotten", [("result", try ForgetSourceCommand.forget(environment: environment).sentence)])) }
+            catch {
+                var err = StandardStream.err
+                print("castd: \((error as? CastError)?.message ?? "\(error)")", to: &err)
+                return CLI.ExitCode.failure
+            }
+        }
         // Issue 31: which capture backend, and whether the window or output asked for exists, before signing in.
         let capture = MediaFactory.backend(o, environment: environment, log: log)
         if let sentence = MediaFactory.preflight(o, backend: capture, environment: environment) {
@@ -120,6 +128,7 @@ enum SessionCommand {
         let desktop = CastDesktop(options: o, sharing: sharing, environment: environment, log: log,
                                   onStop: { controller.requestStop() })
         desktopBox.value = desktop
+        (media as? CapturePipeline)?.onSharingKnown { desktop.sharingChanged($0) }
         media.onNeedsUser { sentence in controller.captureNeedsUser(sentence) }
         media.onFailure { reason in controller.mediaFailed(reason) }
         media.onSourceEnded { sentence in controller.sourceEnded(sentence) }

@@ -45,6 +45,16 @@ final class CastDesktop: @unchecked Sendable {
         update { $0.activityChanged(a) }
     }
 
+    /// What is shared became known (issue 31: the portal said which stream): the registry says it.
+    func sharingChanged(_ sharing: String) {
+        lock.withLock {
+            presence.sharing = sharing
+            guard entry.sharing != sharing else { return }
+            entry.sharing = sharing
+            saveEntry()
+        }
+    }
+
     func audioChanged(_ on: Bool) {
         update { $0.audioChanged(on) }
     }
@@ -94,6 +104,10 @@ extension MediaFactory {
         case .mutter:
             return o.output.map { "monitor \($0) (GNOME ScreenCast)" } ?? "the primary monitor (GNOME ScreenCast)"
         case .portal:
+            // A saved restore token says what it restores (issue 31); the portal's Start says it for sure later.
+            if let saved = try? tokenStore(environment: environment, source: o.source)?.loadSaved(), saved.stream != nil {
+                return "\(saved.restores), through the portal"
+            }
             return o.source == .window ? "the window chosen in the sharing dialog (portal)"
                 : "the screen chosen in the sharing dialog (portal)"
         }

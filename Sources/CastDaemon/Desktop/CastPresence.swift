@@ -19,7 +19,7 @@ public struct CastPresence: Sendable {
     }
 
     public let sessionId: String
-    public let sharing: String
+    public var sharing: String
     public let notify: Bool
     private(set) public var activity: SessionMachine.Activity = .starting
     private var everConnected = false

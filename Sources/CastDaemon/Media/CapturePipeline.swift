@@ -70,6 +70,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private var backlog: (@Sendable () -> Duration)? = nil              // guarded by `lock`
     private var failed: (@Sendable (String) -> Void)? = nil             // guarded by `lock`
     private var sourceEnded: (@Sendable (String) -> Void)? = nil        // guarded by `lock`
+    private var sharingKnown: (@Sendable (String) -> Void)? = nil       // guarded by `lock`
     private let fault: MediaFault?
     private var stats = Statistics()                                 // guarded by `lock`
     private var finished: DispatchSemaphore? = nil                   // owner only
@@ -98,6 +99,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     public func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { needsUser = handler } }
     public func onFailure(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { failed = handler } }
     public func onSourceEnded(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { sourceEnded = handler } }
+    /// What is shared became known (the portal's Start said which stream: "monitor 1280x720 at 0,0
+    /// through the portal"), in `castd status`'s words.
+    public func onSharingKnown(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { sharingKnown = handler } }
     public var lastFrameAt: Instant? { lock.withLock { stats.lastFrameAt } }
 
     /// The encode thread gave up (issue 17): the session decides (reopen, or end the cast).
@@ -194,16 +198,25 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             case .portal:
                 do {
                     if portal == nil {
+                        // Issue 31: a saved token says what it restores, before the portal is asked.
+                        if let saved = try? portalOptions.tokenStore?.loadSaved() {
+                            log.write(LogLine(.info, "portal_restore", [("restoring", saved.restores)]))
+                        }
                         let cast = try ScreenCastPortal.start(options: portalOptions)
+                        let stream = cast.grant.streams[0]
                         log.write(LogLine(.info, "portal_started", [
-                            ("streams", cast.grant.streams.count), ("node", cast.grant.streams[0].node),
+                            ("streams", cast.grant.streams.count), ("node", stream.node),
                             ("asked_for", "\(portalOptions.sourceType)"),
-                            ("sharing", PortalSourceType.name(cast.grant.streams[0].sourceType) ?? "unknown (the portal did not say)"),
+                            ("sharing", PortalSourceType.name(stream.sourceType) ?? "unknown (the portal did not say)"),
+                            ("portal_said", stream.reportedSourceType.map { "\(PortalSourceType.name($0) ?? "\($0)") (not what was asked for; taken as \(portalOptions.sourceType))" } ?? "as asked"),
+                            ("stream", stream.described), ("stream_id", stream.id ?? "none"),
+                            ("mapping_id", stream.mappingId ?? "none"),
                             ("cursor", "\(cast.grant.cursorMode)"),
                             ("restore_token", cast.grant.refusedRestoreToken ? "refused, asked again"
                                 : cast.grant.offeredRestoreToken ? "offered" : "none saved"),
                             ("token_saved", cast.grant.restoreToken != nil && portalOptions.tokenStore != nil)]))
                         portal = cast
+                        lock.withLock { sharingKnown }?("\(stream.described) through the portal")
                     }
                     let cast = portal!
                     let source = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.streams[0].node,
