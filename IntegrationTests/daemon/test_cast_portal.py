@@ -68,8 +68,11 @@ async def test_cast_through_the_portal_decodes_to_the_picture_and_reuses_the_res
         token_file = tmp_path / "castd" / "screencast-restore-token"
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
         assert stat.S_IMODE(os.stat(tmp_path / "castd").st_mode) == 0o700
-        first_token = token_file.read_text().strip()
+        # The file holds the token and what it restores (docs/capture-sources.md).
+        saved = dict(l.split("=", 1) for l in token_file.read_text().splitlines()[1:] if "=" in l)
+        first_token = saved["token"]
         assert first_token.startswith("standin-")
+        assert saved["source_type"] == "monitor" and saved["size"] == "640x480", saved
 
         again = await PortalCast.start(stack, tmp_path, screen)
         await again.answerer.wait_frames(5, timeout=60)
@@ -78,7 +81,9 @@ async def test_cast_through_the_portal_decodes_to_the_picture_and_reuses_the_res
         selects = [c["options"] for c in screen.calls() if c["call"] == "SelectSources"]
         assert [s.get("restore_token") for s in selects] == [None, first_token]
         assert all(s["persist_mode"] == 2 and s["types"] == 1 and s["cursor_mode"] == 4 for s in selects)
-        assert token_file.read_text().strip() not in ("", first_token)   # single use: a new one after every start
+        assert any("event=portal_restore" in l and "640x480" in l for l in again.log.splitlines()), again.log
+        # single use: a new one after every start
+        assert f"token={first_token}\n" not in token_file.read_text() and "token=standin-" in token_file.read_text()
         assert first_token not in log + again.log                           # never logged
     finally:
         screen.stop()
