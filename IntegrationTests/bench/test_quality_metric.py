@@ -120,3 +120,27 @@ def test_a_slide_stays_still_within_its_five_seconds():
     a, b = content.render(c, start, 0), content.render(c, start + 4_900_000, 0)
     below = (slice(200, 360), slice(0, 640))
     assert np.array_equal(a[below], b[below])
+
+
+@pytest.mark.parametrize("name", ["text", "video"])
+def test_the_painted_screen_is_exactly_what_render_redraws(name):
+    """A real Xvfb screen with the painter drawing the content: screenshots whose timecode
+    reads back equal content.render of that timecode, pixel for pixel."""
+    from Xlib import X, display as xdisplay
+
+    from benchkit.screen import BenchScreen
+    with BenchScreen(640, 360, "static", timecode=True, fps=30, content=name) as screen:
+        d = xdisplay.Display(screen.display)
+        root = d.screen().root
+        c = content.Content(name, 640, 360)
+        matched = 0
+        for _ in range(20):
+            raw = root.get_image(0, 0, 640, 360, X.ZPixmap, 0xFFFFFFFF).data
+            px = np.frombuffer(raw, np.uint32).reshape(360, 640) & 0xFFFFFF
+            got = timecode.read_luma(quality.luma709(px), 1.0)
+            if got is None:
+                continue           # caught between the content's copy and the timecode: skipped
+            assert np.array_equal(px, content.render(c, *got))
+            matched += 1
+        d.close()
+    assert matched >= 10
