@@ -144,3 +144,23 @@ def test_the_painted_screen_is_exactly_what_render_redraws(name):
             matched += 1
         d.close()
     assert matched >= 10
+
+
+def test_the_bench_compares_each_kept_frame_with_the_source_of_its_timecode():
+    """bench.measure_quality on frames as the receiver keeps them: an exact decode scores
+    SSIM 1 and the cap, a blurred one less, one showing another time's picture much less,
+    a half-size decode is compared with the reference scaled down; summary gives mean and p5."""
+    from benchkit import bench
+    c = content.Content("text", 640, 360)
+    v = 40_000_000
+    exact = quality.luma709(content.render(c, v, 1))
+    other = quality.luma709(content.render(c, v + 3_000_000, 1))   # 3 lines further down the page
+    half = quality.scale_to(exact, 320, 180)
+    rows = bench.measure_quality(c, [(10.0, v, 1, exact), (10.25, v, 1, blurred(exact, 1.0)),
+                                     (10.5, v, 1, other), (10.75, v, 1, half)], 9.0)["quality_per_frame"]
+    assert [r[0] for r in rows] == [1.0, 1.25, 1.5, 1.75]
+    assert rows[0][1:] == [1.0, 100.0]
+    assert 0.8 < rows[1][1] < 1.0 and rows[2][1] < rows[1][1] - 0.1 and rows[2][2] < rows[1][2] - 5
+    assert rows[3][1:] == [1.0, 100.0]
+    s = quality.summary([r[1] for r in rows], [r[2] for r in rows])
+    assert s["quality_frames"] == 4 and s["ssim_p5"] == pytest.approx(rows[2][1], abs=1e-4) and s["ssim_mean"] < 1.0

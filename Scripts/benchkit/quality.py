@@ -34,7 +34,7 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = float(np.mean(np.square(a.astype(np.float64) - b.astype(np.float64))))
     if mse == 0:
         return PSNR_CAP
-    return min(PSNR_CAP, 10 * np.log10(L * L / mse))
+    return float(min(PSNR_CAP, 10 * np.log10(L * L / mse)))
 
 
 def _gaussian() -> np.ndarray:
