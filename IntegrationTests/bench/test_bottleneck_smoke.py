@@ -31,7 +31,7 @@ def stats_at(i: int, *, lost: int = 0, freezes: int = 0, width: int = 1920) -> d
     return {"t": 100.0 + i, "framesDecoded": 30 * i, "bytesReceived": 250_000 * i, "packetsReceived": 200 * i,
             "packetsLost": lost, "freezeCount": freezes, "totalFreezesDuration": 0.5 * freezes,
             "frameWidth": width, "frameHeight": width * 9 // 16, "roundTripTimeMs": 40 + i, "nackCount": lost,
-            "pliCount": 0, "retransmittedPacketsReceived": lost}
+            "pliCount": 0, "retransmittedPacketsReceived": lost, "qpSum": 30 * i * 24 + (i >= 5) * 300}
 
 
 def test_timecode_round_trip_and_torn_code_rejected():
@@ -58,6 +58,8 @@ def test_summary_of_a_recorded_sample():
     assert s["gaps_over_1s"] and s["gaps_over_1s"][0] == pytest.approx(1.5, abs=0.05)
     assert s["resolution"] == "1920x1080" and s["readable_timecode_fraction"] == 1.0
     assert s["rtt_ms_median"] == 46
+    # QP 24 on every frame, and 300 more spread over the window's 270 frames
+    assert s["decoder_qp_mean"] == pytest.approx(24 + 300 / 270, abs=0.01)
 
 
 def test_settle_times_after_a_step_down_and_up():

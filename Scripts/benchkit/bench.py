@@ -19,6 +19,13 @@ same webrtcbin) and without (castd --audio off; the GStreamer sender video
 only), the receiver accepting audio and counting the audio packets and
 decoded audio it got. "audio_cost" is with − without per sender. Writes artifacts/bench/bench.json and PNG plots; prints the
 JSON summary.
+
+The quality rows (issue 32; --quality [--content text|slides|video|busy]..., or the
+quality-1080p-* scenarios by name): the painter draws content that is a pure function of
+the timecode it shows (content.py); the receiver keeps the decoded luma of one frame with a
+readable timecode per --quality-every seconds, and after the round each is compared with
+the source redrawn from its timecode (quality.py: SSIM and PSNR on BT.709 luma). Per sender:
+SSIM mean and 5th percentile, PSNR mean, beside fps and glass-to-glass.
 """
 from __future__ import annotations
 
@@ -32,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchkit import proctree, receiver, rss_map
+from benchkit import content as contents, proctree, quality, receiver, rss_map
 from benchkit.host import machine
 from benchkit.screen import BenchScreen
 from benchkit.stats import quantile, ratio
@@ -59,6 +66,8 @@ SCENARIOS = {
     "1080p-busy-audio": (1920, 1080, "busy"),
     "1080p-idle-audio": (1920, 1080, "static"),
 }
+# The quality rows (issue 32): deterministic content keyed on the timecode (content.py).
+QUALITY = {f"quality-1080p-{c}": (1920, 1080, c) for c in contents.CONTENTS}
 IDLE = {"1080p-idle", "1080p-idle-audio"}
 VP8 = {"1080p-busy-vp8"}
 AUDIO = {"1080p-busy-audio", "1080p-idle-audio"}
@@ -182,7 +191,8 @@ def _max_1s_bitrate(packets: list[tuple[float, int, int]]) -> float:
 
 
 async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmup: float, codec: str = "h264",
-                    rig: PipeWireAudioRig | None = None, audio: bool = False) -> dict:
+                    rig: PipeWireAudioRig | None = None, audio: bool = False,
+                    content: contents.Content | None = None, quality_every: float = 0.25) -> dict:
     home = Path(tempfile.mkdtemp(prefix="castd-bench-"))
     rx = Receiver(stack)
     s = await rx.create()
@@ -192,7 +202,8 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
     try:
         pid = await sender.start(s["pin"], sid)
         rss_waiting = proctree.rss_mib(pid)
-        answerer = receiver.TimecodeReceiver(rx.client, sid, screen.width, codec=codec if codec != "h264" else None)
+        answerer = receiver.TimecodeReceiver(rx.client, sid, screen.width, codec=codec if codec != "h264" else None,
+                                             keep_luma_every=quality_every if content else None)
         await answerer.start()
         for record in (receiver.PACKETS, receiver.AUDIO_PACKETS, receiver.FRAMES_OUT, receiver.DECODES):
             record.clear()
@@ -248,6 +259,8 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
                  "audio_bitrate_bps": int(sum(n for _, n in apk) * 8 / span),
                  "audio_decoded_s": round(sum(n for _, n, _ in adec) / 48_000, 2),
                  "audio_level_dbfs": round(quantile([l for _, _, l in adec], 0.5), 1) if adec else None}
+    if content is not None:
+        extra |= measure_quality(content, [q for q in answerer.rec.lumas if w0 <= q[0] <= w1], w0)
     return extra | {
         "sender": kind, "window_s": round(span, 2),
         "approval_to_first_frame_ms": round((t_first - t_approve) * 1000, 1),
@@ -264,6 +277,17 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "decoded_sizes": sizes, "castd_stats": stats, "codecs": answerer.codecs,
         "largest_frame_kb": round(largest[0] / 1000, 1), "largest_frame_packets": largest[1],
     }
+
+
+def measure_quality(content: contents.Content, lumas: list, w0: float) -> dict:
+    """Each kept decoded luma against the source redrawn from its timecode, scaled to the
+    decoded size when they differ: per frame (seconds into the window, SSIM, PSNR dB)."""
+    rows = []
+    for t, v, n, y in lumas:
+        h, w = y.shape
+        ref = quality.scale_to(quality.luma709(contents.render(content, v, n)), w, h)
+        rows.append([round(t - w0, 3), round(quality.ssim(y, ref), 5), round(quality.psnr(y, ref), 3)])
+    return {"quality_per_frame": rows}
 
 
 def summarize(rounds: list[dict]) -> dict:
@@ -297,7 +321,9 @@ def summarize(rounds: list[dict]) -> dict:
         "largest_frame_kb": max(r.get("largest_frame_kb", 0) for r in rounds),
         "largest_frame_packets": max(r.get("largest_frame_packets", 0) for r in rounds),
         "latency_breakdown_ms": _summarize_stages(rounds),
-    } | (_summarize_audio(rounds) if "audio_packets" in rounds[0] else {})
+    } | (_summarize_audio(rounds) if "audio_packets" in rounds[0] else {}) | (
+        quality.summary([q[1] for r in rounds for q in r["quality_per_frame"]],
+                        [q[2] for r in rounds for q in r["quality_per_frame"]]) if "quality_per_frame" in rounds[0] else {})
 
 
 def _summarize_stages(rounds: list[dict]) -> dict | None:
@@ -364,7 +390,8 @@ async def run(args) -> dict:
            "scenarios": []}
     try:
         for name in args.scenario:
-            w, h, bg = SCENARIOS[name]
+            w, h, bg = SCENARIOS.get(name) or QUALITY[name]
+            content = contents.Content(bg, w, h) if name in QUALITY else None
             # (sender, with audio) in round order; the audio row runs each sender with and without
             variants = [(k, a) for k in args.sender for a in ((True, False) if name in AUDIO else (False,))]
             rounds: dict[str, list[dict]] = {k + ("+audio" if a else ""): [] for k, a in variants}
@@ -375,7 +402,8 @@ async def run(args) -> dict:
                 write_tone(wav, 1000, 0.5, seconds=60)
                 player = asyncio.create_task(_keep_playing(rig, wav))
             try:
-                with BenchScreen(w, h, bg, timecode=name not in IDLE, fps=args.painter_fps) as screen:
+                with BenchScreen(w, h, "static" if content else bg, timecode=name not in IDLE, fps=args.painter_fps,
+                                 content=content.name if content else None) as screen:
                     for i in range(args.rounds):
                         order = variants if i % 2 == 0 else list(reversed(variants))
                         for kind, with_audio in order:
@@ -383,7 +411,8 @@ async def run(args) -> dict:
                             log(f"{name} round {i + 1}/{args.rounds}: {key}")
                             try:
                                 r = await run_round(stack, screen, kind, args.seconds, args.warmup,
-                                                    "vp8" if name in VP8 else "h264", rig, with_audio)
+                                                    "vp8" if name in VP8 else "h264", rig, with_audio,
+                                                    content, args.quality_every)
                             except Exception as e:  # a failed round is reported, the bench goes on
                                 log(f"{name} {key} round failed: {e}")
                                 r = {"sender": kind, "error": str(e)[:2000]}
@@ -395,6 +424,7 @@ async def run(args) -> dict:
                 if rig:
                     rig.stop()
             entry = {"scenario": name, "screen": f"{w}x{h}", "background": bg, "timecode": name not in IDLE,
+                     "content": bg if content else None,
                      "codec": "vp8" if name in VP8 else "h264"}
             if name in IDLE:
                 entry["note"] = ("a still screen without a timecode: no latency; frames are the sender's refreshes, "
@@ -408,7 +438,8 @@ async def run(args) -> dict:
                 # 5-s window, ring drops/skips, frames and bytes sent
                 entry["castd"]["counters"] = last
             if entry.get("castd") and entry.get("gstreamer"):
-                entry["castd_over_gstreamer"] = {k: ratio(entry["castd"][k], entry["gstreamer"][k]) for k in RATIO_KEYS}
+                keys = RATIO_KEYS + (("ssim_mean", "psnr_mean_db") if content else ())
+                entry["castd_over_gstreamer"] = {k: ratio(entry["castd"].get(k), entry["gstreamer"].get(k)) for k in keys}
             if name in AUDIO:
                 if entry.get("castd+audio") and entry.get("gstreamer+audio"):
                     entry["castd_over_gstreamer_with_audio"] = {
@@ -430,6 +461,7 @@ def brief(result: dict) -> dict:
             for r in rs:
                 r.pop("latencies_ms", None)
                 r.pop("stages_ms", None)
+                r.pop("quality_per_frame", None)
     return b
 
 
@@ -440,7 +472,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, help="rounds per sender and scenario (default 3; --quick 1)")
     ap.add_argument("--seconds", type=float, help="measured seconds per round (default 20; --quick 8)")
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds after the first frame before measuring")
-    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS),
+    ap.add_argument("--quality", action="store_true",
+                    help="the quality rows: SSIM/PSNR of decoded frames against their source (the scenarios of --content)")
+    ap.add_argument("--content", action="append", choices=list(contents.CONTENTS),
+                    help="with --quality, repeatable: which contents (default: all four)")
+    ap.add_argument("--quality-every", type=float, default=0.25,
+                    help="seconds between the decoded frames compared (each takes ~1 s of CPU after the round)")
+    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS) + list(QUALITY),
                     help="repeatable (default: all but the *-audio rows, which need PipeWire)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS), help="repeatable (default: both)")
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
@@ -452,6 +490,10 @@ def main() -> int:
     CASTD = args.castd
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.seconds = args.seconds or (8.0 if args.quick else 20.0)
+    if args.content and not args.quality:
+        ap.error("--content chooses the quality rows' content: add --quality")
+    if args.quality:
+        args.scenario = (args.scenario or []) + [f"quality-1080p-{c}" for c in (args.content or contents.CONTENTS)]
     args.scenario = args.scenario or DEFAULT_SCENARIOS
     args.sender = tuple(k for k in SENDERS if k in (args.sender or SENDERS))
     result = asyncio.run(run(args))

@@ -407,20 +407,20 @@ class Run:
 def table(result: dict) -> str:
     """The result as a Markdown table (the shape of docs/performance.md's tables)."""
     rows = ["| link | sender | fps mean (worst s) | resolution | freezes (s) | loss | delivered Mbit/s | RTT median "
-            "| glass-to-glass median (p95) | settle |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "| glass-to-glass median (p95) | decoder QP | settle |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in result["scenarios"]:
         for kind in SENDERS:
             s = e.get(kind)
             if not s:
                 continue
             if "error" in s:
-                rows.append(f"| {e['scenario']} | {kind} | error: {s['error'][:80]} |||||||||")
+                rows.append(f"| {e['scenario']} | {kind} | error: {s['error'][:80]} ||||||||||")
                 continue
             settle = ", ".join(f"{x['kind']} {x['settle_s']} s" for x in s.get("settle", [])) or "—"
             rows.append(f"| {e['scenario']} | {kind} | {s['fps_mean']} ({s['fps_worst_second']}) | {s['resolution']} "
                         f"| {s['freezes']} ({s['freezes_s']}) | {s['loss_percent']} % | {s['delivered_mbps']} "
                         f"| {s['rtt_ms_median']} ms | {s['glass_to_glass_ms_median']} ({s['glass_to_glass_ms_p95']}) ms "
-                        f"| {settle} |")
+                        f"| {s.get('decoder_qp_mean') or '—'} | {settle} |")
     return "\n".join(rows)
 
 

@@ -164,6 +164,8 @@ def summarize(frames: list, stats: list[dict], link: list[dict], steps: list, t0
         "decoded_fps": round(dec / dt_stats, 2) if dec is not None and dt_stats > 0 else None,
         "resolutions": sizes,
         "resolution": max(sizes, key=sizes.get) if sizes else None,
+        # the decoder's mean QP over the window (getStats qpSum / framesDecoded; issue 32)
+        "decoder_qp_mean": round(_delta(a, b, "qpSum") / dec, 2) if dec and _delta(a, b, "qpSum") is not None else None,
         "freezes": _delta(a, b, "freezeCount"),
         "freezes_s": round(_delta(a, b, "totalFreezesDuration"), 2) if _delta(a, b, "totalFreezesDuration") is not None else None,
         "gaps_over_1s": gaps_over(times, t0, t1, FREEZE_GAP_S),

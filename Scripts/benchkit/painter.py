@@ -13,6 +13,10 @@ costs little. text: a page of black monospaced text on white (DejaVu Sans Mono
 noise-like field. --timecode draws the current CLOCK_MONOTONIC time every frame
 (see timecode.py). Prints "painter: drawing on WxH" once ready; stops on
 SIGTERM.
+
+--content text|slides|video|busy (the quality bench, issue 32; content.py) draws instead
+content that is a pure function of the timecode it shows (implies --timecode), so the
+bench can redraw the exact source of any decoded frame.
 """
 from __future__ import annotations
 
@@ -69,7 +73,7 @@ def text_page(width: int, height: int) -> np.ndarray:
 
 
 class Painter:
-    def __init__(self, name: str | None, background: str, with_timecode: bool):
+    def __init__(self, name: str | None, background: str, with_timecode: bool, content: str | None = None):
         self.d = xdisplay.Display(name)
         self.screen = self.d.screen()
         self.root = self.screen.root
@@ -81,7 +85,12 @@ class Painter:
         self.white = self.root.create_gc(foreground=0xFFFFFF)
         self.field = None
         self.page = 0
-        if background in ("busy", "still"):
+        self.content = None
+        if content:
+            from benchkit.content import Content
+            self.content = Content(content, self.width, self.height)
+            self.pixmaps = [self._upload(src) for src in self.content.sources]
+        elif background in ("busy", "still"):
             self.field = self._upload(busy_field(self.width, self.height))
         elif background == "text":
             pixels = text_page(self.width, self.height)
@@ -111,6 +120,9 @@ class Painter:
         self.d.sync()
 
     def frame(self, n: int, fps: float = 30) -> None:
+        if self.content is not None:
+            self._content_frame(n)
+            return
         if self.background == "text":
             dy = round(n * TEXT_SPEED / fps) % self.page
             self.root.copy_area(self.gc, self.field, 0, dy, self.width, self.height, 0, 0)
@@ -118,11 +130,20 @@ class Painter:
             dx, dy = (n * 9) % MARGIN, (n * 5) % MARGIN
             self.root.copy_area(self.gc, self.field, dx, dy, self.width, self.height, 0, 0)
         if self.with_timecode:
-            bits = timecode.encode(timecode.now_us(), n)
-            ones = [(x, y, s, s) for (x, y, s), b in zip(timecode.cells(), bits) if b]
-            zeros = [(x, y, s, s) for (x, y, s), b in zip(timecode.cells(), bits) if not b]
+            ones, zeros = timecode.rects(timecode.now_us(), n)
             self.root.poly_fill_rectangle(self.white, ones)
             self.root.poly_fill_rectangle(self.black, zeros)
+        self.d.sync()
+
+    def _content_frame(self, n: int) -> None:
+        """The content's copies for the time now, then the timecode of that same time (content.render
+        makes the same picture from the timecode)."""
+        v = timecode.now_us() % timecode.WRAP
+        for c in self.content.plan(v):
+            self.root.copy_area(self.gc, self.pixmaps[c.src], c.sx, c.sy, c.w, c.h, c.dx, c.dy)
+        ones, zeros = timecode.rects(v, n)
+        self.root.poly_fill_rectangle(self.white, ones)
+        self.root.poly_fill_rectangle(self.black, zeros)
         self.d.sync()
 
 
@@ -131,14 +152,16 @@ def main() -> int:
     ap.add_argument("--display")
     ap.add_argument("--background", choices=["static", "still", "busy", "text"], default="static")
     ap.add_argument("--timecode", action="store_true")
+    ap.add_argument("--content", choices=["text", "slides", "video", "busy"],
+                    help="deterministic content keyed on the timecode (the quality bench)")
     ap.add_argument("--fps", type=float, default=60)
     args = ap.parse_args()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    p = Painter(args.display, args.background, args.timecode)
+    p = Painter(args.display, args.background, args.timecode, args.content)
     p.frame(0)
     print(f"painter: drawing on {p.width}x{p.height}", flush=True)
-    animate = args.timecode or args.background in ("busy", "text")
+    animate = args.timecode or args.content or args.background in ("busy", "text")
     start, n = time.monotonic(), 0
     while not stop:
         n += 1

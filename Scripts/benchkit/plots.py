@@ -1,5 +1,6 @@
 """PNG plots of a Scripts/bench result: glass-to-glass latency per sender
-(box plots per scenario), and CPU / peak memory / bitrate bars."""
+(box plots per scenario), and CPU / peak memory / bitrate bars; for the quality rows,
+SSIM and PSNR over time (quality-<scenario>.png)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -65,4 +66,29 @@ def draw(result: dict, outdir: Path) -> list[str]:
     fig.savefig(f, dpi=100)
     plt.close(fig)
     files.append(str(f))
+    files += [_quality_over_time(s, outdir) for s in scen if s.get("content")]
     return files
+
+
+def _quality_over_time(scenario: dict, outdir: Path) -> str:
+    """The quality rows: SSIM and PSNR of each compared frame over the measured window, per
+    sender and round (slides: a still page should sharpen between the changes)."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    for kind in SENDERS:
+        for r in scenario["rounds"].get(kind, []):
+            rows = r.get("quality_per_frame") or []
+            t = [q[0] for q in rows]
+            top.plot(t, [q[1] for q in rows], ".-", color=COLOURS[kind], label=f"{kind} round {r.get('round')}")
+            bottom.plot(t, [q[2] for q in rows], ".-", color=COLOURS[kind])
+    top.set_ylabel("SSIM (luma)")
+    bottom.set_ylabel("PSNR-Y, dB")
+    bottom.set_xlabel("seconds into the measured window")
+    top.set_title(f"Quality over time: {scenario['scenario']}")
+    top.legend()
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    f = outdir / f"quality-{scenario['scenario']}.png"
+    fig.savefig(f, dpi=100)
+    plt.close(fig)
+    return str(f)

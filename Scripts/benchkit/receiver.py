@@ -129,16 +129,22 @@ class Recording:
     samples: list[Sample] = field(default_factory=list)
     # (time.monotonic(), samples per channel, RMS dBFS of channel 0) of every decoded audio frame
     audio: list[tuple[float, int, float]] = field(default_factory=list)
+    # the quality bench: (time.monotonic(), timecode value, painter frame, decoded luma h × w) of
+    # decoded frames with a readable timecode, at most one per `keep_luma_every` seconds
+    lumas: list[tuple[float, int, int, np.ndarray]] = field(default_factory=list)
 
 
 class TimecodeReceiver(ReceiverAnswerer):
     """Answers like the tests' receiver; for each decoded frame reads the timecode
     from the luma plane (no RGB conversion: cheap enough for 1080p30 in Python)."""
 
-    def __init__(self, client, session_id: str, screen_width: int, codec: str | None = None):
+    def __init__(self, client, session_id: str, screen_width: int, codec: str | None = None,
+                 keep_luma_every: float | None = None):
         super().__init__(client, session_id, keep_frames=1, codec=codec)
         self.screen_width = screen_width
         self.rec = Recording()
+        self.keep_luma_every = keep_luma_every   # seconds; None: keep no pictures
+        self._kept_at = 0.0
 
     async def _consume(self, track, nid: str) -> None:
         try:
@@ -153,6 +159,9 @@ class TimecodeReceiver(ReceiverAnswerer):
                     if got:
                         us = timecode.unwrap(got[0], int(now * 1e6))
                         drawn, n = us / 1e6, got[1]
+                        if self.keep_luma_every is not None and now - self._kept_at >= self.keep_luma_every:
+                            self._kept_at = now   # compared after the round (quality.py): too slow here
+                            self.rec.lumas.append((now, got[0], got[1], y[:frame.height, :frame.width].copy()))
                 self.rec.samples.append(Sample(now, drawn, n, frame.width, frame.height, frame.pts,
                                                time.monotonic()))
                 self.recent_frames[:] = [frame]

@@ -1,4 +1,5 @@
-"""An Xvfb screen with the bench painter on it (static or busy background, optional timecode)."""
+"""An Xvfb screen with the bench painter on it (static or busy background, optional timecode;
+or a quality content, content.py)."""
 from __future__ import annotations
 
 import os
@@ -11,8 +12,9 @@ from castkit.xscreen import free_display
 
 
 class BenchScreen:
-    def __init__(self, width: int, height: int, background: str, timecode: bool = False, fps: float = 60):
-        self.width, self.height = width, height
+    def __init__(self, width: int, height: int, background: str, timecode: bool = False, fps: float = 60,
+                 content: str | None = None):
+        self.width, self.height, self.content = width, height, content
         self.background, self.timecode, self.fps = background, timecode, fps
         self.number = free_display()
         self.display = f":{self.number}"
@@ -31,7 +33,8 @@ class BenchScreen:
             self.stop()
             raise RuntimeError("Xvfb did not start")
         args = [sys.executable, str(Path(__file__).with_name("painter.py")), "--display", self.display,
-                "--background", self.background, "--fps", str(self.fps)] + (["--timecode"] if self.timecode else [])
+                "--background", self.background, "--fps", str(self.fps)] + (["--timecode"] if self.timecode else []) \
+            + (["--content", self.content] if self.content else [])
         self.painter = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.procs.append(self.painter)
         line = self.painter.stdout.readline()

@@ -46,6 +46,14 @@ def cells(scale: float = 1.0) -> list[tuple[int, int, int]]:
     return [(int(col * c), int(row * c), max(1, int(c))) for row in range(ROWS) for col in range(COLS)]
 
 
+def rects(t_us: int, frame: int) -> tuple[list, list]:
+    """(white, black) cell rectangles (x, y, w, h) on the screen for time `t_us`, frame `frame`."""
+    bits = encode(t_us, frame)
+    ones = [(x, y, s, s) for (x, y, s), b in zip(cells(), bits) if b]
+    zeros = [(x, y, s, s) for (x, y, s), b in zip(cells(), bits) if not b]
+    return ones, zeros
+
+
 def read_luma(y_plane: np.ndarray, scale: float) -> tuple[int, int] | None:
     """(32-bit time value, frame counter) from a luma plane (h × stride, uint8),
     or None when the check byte does not match."""

@@ -383,6 +383,7 @@ async function pollStats() {
       framesReceived: inbound.framesReceived ?? 0,
       framesDropped: inbound.framesDropped ?? 0,
       keyFramesDecoded: inbound.keyFramesDecoded ?? 0,
+      qpSum: inbound.qpSum ?? null,      // the decoder's QP summed over framesDecoded (issue 32)
       packetsReceived: inbound.packetsReceived ?? 0,
       packetsLost: inbound.packetsLost ?? 0,
       bytesReceived: inbound.bytesReceived ?? 0,
