@@ -169,21 +169,27 @@ class MutterRig:
             self.spawn("mutter", ["mutter", "--headless", "--virtual-monitor", f"{self.width}x{self.height}",
                                   "--wayland", "--no-x11"])
             self.wait_for("mutter's ScreenCast service", lambda: self.bus_has("org.gnome.Mutter.ScreenCast"), 30)
-            self.pattern = self.spawn("pattern", ["/usr/bin/python3", f"{self.runtime_dir}/wayland_pattern.py"]
-                                      + ([] if animate else ["--static"]), stdout=subprocess.PIPE)
-            line = self.pattern.stdout.readline()
-            if b"drawing on wayland" not in line:
-                raise RuntimeError(f"the pattern client did not start: {self.tail('pattern')}")
+            self.start_pattern(animate)
             if self.portal:
-                self.spawn("portal-gnome", [PORTAL_GNOME])
-                self.wait_for("xdg-desktop-portal-gnome",
-                              lambda: self.bus_has("org.freedesktop.impl.portal.desktop.gnome"), 20)
-                self.spawn("portal", [PORTAL])
-                self.wait_for("xdg-desktop-portal", lambda: self.bus_has("org.freedesktop.portal.Desktop"), 20)
+                self.start_portal("portal-gnome", PORTAL_GNOME, "org.freedesktop.impl.portal.desktop.gnome")
         except BaseException:
             self.stop()
             raise
         return self
+
+    def start_pattern(self, animate: bool) -> None:
+        """The test picture, fullscreen on the compositor; returns once it draws."""
+        self.pattern = self.spawn("pattern", ["/usr/bin/python3", f"{self.runtime_dir}/wayland_pattern.py"]
+                                  + ([] if animate else ["--static"]), stdout=subprocess.PIPE)
+        if b"drawing on wayland" not in self.pattern.stdout.readline():
+            raise RuntimeError(f"the pattern client did not start: {self.tail('pattern')}")
+
+    def start_portal(self, name: str, backend: str, bus_name: str) -> None:
+        """A portal backend (its own bus name), then the xdg-desktop-portal frontend that uses it."""
+        self.spawn(name, [backend])
+        self.wait_for(os.path.basename(backend), lambda: self.bus_has(bus_name), 30)
+        self.spawn("portal", [PORTAL])
+        self.wait_for("xdg-desktop-portal", lambda: self.bus_has("org.freedesktop.portal.Desktop"), 20)
 
     def click(self, points: list[tuple[float, float]]) -> None:
         """Left-clicks at each (x, y) of the monitor through org.gnome.Mutter.RemoteDesktop."""
