@@ -9,6 +9,7 @@ import Testing
 ///   CreateSession → (0, {session_handle: <'/org/freedesktop/portal/desktop/session/1_17/s1'>})
 ///   SelectSources → (0, {})
 ///   Start, restore data granted → (0, {streams: [(36, {size: (1280, 720), source_type: 1})], restore_token: <the offered one>})
+///   Start, a window's restore data granted (types 2) → (0, {streams: [(36, {source_type: 2})], restore_token: ...}): no size
 ///   Start, the QML dialog cannot load (a QML module missing) → (1, {}) at once, no dialog ever shown
 ///   Start, the dialog shown and nobody there → no Response at all
 struct ScreenCastPortalKDETests {
@@ -37,6 +38,23 @@ struct ScreenCastPortalKDETests {
         #expect(m.handle(.remoteOpened) == .finished(PortalGrant(sessionHandle: session, streams: [stream], restoreToken: token,
                                                                  cursorMode: .metadata, offeredRestoreToken: true)))
         #expect(PortalSourceType.name(stream.sourceType) == "monitor")
+    }
+
+    /// A restored KDE window grant: the stream carries its source type only, no size (castd learns the size from the
+    /// PipeWire format), and the grant still finishes.
+    @Test func aRestoredKDEWindowGrantHasNoSizeAndStillFinishes() {
+        let token = "31111111-2222-4333-8444-555555555555"
+        var m = ScreenCastPortalMachine(sender: ":1.17", availableCursorModes: 7, restoreToken: token, tokenPrefix: "t",
+                                        sourceTypes: PortalSourceType.window.rawValue)
+        _ = m.begin()
+        _ = m.handle(.response(path: base + "t_1", code: 0, sessionHandle: session, streams: [], restoreToken: nil))
+        _ = m.handle(.response(path: base + "t_3", code: 0, sessionHandle: nil, streams: [], restoreToken: nil))
+        let stream = PortalStream(node: 36, sourceType: 2)
+        #expect(m.handle(.response(path: base + "t_4", code: 0, sessionHandle: nil, streams: [stream], restoreToken: token))
+                == .call(.openPipeWireRemote(session: session), expect: nil))
+        guard case .finished(let grant)? = m.handle(.remoteOpened) else { Issue.record("expected a grant"); return }
+        #expect(grant.streams == [stream] && grant.streams[0].width == nil && grant.restoreToken == token)
+        #expect(PortalSourceType.name(grant.streams[0].sourceType) == "window")
     }
 
     /// KDE's portal answers 1 ("cancelled") when its dialog fails to load, e.g. without plasma-workspace's QML
