@@ -134,7 +134,9 @@ SCENARIOS = [
     ("media: encoder fails once", True, encoder_fails_once, (), {}),
     ("media: encoder never starts", True, encoder_fails_always, (), {}),
     ("media: capture stalls", True, capture_stalls, (), {}),
-    ("watchdog: stuck castd killed", True, watchdog_stuck, (), {}),
+    # Full set only: CI's quick row of the watchdog is systemd/test_notify.py (fed while casting,
+    # starved when stuck); this row adds the kill by a listener playing systemd.
+    ("watchdog: stuck castd killed", False, watchdog_stuck, (), {}),
     ("authorization expiry at the cap", False, authorization_cap, (), {}),
     ("TLS: self-signed endpoint refused", True, tls_refused, (), {}),
     ("consent freshness", False, consent_freshness, (), {}),
