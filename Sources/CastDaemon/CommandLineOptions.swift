@@ -266,32 +266,12 @@ public enum CommandLineParser {
             while let a = rest.popFirst() {
                 switch a {
                 case "--session": sessionId = try value(a, &rest)
-                case "--capture":
-                    let v = try value(a, &rest)
-                    guard let c = SessionOptions.Capture(rawValue: v) else {
-                        throw CastError(.badArgument, "--capture takes auto, x11, portal or mutter (got \(v))")
-                    }
-                    o.capture = c
-                case "--encoder":
-                    let v = try value(a, &rest)
-                    guard let e = SessionOptions.Encoder(rawValue: v) else {
-                        throw CastError(.badArgument, "--encoder takes auto, vaapi or x264 (got \(v))")
-                    }
-                    o.encoder = e
-                case "--audio":
-                    let v = try value(a, &rest)
-                    guard let au = SessionOptions.Audio(rawValue: v) else {
-                        throw CastError(.badArgument, "--audio takes auto or off (got \(v))")
-                    }
-                    o.audio = au
+                case "--capture": o.capture = try choice(a, &rest)
+                case "--encoder": o.encoder = try choice(a, &rest)
+                case "--audio": o.audio = try choice(a, &rest)
                 case "--display": o.display = try value(a, &rest)
                 case "--output": o.output = try value(a, &rest)
-                case "--source":
-                    let v = try value(a, &rest)
-                    guard let src = SessionOptions.Source(rawValue: v) else {
-                        throw CastError(.badArgument, "--source takes monitor or window (got \(v))")
-                    }
-                    o.source = src
+                case "--source": o.source = try choice(a, &rest)
                 case "--window":
                     let v = try value(a, &rest)
                     guard !v.trimmingWhitespace().isEmpty else {
@@ -351,12 +331,7 @@ public enum CommandLineParser {
             guard !v.isEmpty else { throw CastError(.badArgument, "--dev-trust-certificate takes the path of a PEM file") }
             c.devTrustCertificate = v
         case "--json": c.json = true
-        case "--log-level":
-            let v = try value(a, &rest)
-            guard let l = LogLine.Level(rawValue: v) else {
-                throw CastError(.badArgument, "--log-level takes debug, info, notice, warning or error (got \(v))")
-            }
-            c.logLevel = l
+        case "--log-level": c.logLevel = try choice(a, &rest)
         default: return false
         }
         return true
@@ -369,6 +344,17 @@ public enum CommandLineParser {
             throw CastError(.badArgument, "\(flag) takes \(key.allowedDescription) (got `\(LogLine.quote(v))`)")
         }
         return u
+    }
+
+    /// One of an option's fixed choices (`--capture auto|x11|portal|mutter`), or a sentence naming
+    /// them in their declared order ("--capture takes auto, x11, portal or mutter (got v)").
+    static func choice<T: RawRepresentable & CaseIterable>(_ flag: String, _ rest: inout ArraySlice<String>) throws -> T
+    where T.RawValue == String {
+        let v = try value(flag, &rest)
+        guard let c = T(rawValue: v) else {
+            throw CastError(.badArgument, "\(flag) takes \(ConfigKey.list(T.allCases.map(\.rawValue))) (got \(v))")
+        }
+        return c
     }
 
     static func value(_ flag: String, _ rest: inout ArraySlice<String>) throws -> String {
