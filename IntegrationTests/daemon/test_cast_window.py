@@ -72,6 +72,11 @@ async def test_one_window_cast_follows_the_window_and_ends_when_it_closes(stack,
             await until_colour(viewer, 320, 180, MAGENTA)
             await assert_whole_window(viewer)   # the covered quarter too
             assert daemon.log_has("backend=xcomposite") and daemon.log_has("sharing=\"window 'Slides — Impress'")
+            # castd status names the window the capture opened (title and id), not the query.
+            rc, out, err = await run_castd(env, "status", "--json")
+            assert rc == 0, err
+            assert [c["sharing"] for c in json.loads(out)["casts"]] == \
+                [f"window 'Slides — Impress' {hex(slides)} of screen {screen.display}"], out
 
             # Covered completely by Mail, then moved half off the screen: still whole.
             windows.move("Mail", 50, 50)

@@ -102,7 +102,11 @@ enum MediaFactory {
             log.write(LogLine(.warning, "test_fault_active", [("fault", fault.rawValue),
                                                              ("note", "\(MediaFault.environmentKey) is for tests only")]))
         }
-        return CapturePipeline(options: o, log: log, backend: backend,
+        // The X display resolved once, as the preflight resolved it: X11 opens the same one either
+        // way, and what the pipeline reports names it (`castd status`, the capture log).
+        var resolved = o
+        resolved.display = o.display ?? environment["DISPLAY"].flatMap { $0.isEmpty ? nil : $0 }
+        return CapturePipeline(options: resolved, log: log, backend: backend,
                                portal: portal, mutter: mutter, fault: fault)
     }
 }

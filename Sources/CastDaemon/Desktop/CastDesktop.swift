@@ -1,4 +1,3 @@
-import CastCapture
 import CastCore
 #if canImport(Glibc)
 import Glibc
@@ -95,11 +94,8 @@ extension MediaFactory {
         switch backend {
         case .x11:
             let display = o.display ?? environment["DISPLAY"] ?? ":0"
-            if o.source == .window, let query = o.window {
-                // The window preflight found (title and id), as the capture log names it.
-                if let w = try? X11Windows.find(query, display: display) { return "window '\(w.title)' \(w.hexID) of screen \(display)" }
-                return "window '\(query)' of screen \(display)"
-            }
+            // Until the capture opens the window and reports its title and id (onSharingKnown).
+            if o.source == .window, let query = o.window { return "window '\(query)' of screen \(display)" }
             return o.output.map { "output \($0) of screen \(display) (XShm)" } ?? "screen \(display) (XShm)"
         case .mutter:
             return o.output.map { "monitor \($0) (GNOME ScreenCast)" } ?? "the primary monitor (GNOME ScreenCast)"

@@ -180,6 +180,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                     openFailed(error)
                     continue
                 }
+                // The window actually opened (its title and id), for `castd status` and the notification,
+                // as the portal's stream is reported below.
+                lock.withLock { sharingKnown }?("window '\(source.window.title)' \(source.window.hexID) of screen \(options.display ?? "$DISPLAY")")
                 if runGeneration(source, backend: "xcomposite", caps: caps,
                                  sharing: "window '\(source.window.title)' \(source.window.hexID)") == .sourceEnded {
                     endedForGood(nil)
