@@ -44,6 +44,7 @@ from faultkit.hostile import hostile_rows, tls_refused, wrong_fingerprint
 from faultkit.loss import chromium_loss, loss_scenario
 from faultkit.media import capture_stalls, encoder_fails_always, encoder_fails_once, watchdog_stuck
 from faultkit.soak import soak
+from faultkit.meeting import meeting
 from faultkit.world import C_VETH, CAP_STACK, LOSSY, R_VETH, TOKEN_STACK, Result, World, sh
 
 
@@ -148,6 +149,8 @@ SCENARIOS = [
     ("P0429 storm", False, p0429_storm, (), {}),
     ("60 s access tokens", False, short_tokens, (), {}),
     ("soak", False, soak, (), {}),
+    # A person's whole meeting (issue 32): two hours by default, full set only.
+    ("meeting", False, meeting, (), {}),
     *BOTTLENECK_ROWS,
 ]
 
@@ -236,6 +239,8 @@ def main() -> int:
     p.add_argument("--out", default=str(REPO / "artifacts" / "faults"), help="results.json and logs (default artifacts/faults)")
     p.add_argument("--seed", type=int, default=1, help="the router's random seed")
     p.add_argument("--soak-minutes", type=float, default=30, help="length of the soak (full set; default 30)")
+    p.add_argument("--meeting-minutes", type=float, default=120,
+                   help="length of the meeting row, a multiple of 10 (full set; default 120)")
     p.add_argument("--token-minutes", type=float, default=10, help="length of the 60 s token cast (full set; default 10)")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     argv = sys.argv[1:]
