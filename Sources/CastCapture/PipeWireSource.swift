@@ -143,9 +143,8 @@ final class PipeWireInputStream: @unchecked Sendable {
     private let options: PipeWireSource.Options
     private let clock: any MonotonicClock
     private var connection: PipeWireConnection! = nil
-    private var stream: OpaquePointer? = nil
-    private let hook: UnsafeMutablePointer<spa_hook>
-    private let events: UnsafeMutablePointer<pw_stream_events>
+    private var pw = PipeWireStream()
+    private var stream: OpaquePointer? { pw.pointer }
     /// The registry, watched for the target node's removal (the end of a cast).
     private var registry: OpaquePointer? = nil
     private let registryHook: UnsafeMutablePointer<spa_hook>
@@ -157,8 +156,6 @@ final class PipeWireInputStream: @unchecked Sendable {
     init(options: PipeWireSource.Options, clock: any MonotonicClock) throws {
         self.options = options
         self.clock = clock
-        hook = .cell(spa_hook())
-        events = .cell(pw_stream_events())
         registryHook = .cell(spa_hook())
         registryEvents = .cell(pw_registry_events())
         assembler.cursorEnabled = options.cursor
@@ -167,24 +164,23 @@ final class PipeWireInputStream: @unchecked Sendable {
     }
 
     private func connect() throws {
-        let props = pw_properties_new_string(
-            "media.type=Video media.category=Capture media.role=Screen node.name=castd-capture app.name=castd")
-        guard let s = pw_stream_new(connection.core, "castd-capture", props) else {
+        let created = pw.create(core: connection.core, name: "castd-capture",
+                                properties: "media.type=Video media.category=Capture media.role=Screen node.name=castd-capture app.name=castd",
+                                userData: Unmanaged.passUnretained(self).toOpaque()) { events in
+            events.state_changed = { data, _, new, error in
+                Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue()
+                    .stateChanged(new, error: error.map { String(cString: $0) })
+            }
+            events.param_changed = { data, id, param in
+                Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().paramChanged(id, param)
+            }
+            events.process = { data in
+                Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().process()
+            }
+        }
+        guard created != nil else {
             throw CastError.posix(.capture) { "PipeWire: cannot create a stream (\($0))" }
         }
-        stream = s
-        events.pointee.version = UInt32(PW_VERSION_STREAM_EVENTS)
-        events.pointee.state_changed = { data, _, new, error in
-            Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue()
-                .stateChanged(new, error: error.map { String(cString: $0) })
-        }
-        events.pointee.param_changed = { data, id, param in
-            Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().paramChanged(id, param)
-        }
-        events.pointee.process = { data in
-            Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().process()
-        }
-        pw_stream_add_listener(s, hook, events, Unmanaged.passUnretained(self).toOpaque())
         if options.node != nil, let r = castd_pw_core_get_registry(connection.core) {
             registry = r
             registryEvents.pointee.version = castd_pw_version_registry_events()
@@ -206,9 +202,7 @@ final class PipeWireInputStream: @unchecked Sendable {
             }
         }
         let flags = pw_stream_flags(PW_STREAM_FLAG_AUTOCONNECT.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
-        let r = params.withPods { pods, count in
-            pw_stream_connect(s, SPA_DIRECTION_INPUT, options.node ?? UInt32.max, flags, pods, count)
-        }
+        let r = pw.connect(SPA_DIRECTION_INPUT, target: options.node ?? UInt32.max, flags: flags, params: params)
         guard r >= 0 else {
             throw CastError.posix(.capture, errno: -r) { "PipeWire: cannot connect the capture stream to node \(options.node.map(String.init) ?? "any") (\($0))" }
         }
@@ -285,8 +279,7 @@ final class PipeWireInputStream: @unchecked Sendable {
     func close() {
         guard let connection else { return }
         connection.shutDown {
-            if let stream { destroyStream(stream, hook: hook) }
-            stream = nil
+            pw.destroy()
             if let registry {
                 spa_hook_remove(registryHook)
                 castd_pw_registry_destroy(registry)
@@ -294,8 +287,7 @@ final class PipeWireInputStream: @unchecked Sendable {
             registry = nil
         }
         self.connection = nil
-        hook.deallocate()
-        events.deallocate()
+        pw.deallocate()
         registryHook.deallocate()
         registryEvents.deallocate()
         damageScratch.deallocate()
