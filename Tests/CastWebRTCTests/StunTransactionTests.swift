@@ -57,6 +57,12 @@ import Testing
         #expect(r.transmissions == 1)
     }
 
+    @Test func oneSendWithoutLastWaitGivesUpAfterOneRTO() {
+        let r = Self.run(StunRetransmission(initialRTO: .milliseconds(500), maxTransmissions: 1))
+        #expect(r.sends == [Self.t0])
+        #expect(r.timedOut == Self.at(500))
+    }
+
     @Test func earlyOrRepeatedTimeoutsChangeNothing() {
         var t = StunTransaction(id: Self.tid(1), request: [9], schedule:
             StunRetransmission(initialRTO: .milliseconds(100), maxTransmissions: 3), now: Self.t0)

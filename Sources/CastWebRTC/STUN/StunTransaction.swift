@@ -117,7 +117,10 @@ public struct StunTransactions<Context: Sendable>: Sendable {
     /// The earliest deadline of any transaction; nil when none is pending.
     public var nextDeadline: Instant? {
         var d: Instant? = nil
-        for e in pending.values where d == nil || e.transaction.deadline < d! { d = e.transaction.deadline }
+        for e in pending.values {
+            if let x = d, x <= e.transaction.deadline { continue }
+            d = e.transaction.deadline
+        }
         return d
     }
 

@@ -180,9 +180,10 @@ public struct TURNClient: Sendable, SansIO {
         let request = build(kind, tid: tid)
         let stream = server.transport.isStream
         let max = kind == .refresh(lifetime: 0) ? min(timing.closeTransmissions, timing.maxTransmissions) : timing.maxTransmissions
+        // Rm·RTO follows a retransmission; a request sent only once waits one RTO, as before.
         let schedule = stream ? .reliable(timeout: timing.reliableTimeout)
             : StunRetransmission(initialRTO: timing.initialRTO, maxTransmissions: max,
-                                 lastWait: timing.initialRTO * timing.lastWaitMultiplier)
+                                 lastWait: max > 1 ? timing.initialRTO * timing.lastWaitMultiplier : nil)
         transactions.start(tid, request: request, context: Transaction(kind: kind, authRetried: authRetried, staleRetries: staleRetries),
                            schedule: schedule, now: now)
         emit(.transmit(request))
