@@ -84,9 +84,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
     private var connection: PipeWireConnection! = nil
     private var pw = PipeWireStream()
     private var stream: OpaquePointer? { pw.pointer }
-    private var registry: OpaquePointer? = nil
-    private let registryHook: UnsafeMutablePointer<spa_hook>
-    private let registryEvents: UnsafeMutablePointer<pw_registry_events>
+    private var registry = PipeWireRegistry()
     private let coreHook: UnsafeMutablePointer<spa_hook>
     private let coreEvents: UnsafeMutablePointer<pw_core_events>
     private var syncSeq: Int32 = 0
@@ -105,8 +103,6 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         let capacity = Int(options.bufferDuration.totalNanoseconds * Int64(Self.sampleRate) / 1_000_000_000)
         shared = Mutex(Shared(ring: AudioRing(channels: options.channels, sampleRate: Self.sampleRate,
                                               capacity: max(960, capacity))))
-        registryHook = .cell(spa_hook())
-        registryEvents = .cell(pw_registry_events())
         coreHook = .cell(spa_hook())
         coreEvents = .cell(pw_core_events())
         do {
@@ -201,17 +197,14 @@ public final class PipeWireAudioSource: @unchecked Sendable {
             throw CastError.posix(.capture) { "PipeWire: cannot create the audio stream (\($0))" }
         }
 
-        if let r = castd_pw_core_get_registry(connection.core) {
-            registry = r
-            registryEvents.pointee.version = castd_pw_version_registry_events()
-            registryEvents.pointee.global = { data, id, _, type, _, props in
+        registry.listen(core: connection.core, userData: me) { events in
+            events.global = { data, id, _, type, _, props in
                 guard let type else { return }
                 PipeWireAudioSource.borrow(data) { $0.global(id: id, type: String(cString: type), props: props) }
             }
-            registryEvents.pointee.global_remove = { data, id in
+            events.global_remove = { data, id in
                 PipeWireAudioSource.borrow(data) { $0.globalRemoved(id: id) }
             }
-            _ = castd_pw_registry_add_listener(r, registryHook, registryEvents, me)
         }
         coreEvents.pointee.version = UInt32(PW_VERSION_CORE_EVENTS)
         coreEvents.pointee.done = { data, id, seq in
@@ -268,11 +261,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         guard !pw_thread_loop_in_thread(connection.loop) else { return }
         connection.shutDown {
             pw.destroy()
-            if let registry {
-                spa_hook_remove(registryHook)
-                castd_pw_registry_destroy(registry)
-            }
-            registry = nil
+            registry.destroy()
             spa_hook_remove(coreHook)
         }
         self.connection = nil
@@ -284,8 +273,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         guard !cellsFreed else { return }
         cellsFreed = true
         pw.deallocate()
-        registryHook.deallocate()
-        registryEvents.deallocate()
+        registry.deallocate()
         coreHook.deallocate()
         coreEvents.deallocate()
     }

@@ -305,3 +305,36 @@ struct PipeWireStream {
         events.deallocate()
     }
 }
+
+/// The core's registry with one listener, kept like `PipeWireStream`: the capture sources
+/// watch it for the nodes that come and go (the end of a cast, the sinks audio follows).
+struct PipeWireRegistry {
+    private var pointer: OpaquePointer? = nil
+    private let hook: UnsafeMutablePointer<spa_hook> = .cell(spa_hook())
+    private let events: UnsafeMutablePointer<pw_registry_events> = .cell(pw_registry_events())
+
+    /// Gets the registry of `core` (the loop locked) and listens to it with the callbacks
+    /// `setEvents` fills in, each called with `userData`; nothing when PipeWire has none.
+    mutating func listen(core: OpaquePointer, userData: UnsafeMutableRawPointer,
+                         events setEvents: (inout pw_registry_events) -> Void) {
+        guard let r = castd_pw_core_get_registry(core) else { return }
+        pointer = r
+        events.pointee.version = castd_pw_version_registry_events()
+        setEvents(&events.pointee)
+        _ = castd_pw_registry_add_listener(r, hook, events, userData)
+    }
+
+    /// Removes the listener and lets the registry go; from `shutDown`'s body, idempotent.
+    mutating func destroy() {
+        guard let r = pointer else { return }
+        spa_hook_remove(hook)
+        castd_pw_registry_destroy(r)
+        pointer = nil
+    }
+
+    /// Frees the cells, once, after `destroy` and the loop's stop.
+    func deallocate() {
+        hook.deallocate()
+        events.deallocate()
+    }
+}

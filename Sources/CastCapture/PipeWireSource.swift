@@ -146,9 +146,7 @@ final class PipeWireInputStream: @unchecked Sendable {
     private var pw = PipeWireStream()
     private var stream: OpaquePointer? { pw.pointer }
     /// The registry, watched for the target node's removal (the end of a cast).
-    private var registry: OpaquePointer? = nil
-    private let registryHook: UnsafeMutablePointer<spa_hook>
-    private let registryEvents: UnsafeMutablePointer<pw_registry_events>
+    private var registry = PipeWireRegistry()
     private var ring: FrameRing<MemorySlot>? = nil
     private var assembler = PipeWireFrameAssembler()
     private let damageScratch = UnsafeMutablePointer<Int32>.allocate(capacity: 4 * PipeWireFrameAssembler.maxDamageRects)
@@ -156,8 +154,6 @@ final class PipeWireInputStream: @unchecked Sendable {
     init(options: PipeWireSource.Options, clock: any MonotonicClock) throws {
         self.options = options
         self.clock = clock
-        registryHook = .cell(spa_hook())
-        registryEvents = .cell(pw_registry_events())
         assembler.cursorEnabled = options.cursor
         connection = try PipeWireConnection(remote: options.remote) { [weak self] message in self?.fail(message) }
         try connection.withLock { try connect() }
@@ -181,14 +177,13 @@ final class PipeWireInputStream: @unchecked Sendable {
         guard created != nil else {
             throw CastError.posix(.capture) { "PipeWire: cannot create a stream (\($0))" }
         }
-        if options.node != nil, let r = castd_pw_core_get_registry(connection.core) {
-            registry = r
-            registryEvents.pointee.version = castd_pw_version_registry_events()
-            registryEvents.pointee.global_remove = { data, id in
-                let me = Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue()
-                if id == me.options.node { me.fail(PipeWireInputStream.endedMessage) }
+        if options.node != nil {
+            registry.listen(core: connection.core, userData: Unmanaged.passUnretained(self).toOpaque()) { events in
+                events.global_remove = { data, id in
+                    let me = Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue()
+                    if id == me.options.node { me.fail(PipeWireInputStream.endedMessage) }
+                }
             }
-            _ = castd_pw_registry_add_listener(r, registryHook, registryEvents, Unmanaged.passUnretained(self).toOpaque())
         }
 
         var params = PodList()
@@ -280,16 +275,11 @@ final class PipeWireInputStream: @unchecked Sendable {
         guard let connection else { return }
         connection.shutDown {
             pw.destroy()
-            if let registry {
-                spa_hook_remove(registryHook)
-                castd_pw_registry_destroy(registry)
-            }
-            registry = nil
+            registry.destroy()
         }
         self.connection = nil
         pw.deallocate()
-        registryHook.deallocate()
-        registryEvents.deallocate()
+        registry.deallocate()
         damageScratch.deallocate()
     }
 

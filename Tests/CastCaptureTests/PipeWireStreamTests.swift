@@ -5,13 +5,19 @@ import CPipeWire
 import Synchronization
 @testable import CastCapture
 
+/// Global ids a test registry's listener was told about.
+private final class RegistryEvents: @unchecked Sendable {
+    let globals = Mutex<[UInt32]>([])
+    let changed = DispatchSemaphore(value: 0)
+}
+
 /// What a test stream's callbacks saw (they get this box as their user data).
 private final class StreamEvents: @unchecked Sendable {
     let states = Mutex<[pw_stream_state]>([])
     let changed = DispatchSemaphore(value: 0)
 }
 
-/// The one `pw_stream` set-up the capture sources and the pattern producer share.
+/// The one `pw_stream` (and registry) set-up the capture sources and the pattern producer share.
 @Suite(.serialized, .enabled(if: PipeWireSession.installed,
                              "pipewire, wireplumber or dbus-daemon is missing (Scripts/bootstrap installs them); the PipeWire stream test needs a real daemon"))
 struct PipeWireStreamTests {
@@ -64,5 +70,33 @@ struct PipeWireStreamTests {
         }
         #expect(pw.pointer == nil)
         pw.deallocate()
+    }
+
+    @Test func theRegistryListenerHearsTheGraphAndIsRemoved() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let connection = try PipeWireConnection(remote: session.remote) { _ in }
+        let box = RegistryEvents()
+        var registry = PipeWireRegistry()
+        connection.withLock {
+            registry.listen(core: connection.core, userData: Unmanaged.passUnretained(box).toOpaque()) { events in
+                events.global = { data, id, _, _, _, _ in
+                    let box = Unmanaged<RegistryEvents>.fromOpaque(data!).takeUnretainedValue()
+                    box.globals.withLock { $0.append(id) }
+                    box.changed.signal()
+                }
+            }
+        }
+        // The core itself (id 0) is always announced.
+        let deadline = SystemMonotonicClock().now() + .seconds(5)
+        while !box.globals.withLock({ $0.contains(0) }) {
+            if box.changed.wait(until: deadline) == .timedOut { break }
+        }
+        #expect(box.globals.withLock { $0.contains(0) })
+        connection.shutDown {
+            registry.destroy()
+            registry.destroy()    // a second call does nothing
+        }
+        registry.deallocate()
     }
 }
