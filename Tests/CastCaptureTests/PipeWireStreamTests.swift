@@ -5,16 +5,25 @@ import CPipeWire
 import Synchronization
 @testable import CastCapture
 
-/// Global ids a test registry's listener was told about.
-private final class RegistryEvents: @unchecked Sendable {
-    let globals = Mutex<[UInt32]>([])
-    let changed = DispatchSemaphore(value: 0)
-}
+/// What a test listener's callbacks saw (they get this box as their user data): stream
+/// states, or the ids of registry globals.
+private final class CallbackLog<Value: Sendable>: @unchecked Sendable {
+    private let seen = Mutex<[Value]>([])
+    private let changed = DispatchSemaphore(value: 0)
 
-/// What a test stream's callbacks saw (they get this box as their user data).
-private final class StreamEvents: @unchecked Sendable {
-    let states = Mutex<[pw_stream_state]>([])
-    let changed = DispatchSemaphore(value: 0)
+    func append(_ v: Value) {
+        seen.withLock { $0.append(v) }
+        changed.signal()
+    }
+
+    /// Waits until a value matches `wanted` (at most 5 s): whether one did.
+    func waitFor(_ wanted: (Value) -> Bool) -> Bool {
+        let deadline = SystemMonotonicClock().now() + .seconds(5)
+        while !seen.withLock({ $0 }).contains(where: wanted) {
+            if changed.wait(until: deadline) == .timedOut { return seen.withLock { $0 }.contains(where: wanted) }
+        }
+        return true
+    }
 }
 
 /// The one `pw_stream` (and registry) set-up the capture sources and the pattern producer share.
@@ -33,16 +42,14 @@ struct PipeWireStreamTests {
         let session = try PipeWireSession()
         defer { session.stop() }
         let connection = try PipeWireConnection(remote: session.remote) { _ in }
-        let box = StreamEvents()
+        let box = CallbackLog<pw_stream_state>()
         var pw = PipeWireStream()
         let r = connection.withLock { () -> Int32 in
             let s = pw.create(core: connection.core, name: "castd-stream-test",
                               properties: "media.class=Video/Source media.type=Video media.category=Source media.role=Screen node.name=castd-stream-test",
                               userData: Unmanaged.passUnretained(box).toOpaque()) { events in
                 events.state_changed = { data, _, new, _ in
-                    let box = Unmanaged<StreamEvents>.fromOpaque(data!).takeUnretainedValue()
-                    box.states.withLock { $0.append(new) }
-                    box.changed.signal()
+                    Unmanaged<CallbackLog<pw_stream_state>>.fromOpaque(data!).takeUnretainedValue().append(new)
                 }
             }
             #expect(s != nil && s == pw.pointer)
@@ -59,11 +66,7 @@ struct PipeWireStreamTests {
         #expect(r >= 0)
         // The listener is ours: the stream's state changes reach the user data, up to PAUSED
         // (the node exists in the graph).
-        let deadline = SystemMonotonicClock().now() + .seconds(5)
-        while !box.states.withLock({ $0.contains(PW_STREAM_STATE_PAUSED) }) {
-            if box.changed.wait(until: deadline) == .timedOut { break }
-        }
-        #expect(box.states.withLock { $0.contains(PW_STREAM_STATE_PAUSED) })
+        #expect(box.waitFor { $0 == PW_STREAM_STATE_PAUSED })
         connection.shutDown {
             pw.destroy()
             pw.destroy()          // a second call does nothing
@@ -76,23 +79,17 @@ struct PipeWireStreamTests {
         let session = try PipeWireSession()
         defer { session.stop() }
         let connection = try PipeWireConnection(remote: session.remote) { _ in }
-        let box = RegistryEvents()
+        let box = CallbackLog<UInt32>()
         var registry = PipeWireRegistry()
         connection.withLock {
             registry.listen(core: connection.core, userData: Unmanaged.passUnretained(box).toOpaque()) { events in
                 events.global = { data, id, _, _, _, _ in
-                    let box = Unmanaged<RegistryEvents>.fromOpaque(data!).takeUnretainedValue()
-                    box.globals.withLock { $0.append(id) }
-                    box.changed.signal()
+                    Unmanaged<CallbackLog<UInt32>>.fromOpaque(data!).takeUnretainedValue().append(id)
                 }
             }
         }
         // The core itself (id 0) is always announced.
-        let deadline = SystemMonotonicClock().now() + .seconds(5)
-        while !box.globals.withLock({ $0.contains(0) }) {
-            if box.changed.wait(until: deadline) == .timedOut { break }
-        }
-        #expect(box.globals.withLock { $0.contains(0) })
+        #expect(box.waitFor { $0 == 0 })
         connection.shutDown {
             registry.destroy()
             registry.destroy()    // a second call does nothing
