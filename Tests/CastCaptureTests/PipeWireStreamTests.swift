@@ -30,6 +30,13 @@ private final class CallbackLog<Value: Sendable>: @unchecked Sendable {
 @Suite(.serialized, .enabled(if: PipeWireSession.installed,
                              "pipewire, wireplumber or dbus-daemon is missing (Scripts/bootstrap installs them); the PipeWire stream test needs a real daemon"))
 struct PipeWireStreamTests {
+    /// A private daemon and a connection to it.
+    static func privateDaemon() throws -> (PipeWireSession, PipeWireConnection) {
+        let session = try PipeWireSession()
+        do { return (session, try PipeWireConnection(remote: session.remote) { _ in }) }
+        catch { session.stop(); throw error }
+    }
+
     @Test func connectingWithoutAStreamIsRefusedWithoutCallingPipeWire() {
         let pw = PipeWireStream()
         defer { pw.deallocate() }
@@ -39,9 +46,8 @@ struct PipeWireStreamTests {
     }
 
     @Test func createsListensConnectsAndTearsDown() throws {
-        let session = try PipeWireSession()
+        let (session, connection) = try Self.privateDaemon()
         defer { session.stop() }
-        let connection = try PipeWireConnection(remote: session.remote) { _ in }
         let box = CallbackLog<pw_stream_state>()
         var pw = PipeWireStream()
         let r = connection.withLock { () -> Int32 in
@@ -76,9 +82,8 @@ struct PipeWireStreamTests {
     }
 
     @Test func theRegistryListenerHearsTheGraphAndIsRemoved() throws {
-        let session = try PipeWireSession()
+        let (session, connection) = try Self.privateDaemon()
         defer { session.stop() }
-        let connection = try PipeWireConnection(remote: session.remote) { _ in }
         let box = CallbackLog<UInt32>()
         var registry = PipeWireRegistry()
         connection.withLock {
