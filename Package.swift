@@ -27,8 +27,7 @@ let package = Package(
         .library(name: "CastRTP", targets: ["CastRTP"]),
         .library(name: "CastWebRTC", targets: ["CastWebRTC"]),
         .library(name: "CastSignaling", targets: ["CastSignaling"]),
-        // The session machine, for the fuzz target that drives it with hostile rows (issue 17).
-        .library(name: "CastDaemon", targets: ["CastDaemon"]),
+        .library(name: "CastSession", targets: ["CastSession"]),
     ],
     targets: [
         // C libraries (Debian's).
@@ -63,10 +62,13 @@ let package = Package(
         .target(name: "CastWebRTC", dependencies: ["CastCore", "CastRTP", "CastOpenSSL"]),
         // Supabase Auth/REST/Realtime, WebSocket, iPadCast API (pure + IO).
         .target(name: "CastSignaling", dependencies: ["CastCore", "CastOpenSSL"]),
+        // The session's logic (pure): the session machine, the signaling outbox, the
+        // reconnect and watchdog policies, the backend's times on the monotonic clock.
+        .target(name: "CastSession", dependencies: ["CastCore", "CastSignaling"]),
         // The session controller and the IO shell around everything.
         .target(name: "CastDaemon", dependencies: [
             "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastRTP",
-            "CastWebRTC", "CastSignaling", "CastSystemd",
+            "CastWebRTC", "CastSignaling", "CastSession", "CastSystemd",
         ]),
         // CLI only: parse, configure, run.
         .executableTarget(name: "castd", dependencies: ["CastCore", "CastDaemon", "CastSignaling", "CastCapture", "CastEncode"],
@@ -95,6 +97,7 @@ let package = Package(
         .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC", "LibSRTP", "AllocationCounter", "BenchSupport"],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "CastSignalingTests", dependencies: ["CastSignaling", "TLSTestSupport"]),
+        .testTarget(name: "CastSessionTests", dependencies: ["CastSession"]),
         .testTarget(name: "CastDaemonTests", dependencies: ["CastDaemon"]),
     ],
     swiftLanguageModes: [.v6]
