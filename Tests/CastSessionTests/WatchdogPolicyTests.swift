@@ -1,6 +1,6 @@
 import CastCore
 import Testing
-@testable import CastDaemon
+@testable import CastSession
 
 /// Issue 17: WATCHDOG=1 only while media makes progress or castd legitimately waits.
 @Suite struct WatchdogPolicyTests {

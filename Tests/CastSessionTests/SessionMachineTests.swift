@@ -1,7 +1,7 @@
 import Testing
 import CastCore
 import CastSignaling
-@testable import CastDaemon
+@testable import CastSession
 
 /// Drives a SessionMachine on a fake clock and records what it asks for.
 struct Harness {
@@ -107,7 +107,7 @@ extension Array where Element == SessionMachine.Action {
     @Test func anEndedSessionAtStartExitsWithASentence() {
         var h = Harness()
         let a = h.send(.ready(status: .disconnected))
-        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
+        #expect(a.finish?.0 == SessionMachine.sessionOverExitCode)
         #expect(a.finish?.1.contains("pair again") == true)
         #expect(a.inserts.isEmpty)
     }
@@ -116,7 +116,7 @@ extension Array where Element == SessionMachine.Action {
         var h = Harness()
         h.send(.ready(status: .pairing))
         let a = h.send(.signal(.disconnect(DisconnectReason(raw: "denied"))))
-        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
+        #expect(a.finish?.0 == SessionMachine.sessionOverExitCode)
         #expect(a.finish?.1 == "The receiver denied the request to cast.")
         #expect(a.inserts.isEmpty && a.updates.isEmpty)
     }
@@ -209,7 +209,7 @@ extension Array where Element == SessionMachine.Action {
         _ = h.startApproved(authExpiresIn: .seconds(45))
         h.connect()
         let a = h.advance(.seconds(46))
-        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
+        #expect(a.finish?.0 == SessionMachine.sessionOverExitCode)
         #expect(a.finish?.1 == "Authorization expired; pair again.")
         #expect(a.inserts.isEmpty)
         #expect(!a.updates.contains(.end))
@@ -222,7 +222,7 @@ extension Array where Element == SessionMachine.Action {
         h.connect()
         h.advance(.seconds(30))
         let a = h.send(.sessionUpdateFinished(.heartbeat, .notFound))
-        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
+        #expect(a.finish?.0 == SessionMachine.sessionOverExitCode)
         #expect(a.finish?.1 == "Authorization expired; pair again.")
     }
 
@@ -548,7 +548,7 @@ extension Array where Element == SessionMachine.Action {
         _ = h.startApproved()
         h.connect()
         let a = h.send(.signal(.disconnect(.failed)))
-        #expect(a.finish?.0 == CLI.ExitCode.sessionOver)
+        #expect(a.finish?.0 == SessionMachine.sessionOverExitCode)
     }
 }
 

@@ -87,6 +87,11 @@ public struct SessionMachine: Sendable, SansIO {
         case finish(exitCode: Int32, message: String)
     }
 
+    /// The exit code of a session over for good (already ended, expired, denied, authorization
+    /// expired, the receiver gave up): only a new pairing helps. The command line's
+    /// `Self.sessionOverExitCode` is this one, and the unit does not restart on it.
+    public static let sessionOverExitCode: Int32 = 3
+
     enum Phase: Sendable, Equatable {
         case awaitingReady
         case awaitingApproval
@@ -204,7 +209,7 @@ public struct SessionMachine: Sendable, SansIO {
         case .ready(let status):
             guard phase == .awaitingReady else { return }
             if status.isFinal {
-                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The session is already over (status \(status.raw)); pair again.")
+                finishQuietly(exitCode: Self.sessionOverExitCode, "The session is already over (status \(status.raw)); pair again.")
                 return
             }
             phase = .awaitingApproval
@@ -235,7 +240,7 @@ public struct SessionMachine: Sendable, SansIO {
                 mediaRestartAt = nil
                 if negotiationId != nil { actions.push(.closePeer); negotiationId = nil }
             case .expired:
-                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The session expired before it was approved; pair again.")
+                finishQuietly(exitCode: Self.sessionOverExitCode, "The session expired before it was approved; pair again.")
             case .connecting, .connected:
                 if phase == .awaitingApproval, approval != nil { beginCast(now: now) }
             case .waiting, .pairing, .other:
@@ -310,7 +315,7 @@ public struct SessionMachine: Sendable, SansIO {
             return
         }
         if let t = authExpiresAt, now >= t {
-            finishQuietly(exitCode: CLI.ExitCode.sessionOver, "Authorization expired; pair again.")
+            finishQuietly(exitCode: Self.sessionOverExitCode, "Authorization expired; pair again.")
             return
         }
         if let t = mediaRestartAt, now >= t, let approval {
@@ -371,9 +376,9 @@ public struct SessionMachine: Sendable, SansIO {
             case .receiverEnded, .senderEnded:
                 finishQuietly(exitCode: 0, "The receiver ended the session.")
             case .denied:
-                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The receiver denied the request to cast.")
+                finishQuietly(exitCode: Self.sessionOverExitCode, "The receiver denied the request to cast.")
             case .failed:
-                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "The receiver gave up reconnecting.")
+                finishQuietly(exitCode: Self.sessionOverExitCode, "The receiver gave up reconnecting.")
             case .other(let raw):
                 finishQuietly(exitCode: 0, "The receiver ended the session (reason: \(Self.printable(raw))).")
             }
@@ -430,7 +435,7 @@ public struct SessionMachine: Sendable, SansIO {
         case .notFound:
             if action != .end {
                 // spec §10: after expiry session-update answers 404; stop signaling.
-                finishQuietly(exitCode: CLI.ExitCode.sessionOver, "Authorization expired; pair again.")
+                finishQuietly(exitCode: Self.sessionOverExitCode, "Authorization expired; pair again.")
             }
         case .invalidState:
             if action != .end { finishQuietly(exitCode: 0, "The broadcasting session has ended.") }
