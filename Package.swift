@@ -75,27 +75,29 @@ let package = Package(
         .executableTarget(name: "castd-pattern", dependencies: ["CastCore", "CastCapture", "CastMedia"],
                           linkerSettings: staticSwiftRuntime),
 
-        .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
+        .testTarget(name: "CastCoreTests", dependencies: ["CastCore", "SansIOContract"]),
+        // The one sans-IO contract's check, run by each conforming type's own test module.
+        .target(name: "SansIOContract", dependencies: ["CastCore"], path: "Tests/Support/SansIOContract"),
         // A throwaway CA and leaf made with the openssl CLI, for the TLS tests of two modules.
         .target(name: "TLSTestSupport", dependencies: ["CastCore"], path: "Tests/Support/TLSTestSupport"),
         .testTarget(name: "CastOpenSSLTests", dependencies: ["CastOpenSSL", "TLSTestSupport"]),
-        .testTarget(name: "CastMediaTests", dependencies: ["CastMedia"]),
+        .testTarget(name: "CastMediaTests", dependencies: ["CastMedia", "SansIOContract"]),
         // Benchmark scaffolding (percentiles, rusage, JSON) for the bench suites below.
         .target(name: "BenchSupport", dependencies: ["CastCore"], path: "Tests/Support/BenchSupport"),
         // Test tones and their measurement (frequency, level) for the audio tests of two modules.
         .target(name: "AudioTestSupport", path: "Tests/Support/AudioTestSupport"),
-        .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture", "CastEncode", "BenchSupport", "AudioTestSupport"]),
+        .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture", "CastEncode", "BenchSupport", "AudioTestSupport", "SansIOContract"]),
         .testTarget(name: "CastEncodeTests", dependencies: ["CastEncode", "BenchSupport", "AudioTestSupport"]),
-        .testTarget(name: "CastRTPTests", dependencies: ["CastRTP"]),
+        .testTarget(name: "CastRTPTests", dependencies: ["CastRTP", "SansIOContract"]),
         // Counts each thread's heap allocations (malloc interposed in the test executable), for
         // tests and benchmarks that pin down what a hot path allocates (issue 19).
         .target(name: "AllocationCounter", path: "Tests/Support/AllocationCounter"),
         // libsrtp2 (on NSS) wrapped for the tests: the oracle for castd's own SRTP and SRTCP.
         .target(name: "LibSRTP", dependencies: ["CastCore", "CastWebRTC", "CSRTP"], path: "Tests/Support/LibSRTP"),
-        .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC", "LibSRTP", "AllocationCounter", "BenchSupport"],
+        .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC", "LibSRTP", "AllocationCounter", "BenchSupport", "SansIOContract"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "CastSignalingTests", dependencies: ["CastSignaling", "TLSTestSupport"]),
-        .testTarget(name: "CastDaemonTests", dependencies: ["CastDaemon"]),
+        .testTarget(name: "CastSignalingTests", dependencies: ["CastSignaling", "TLSTestSupport", "SansIOContract"]),
+        .testTarget(name: "CastDaemonTests", dependencies: ["CastDaemon", "SansIOContract"]),
     ],
     swiftLanguageModes: [.v6]
 )
