@@ -79,10 +79,12 @@ let package = Package(
                           linkerSettings: staticSwiftRuntime),
 
         .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
+        // The one sans-IO contract's check, run by each conforming type's own test module.
+        .target(name: "SansIOContract", dependencies: ["CastCore"], path: "Tests/Support/SansIOContract"),
         // A throwaway CA and leaf made with the openssl CLI, for the TLS tests of two modules.
         .target(name: "TLSTestSupport", dependencies: ["CastCore"], path: "Tests/Support/TLSTestSupport"),
         .testTarget(name: "CastOpenSSLTests", dependencies: ["CastCore", "CastOpenSSL", "COpenSSL", "TLSTestSupport"]),
-        .testTarget(name: "CastMediaTests", dependencies: ["CastCore", "CastMedia"]),
+        .testTarget(name: "CastMediaTests", dependencies: ["CastCore", "CastMedia", "SansIOContract"]),
         // Benchmark scaffolding (percentiles, rusage, JSON) for the bench suites below.
         .target(name: "BenchSupport", dependencies: ["CastCore"], path: "Tests/Support/BenchSupport"),
         // Test tones and their measurement (frequency, level) for the audio tests of two modules.
@@ -90,16 +92,16 @@ let package = Package(
         .testTarget(name: "CastCaptureTests", dependencies: ["CastCore", "CastMedia", "CastCapture", "CastEncode", "CX11",
                                                     "BenchSupport", "AudioTestSupport"]),
         .testTarget(name: "CastEncodeTests", dependencies: ["CastCore", "CastMedia", "CastEncode", "BenchSupport", "AudioTestSupport"]),
-        .testTarget(name: "CastRTPTests", dependencies: ["CastCore", "CastRTP"]),
+        .testTarget(name: "CastRTPTests", dependencies: ["CastCore", "CastRTP", "SansIOContract"]),
         // Counts each thread's heap allocations (malloc interposed in the test executable), for
         // tests and benchmarks that pin down what a hot path allocates (issue 19).
         .target(name: "AllocationCounter", path: "Tests/Support/AllocationCounter"),
         // libsrtp2 (on NSS) wrapped for the tests: the oracle for castd's own SRTP and SRTCP.
         .target(name: "LibSRTP", dependencies: ["CastCore", "CastWebRTC", "CSRTP"], path: "Tests/Support/LibSRTP"),
         .testTarget(name: "CastWebRTCTests", dependencies: ["CastCore", "CastRTP", "CastOpenSSL", "CastWebRTC", "LibSRTP",
-                                                   "AllocationCounter", "BenchSupport"],
+                                                   "AllocationCounter", "BenchSupport", "SansIOContract"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "CastSignalingTests", dependencies: ["CastCore", "CastOpenSSL", "CastSignaling", "TLSTestSupport"]),
+        .testTarget(name: "CastSignalingTests", dependencies: ["CastCore", "CastOpenSSL", "CastSignaling", "TLSTestSupport", "SansIOContract"]),
         .testTarget(name: "CastSessionTests", dependencies: ["CastCore", "CastSignaling", "CastSession"]),
         .testTarget(name: "CastDaemonTests", dependencies: [
             "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastWebRTC", "CastSignaling", "CastSession",

@@ -190,14 +190,14 @@ struct CaptureLoop: Sendable {
             let wanted = state.keyframeWanted.load(ordering: .relaxed)
             if wanted && !keyframeNoted { scheduler.handle(.keyframeWanted, now: clock.now()) }
             keyframeNoted = wanted
-            scheduler.handle(.timeout, now: clock.now())
+            scheduler.handleTimeout(now: clock.now())
             var deadline: Instant
             drain: while true {
                 switch scheduler.poll() {
-                case .wait(let until):
-                    deadline = until
+                case nil:
+                    deadline = scheduler.nextDeadline() ?? clock.now()
                     break drain
-                case .capture(let reason):
+                case .capture(let reason)?:
                     let now = clock.now()
                     let droppedBefore = source.ring.stats.dropped
                     switch source.capture(onlyIfChanged: reason.onlyIfChanged) {
