@@ -122,9 +122,12 @@ import CastCore
 /// The sender against a receiver that NACKs the way aiortc does (only when a new
 /// gap appears, never again on a timer), over a link losing 5 % of packets in
 /// both directions, on a fake clock: a sparse screen stream of one packet per
-/// frame at 30 fps for a minute. Without protection some packet stays missing
-/// for over a second (the receiver's jitter buffer would freeze that long);
-/// with it every packet arrives within a few hundred milliseconds.
+/// frame at 30 fps for a minute. Like aiortc it sends a receiver report every
+/// second whose fraction lost counts the media SSRC's packets only (aiortc keeps
+/// statistics per SSRC before unwrapping RTX): that is the evidence that turns
+/// the copies on. Without protection some packet stays missing for over a
+/// second (the receiver's jitter buffer would freeze that long); with it every
+/// packet sent after the first report arrives within a few hundred milliseconds.
 @Suite struct VideoSenderLossProtectionTests {
     struct Outcome { var worstDelay: Duration; var missing: Int; var copies: Int; var retransmissions: Int; var bytes: Int }
 
@@ -141,6 +144,7 @@ import CastCore
         var arrivedAt: [UInt16: Instant] = [:]
         var maxSeq: UInt16?
         var missing: Set<UInt16> = []
+        var intervalReceived = 0, intervalStart: UInt16?, nextReport = ms(1_000), firstReport: Instant?
         var now = Instant.zero, nextFrame = Instant.zero
         let end = ms(60_000)
         func lose() -> Bool { Double(rng.next() % 10_000) < 500 }   // 5 %
@@ -159,11 +163,13 @@ import CastCore
             for f in link where f.at <= now {
                 if f.toReceiver {
                     var p = try RTPPacket.parse(f.bytes)
-                    if p.header.ssrc == sender.rtxSSRC {
+                    let viaRTX = p.header.ssrc == sender.rtxSSRC
+                    if viaRTX {
                         p = try RTXEncoder.unwrap(p, originalSSRC: sender.ssrc, originalPayloadType: 102)
                     }
                     let seq = p.header.sequenceNumber
                     if arrivedAt[seq] == nil { arrivedAt[seq] = now }
+                    if !viaRTX { intervalReceived += 1 }
                     // aiortc's NackGenerator: a NACK for the whole missing set, only when a new gap shows.
                     var newGap = false
                     if let m = maxSeq {
@@ -176,6 +182,7 @@ import CastCore
                         }
                     } else {
                         maxSeq = seq
+                        intervalStart = seq &- 1
                     }
                     if newGap, !lose() {
                         let nack = try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 9, mediaSSRC: sender.ssrc,
@@ -187,13 +194,30 @@ import CastCore
                 }
             }
             link.removeAll { $0.at <= now }
-            var next = nextFrame
+            if now >= nextReport, let m = maxSeq {
+                // RFC 3550 §6.4.1 over the interval: expected from the highest sequence seen.
+                let expected = Int(m &- (intervalStart ?? m))
+                let lost = max(0, expected - intervalReceived)
+                let block = ReportBlock(ssrc: sender.ssrc, fractionLost: UInt8(expected > 0 ? min(255, lost * 256 / expected) : 0),
+                                        cumulativeLost: 0, extendedHighestSequence: UInt32(m), jitter: 0,
+                                        lastSenderReport: 0, delaySinceLastSenderReport: 0)
+                if !lose() {
+                    let rr = try RTCPCompound.serialize([.receiverReport(ReceiverReport(ssrc: 9, reports: [block]))])
+                    link.append(InFlight(at: now + oneWay, toReceiver: false, bytes: rr))
+                    if firstReport == nil { firstReport = now + oneWay }
+                }
+                intervalStart = m
+                intervalReceived = 0
+                nextReport = nextReport + .seconds(1)
+            }
+            var next = min(nextFrame, nextReport)
             if let d = sender.nextDeadline(), d > now { next = min(next, d) }
             if let l = link.map(\.at).min() { next = min(next, max(l, now + .nanoseconds(1))) }
             now = max(next, now + .nanoseconds(1))
         }
-        // A receiver cannot know of packets lost before the first one it got.
-        let first = arrivedAt.compactMap { seq, _ in sentAt[seq] }.min() ?? .zero
+        // A receiver cannot know of packets lost before the first one it got, and the
+        // sender cannot know of any loss before the first report arrived.
+        let first = max(arrivedAt.compactMap { seq, _ in sentAt[seq] }.min() ?? .zero, firstReport ?? .zero)
         var worst = Duration.zero, lost = 0
         for (seq, t) in sentAt where t > first && t < end - .seconds(2) {
             if let a = arrivedAt[seq] { worst = max(worst, a - t) } else { lost += 1 }

@@ -78,9 +78,10 @@ import CastCore
         #expect(s.statistics.framesDroppedByPacer == 3 && s.statistics.framesSent == 1)
     }
 
-    @Test func onlyANACKForAPacketOlderThanTheReorderWindowIsEvidenceOfLoss() throws {
-        // Without transport-cc, a NACK is the only loss signal besides RR: it must be for a packet
-        // sent longer ago than max(50 ms, RTT/2), and it must have been answered.
+    @Test func withoutTransportCCNoNACKIsEvidenceOfLossButTheReceiversReportIs() throws {
+        // Without transport-cc the receiver's own count (a report block's fraction lost) is the
+        // evidence: a NACK is not, however old its packet (webrtcbin NACKs packets that wait
+        // unread in its socket while it is short of CPU, hundreds of milliseconds after sending).
         var s = try sender(transportCC: false)
         for i in 0..<3 {
             s.handle(.accessUnit(pFrame(300), captureTime: ms(Int64(i))), now: ms(Int64(i)))
@@ -92,14 +93,21 @@ import CastCore
         func nack(_ seq: UInt16) throws -> [UInt8] {
             try RTCPCompound.serialize([.nack(GenericNACK(senderSSRC: 9, mediaSSRC: s.ssrc, lost: [seq]))])
         }
-        _ = s.events(afterRTCP: try nack(sent[0]), now: ms(20))   // 20 ms after sending: maybe only late
-        #expect(!s.isProtecting(now: ms(20)))
-        _ = s.events(afterRTCP: try nack(sent[0]), now: ms(70))   // resent < 1 RTT ago: ignored, not evidence
-        #expect(s.statistics.nacksIgnored == 1 && !s.isProtecting(now: ms(70)))
-        _ = s.events(afterRTCP: try nack(sent[1] &+ 1000), now: ms(80))   // unknown: ignored, not evidence
-        #expect(!s.isProtecting(now: ms(80)))
-        _ = s.events(afterRTCP: try nack(sent[1]), now: ms(80))   // 79 ms old and answered: evidence
-        #expect(s.isProtecting(now: ms(80)))
+        func report(fractionLost: UInt8, ssrc: UInt32) throws -> [UInt8] {
+            let block = ReportBlock(ssrc: ssrc, fractionLost: fractionLost, cumulativeLost: Int32(fractionLost > 0 ? 1 : 0),
+                                    extendedHighestSequence: UInt32(sent[2]), jitter: 0, lastSenderReport: 0,
+                                    delaySinceLastSenderReport: 0)
+            return try RTCPCompound.serialize([.receiverReport(ReceiverReport(ssrc: 9, reports: [block]))])
+        }
+        #expect(s.events(afterRTCP: try nack(sent[0]), now: ms(20)) == [.retransmit(sequenceNumber: sent[0])])   // 20 ms after sending
+        #expect(s.events(afterRTCP: try nack(sent[1]), now: ms(400)) == [.retransmit(sequenceNumber: sent[1])])  // 398 ms, answered
+        #expect(!s.isProtecting(now: ms(400)))
+        _ = s.events(afterRTCP: try report(fractionLost: 0, ssrc: s.ssrc), now: ms(500))
+        #expect(!s.isProtecting(now: ms(500)))
+        _ = s.events(afterRTCP: try report(fractionLost: 12, ssrc: s.ssrc &+ 1), now: ms(600))   // another stream's loss
+        #expect(!s.isProtecting(now: ms(600)))
+        _ = s.events(afterRTCP: try report(fractionLost: 12, ssrc: s.ssrc), now: ms(700))
+        #expect(s.isProtecting(now: ms(700)))
     }
 
     @Test func withTransportCCANACKIsNotEvidenceButAConfirmedLossIs() throws {

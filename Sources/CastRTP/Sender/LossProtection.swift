@@ -20,11 +20,11 @@ import CastCore
 /// says exists), and while the delay-based detector reports over-use (the
 /// loss is then congestion, and copies would add to it). "Loss seen" is
 /// decided by the owner and must be real evidence (issue 14): a receiver
-/// report with a non-zero fraction lost, transport-cc feedback confirming a
-/// loss past the reordering window, or (without transport-cc) a NACK that was
-/// answered for a packet sent longer than that window ago, in the last
-/// `lossMemory`. An ignored NACK, or one for a packet that was merely late
-/// (GStreamer's webrtcbin NACKs packets 2–30 ms late), is not.
+/// report with a non-zero fraction lost, or transport-cc feedback confirming a
+/// loss past the reordering window, in the last `lossMemory`. A NACK is not,
+/// answered or not and however old its packet: GStreamer's webrtcbin NACKs
+/// packets that are merely late (2–30 ms, and far later while it is short of
+/// CPU and the packets wait unread in its socket).
 /// Pure state: time is passed in.
 public struct LossProtection: Sendable {
     public struct Configuration: Sendable, Equatable {

@@ -611,12 +611,11 @@ public struct VideoSender: Sendable, SansIO {
             pacer.enqueue(PacedPacket(packet: p, captureTime: now, isRetransmission: true, queuedAt: now),
                           size: size, urgent: true)
             emit(.retransmit(sequenceNumber: seq))
-            // Without transport-cc a NACK is the loss evidence there is, if the packet is
-            // older than the reordering window (else it may just be late, and still arrive).
-            // With it, feedback tells lost from late (webrtcbin NACKs packets 2–30 ms late).
-            if configuration.extensionIDs.transportCC == nil, let sent = history.sentAt(seq), now - sent >= estimator.reorderWindow {
-                protection.lossSeen(now: now)
-            }
+            // A NACK is not evidence of loss, however old the packet: webrtcbin NACKs packets
+            // that are merely late at its jitter buffer (2–30 ms, and hundreds of ms while its
+            // process is short of CPU, with the packets waiting unread in its socket). The
+            // evidence is the receiver's own count (a report block's fraction lost) or
+            // transport-cc feedback.
         case .unknown, .rateLimited:
             statistics.nacksIgnored += 1   // not evidence of loss either
         }
