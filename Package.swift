@@ -90,7 +90,7 @@ let package = Package(
         // Test tones and their measurement (frequency, level) for the audio tests of two modules.
         .target(name: "AudioTestSupport", path: "Tests/Support/AudioTestSupport"),
         .testTarget(name: "CastCaptureTests", dependencies: ["CastCore", "CastMedia", "CastCapture", "CastEncode", "CX11",
-                                                    "BenchSupport", "AudioTestSupport"]),
+                                                    "BenchSupport", "AudioTestSupport", "SansIOContract"]),
         .testTarget(name: "CastEncodeTests", dependencies: ["CastCore", "CastMedia", "CastEncode", "BenchSupport", "AudioTestSupport"]),
         .testTarget(name: "CastRTPTests", dependencies: ["CastCore", "CastRTP", "SansIOContract"]),
         // Counts each thread's heap allocations (malloc interposed in the test executable), for
