@@ -78,7 +78,7 @@ let package = Package(
         .executableTarget(name: "castd-pattern", dependencies: ["CastCore", "CastCapture", "CastMedia"],
                           linkerSettings: staticSwiftRuntime),
 
-        .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
+        .testTarget(name: "CastCoreTests", dependencies: ["CastCore", "SansIOContract"]),
         // The one sans-IO contract's check, run by each conforming type's own test module.
         .target(name: "SansIOContract", dependencies: ["CastCore"], path: "Tests/Support/SansIOContract"),
         // A throwaway CA and leaf made with the openssl CLI, for the TLS tests of two modules.
