@@ -127,11 +127,17 @@ extension SansIOContract {
     public static let checked: [String: String] = [
         "AudioSender": "CastRTPTests/AudioSenderTests.swift",
         "CaptureScheduler": "CastMediaTests/CaptureSchedulerTests.swift",
+        "DTLSTransport": "CastWebRTCTests/DTLSTransportTests.swift",
+        "ICEAgent": "CastWebRTCTests/ICEAgentTests.swift",
+        "MDNSResolver": "CastWebRTCTests/MDNSTests.swift",
         "MutterScreenCastMachine": "CastCaptureTests/MutterScreenCastMachineTests.swift",
+        "PeerSession": "CastWebRTCTests/PeerSessionMDNSTests.swift",
         "ScreenCastPortalMachine": "CastCaptureTests/ScreenCastPortalMachineTests.swift",
         "SendSideBandwidthEstimator": "CastRTPTests/SendSideBandwidthEstimatorTests.swift",
         "SignalingMerger": "CastSignalingTests/SignalingMergerTests.swift",
         "TURNClient": "CastWebRTCTests/TURNClientTests.swift",
+        "TURNProbe": "CastWebRTCTests/TURNStreamRelaysTests.swift",
+        "TURNRelays": "CastWebRTCTests/TURNRelaysTests.swift",
         "VideoSender": "CastRTPTests/VideoSenderTests.swift",
         "WebSocketConnection": "CastSignalingTests/WebSocketConnectionTests.swift",
     ]
@@ -140,14 +146,8 @@ extension SansIOContract {
     /// contract today. The list test reports each one as a known issue until it moves to
     /// `checked`.
     public static let notYetChecked: [String: String] = [
-        "DTLSTransport": "its own contract suite in CastWebRTCTests/DTLSTransportTests.swift",
-        "ICEAgent": "its own contract suite in CastWebRTCTests/ICEAgentTests.swift",
-        "MDNSResolver": "its own contract suite in CastWebRTCTests/MDNSTests.swift",
-        "PeerSession": "its own contract suite in CastWebRTCTests/PeerSessionMDNSTests.swift",
         "RealtimeClient": "CastSignalingTests/RealtimeTests.swift drains it after every input; no contract suite",
         "SessionMachine": "CastSessionTests/SessionMachineTests.swift; no contract suite",
-        "TURNProbe": "no contract test (castd doctor --turn's probe)",
-        "TURNRelays": "its own contract suite in CastWebRTCTests/TURNRelaysTests.swift",
     ]
 
     /// The types and protocols that `source` declares to conform to one of `protocols` (or to a
