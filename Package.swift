@@ -102,7 +102,7 @@ let package = Package(
                                                    "AllocationCounter", "BenchSupport", "SansIOContract"],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "CastSignalingTests", dependencies: ["CastCore", "CastOpenSSL", "CastSignaling", "TLSTestSupport", "SansIOContract"]),
-        .testTarget(name: "CastSessionTests", dependencies: ["CastCore", "CastSignaling", "CastSession"]),
+        .testTarget(name: "CastSessionTests", dependencies: ["CastCore", "CastSignaling", "CastSession", "SansIOContract"]),
         .testTarget(name: "CastDaemonTests", dependencies: [
             "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastWebRTC", "CastSignaling", "CastSession",
             "CastDaemon",

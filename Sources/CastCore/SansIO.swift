@@ -20,9 +20,9 @@
 /// `SendSideBandwidthEstimator` (CastRTP), `CaptureScheduler` (CastMedia),
 /// `ScreenCastPortalMachine`, `MutterScreenCastMachine` (CastCapture). The shared contract test
 /// (`SansIOContract` in Tests/Support: outputs in decision order, a drained queue answers nil,
-/// the deadline after draining, `handleTimeout` early or twice harmless) keeps the same list in
-/// `SansIOContract.checked` and `.notYetChecked`, and a test scans Sources/ for conforming types
-/// against it. `PeerSession` and `TURNProbe` conform as `DatagramCore` (`.datagram` /
+/// the deadline after draining, `handleTimeout` early or twice harmless) runs on every one of
+/// them and keeps the same list in `SansIOContract.checked`, and a test scans Sources/ for
+/// conforming types against it. `PeerSession` and `TURNProbe` conform as `DatagramCore` (`.datagram` /
 /// `.socketClosed` in, `.transmit` / `.event` out of one `poll()`), which `DatagramDriver`
 /// (CastDaemon) runs; `PeerSession`'s commands (the answer, candidates, media, `close`) stay named
 /// methods with `now`, drained through the same `poll()`.

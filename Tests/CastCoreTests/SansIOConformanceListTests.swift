@@ -4,7 +4,7 @@ import Testing
 
 /// The list of types the shared contract check runs on (`SansIOContract.checked`) is the list
 /// of types in Sources/ that conform to `SansIO`: a new conforming type fails here until its
-/// tests run `SansIOContract.violations` on it (or it is listed, in words, as not yet checked).
+/// tests run `SansIOContract.violations` on it.
 @Suite struct SansIOConformanceListTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
@@ -52,15 +52,14 @@ import Testing
         #expect(found.map(\.isProtocol) == [false, false, false, true, false])
     }
 
-    @Test func everyConformingTypeIsListedAndEveryListedTypeConforms() {
+    @Test func everyConformingTypeIsCheckedAndEveryCheckedTypeConforms() {
         let conforming = Self.conformingTypes()
         #expect(conforming.count >= 10, "the scan found too little: \(conforming.sorted())")
-        let listed = Set(SansIOContract.checked.keys).union(SansIOContract.notYetChecked.keys)
-        #expect(Set(SansIOContract.checked.keys).isDisjoint(with: SansIOContract.notYetChecked.keys))
+        let listed = Set(SansIOContract.checked.keys)
         let unlisted = conforming.subtracting(listed).sorted()
-        #expect(unlisted.isEmpty, "conform to SansIO but are in neither list of SansIOContract: \(unlisted)")
+        #expect(unlisted.isEmpty, "conform to SansIO but are not in SansIOContract.checked: \(unlisted)")
         let gone = listed.subtracting(conforming).sorted()
-        #expect(gone.isEmpty, "listed in SansIOContract but no longer conform to SansIO: \(gone)")
+        #expect(gone.isEmpty, "in SansIOContract.checked but no longer conform to SansIO: \(gone)")
     }
 
     @Test func everyCheckedTypeRunsTheSharedCheck() {
@@ -69,14 +68,6 @@ import Testing
             guard let text = tests[file] else { Issue.record("\(type): no test file Tests/\(file)"); continue }
             #expect(text.contains("SansIOContract.violations(") && text.contains(type),
                     "Tests/\(file) does not run SansIOContract.violations on \(type)")
-        }
-    }
-
-    @Test func typesNotYetCheckedAreKnownIssues() {
-        for (type, today) in SansIOContract.notYetChecked.sorted(by: { $0.key < $1.key }) {
-            withKnownIssue("\(type) is not run through SansIOContract.violations yet (today: \(today))") {
-                Issue.record("\(type): not checked by the shared contract test")
-            }
         }
     }
 }
