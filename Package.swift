@@ -78,7 +78,7 @@ let package = Package(
         .executableTarget(name: "castd-pattern", dependencies: ["CastCore", "CastCapture", "CastMedia"],
                           linkerSettings: staticSwiftRuntime),
 
-        .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
+        .testTarget(name: "CastCoreTests", dependencies: ["CastCore", "SansIOContract"]),
         // The one sans-IO contract's check, run by each conforming type's own test module.
         .target(name: "SansIOContract", dependencies: ["CastCore"], path: "Tests/Support/SansIOContract"),
         // A throwaway CA and leaf made with the openssl CLI, for the TLS tests of two modules.
@@ -90,7 +90,7 @@ let package = Package(
         // Test tones and their measurement (frequency, level) for the audio tests of two modules.
         .target(name: "AudioTestSupport", path: "Tests/Support/AudioTestSupport"),
         .testTarget(name: "CastCaptureTests", dependencies: ["CastCore", "CastMedia", "CastCapture", "CastEncode", "CX11",
-                                                    "BenchSupport", "AudioTestSupport"]),
+                                                    "BenchSupport", "AudioTestSupport", "SansIOContract"]),
         .testTarget(name: "CastEncodeTests", dependencies: ["CastCore", "CastMedia", "CastEncode", "BenchSupport", "AudioTestSupport"]),
         .testTarget(name: "CastRTPTests", dependencies: ["CastCore", "CastRTP", "SansIOContract"]),
         // Counts each thread's heap allocations (malloc interposed in the test executable), for
@@ -102,7 +102,7 @@ let package = Package(
                                                    "AllocationCounter", "BenchSupport", "SansIOContract"],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "CastSignalingTests", dependencies: ["CastCore", "CastOpenSSL", "CastSignaling", "TLSTestSupport", "SansIOContract"]),
-        .testTarget(name: "CastSessionTests", dependencies: ["CastCore", "CastSignaling", "CastSession"]),
+        .testTarget(name: "CastSessionTests", dependencies: ["CastCore", "CastSignaling", "CastSession", "SansIOContract"]),
         .testTarget(name: "CastDaemonTests", dependencies: [
             "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastWebRTC", "CastSignaling", "CastSession",
             "CastDaemon",

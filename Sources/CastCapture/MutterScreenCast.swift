@@ -41,8 +41,10 @@ public final class MutterScreenCastSession: @unchecked Sendable {
                 return ended
             }
         }
+        let clock = SystemMonotonicClock()
         while let e = signals.take() {
-            if case .ended(let sentence)? = machine.handle(e) { ended = sentence }
+            machine.handle(e, now: clock.now())
+            while let a = machine.poll() { if case .ended(let sentence) = a { ended = sentence } }
         }
         return ended
     }
@@ -51,7 +53,8 @@ public final class MutterScreenCastSession: @unchecked Sendable {
     public func close() {
         guard let bus else { return }
         self.bus = nil
-        if let call = machine.stop() { _ = MutterScreenCast.perform(call, bus: bus) }
+        machine.handle(.stop, now: SystemMonotonicClock().now())
+        while let a = machine.poll() { if case .call(let call, _) = a { _ = MutterScreenCast.perform(call, bus: bus) } }
         signals.cancel()
         bus.close()
     }
@@ -112,12 +115,25 @@ public enum MutterScreenCast {
         var keep = false
         defer { if !keep { bus.close() } }
         let signals = MutterSignalCollector()
-        var machine = MutterScreenCastMachine(connector: options.connector, cursorMode: options.cursorMode)
-        var action: MutterScreenCastMachine.Action? = machine.begin()
+        var machine = MutterScreenCastMachine(connector: options.connector, cursorMode: options.cursorMode,
+                                              nodeTimeout: options.nodeTimeout)
         let clock = SystemMonotonicClock()
-        let deadline = clock.now() + options.nodeTimeout
-        while let a = action {
-            switch a {
+        machine.handle(.begin, now: clock.now())
+        while true {
+            guard let action = machine.poll() else {
+                // Nothing to call: wait for a signal until the machine's deadline.
+                guard let due = machine.nextDeadline() else { break }
+                if let e = signals.take() { machine.handle(e, now: clock.now()); continue }
+                let now = clock.now()
+                guard now < due else { machine.handleTimeout(now: now); continue }
+                switch bus.process() {
+                case .failed(let reason): machine.handle(.callFailed("the session bus connection failed (\(reason))"), now: clock.now())
+                case .idle: bus.wait(timeout: due - now)
+                case .progressed: break
+                }
+                continue
+            }
+            switch action {
             case .finished(let grant):
                 keep = true
                 return MutterScreenCastSession(grant: grant, machine: machine, bus: bus, signals: signals)
@@ -130,26 +146,14 @@ public enum MutterScreenCast {
                 for s in subscribe {
                     if let problem = signals.subscribe(bus, s) { throw CastError(.capture, "Mutter ScreenCast: \(problem).") }
                 }
-                action = machine.handle(perform(call, bus: bus))
-            case .wait:
-                action = nil
-                while action == nil {
-                    if let e = signals.take() { action = machine.handle(e); continue }
-                    let now = clock.now()
-                    guard now < deadline else { action = machine.handle(.timedOut); break }
-                    switch bus.process() {
-                    case .failed(let reason): action = machine.handle(.callFailed("the session bus connection failed (\(reason))"))
-                    case .idle: bus.wait(timeout: deadline - now)
-                    case .progressed: break
-                    }
-                }
+                machine.handle(perform(call, bus: bus), now: clock.now())
             }
         }
         throw CastError(.capture, "Mutter ScreenCast: the session setup stopped without a result.")
     }
 
     /// Makes one call and says what came of it.
-    static func perform(_ call: MutterCall, bus: SystemdBus) -> MutterScreenCastMachine.Event {
+    static func perform(_ call: MutterCall, bus: SystemdBus) -> MutterScreenCastMachine.Input {
         var returned: String? = nil
         let error: String?
         switch call {
@@ -174,9 +178,9 @@ public enum MutterScreenCast {
     }
 }
 
-/// Collects the Mutter signals castd subscribed to, as machine events.
+/// Collects the Mutter signals castd subscribed to, as machine inputs.
 final class MutterSignalCollector {
-    private var pending: [MutterScreenCastMachine.Event] = []
+    private var pending: [MutterScreenCastMachine.Input] = []
     private var matches: [BusMatch] = []
 
     /// Subscribes; nil on success, else what went wrong.
@@ -207,7 +211,7 @@ final class MutterSignalCollector {
         }
     }
 
-    func take() -> MutterScreenCastMachine.Event? { pending.isEmpty ? nil : pending.removeFirst() }
+    func take() -> MutterScreenCastMachine.Input? { pending.isEmpty ? nil : pending.removeFirst() }
 
     func cancel() {
         for m in matches { m.cancel() }

@@ -40,10 +40,17 @@ public struct MutterGrant: Equatable, Sendable {
 /// screen-cast interface (no dialog): CreateSession → RecordMonitor →
 /// (subscribe to the stream's PipeWireStreamAdded and the session's Closed)
 /// → Start → the node id arrives as a signal. Then the running cast: the
-/// session's Closed ends it; `stop()` is the teardown. Pure: the shell
-/// makes the D-Bus calls and feeds back what came of them.
-public struct MutterScreenCastMachine: Sendable {
-    public enum Event: Equatable, Sendable {
+/// session's Closed ends it; `.stop` is the teardown. Pure, under the one sans-IO contract
+/// (`SansIO` in CastCore): the shell feeds `.begin` and then what came of each call with
+/// `handle(_:now:)`, makes the call `poll()` answers, and while nothing is to be called waits
+/// for a signal until `nextDeadline()` (the node's wait, from `.begin`), where
+/// `handleTimeout(now:)` gives up.
+public struct MutterScreenCastMachine: Sendable, SansIO {
+    public enum Input: Equatable, Sendable {
+        /// Start: CreateSession is the first call, and the wait for the node begins.
+        case begin
+        /// Teardown: Stop the session when one exists and is not already over.
+        case stop
         /// The object path CreateSession or RecordMonitor returned.
         case returned(path: String)
         /// Start returned without error.
@@ -52,15 +59,14 @@ public struct MutterScreenCastMachine: Sendable {
         case sessionClosed(session: String)
         /// A D-Bus error reply to the current call (name and text).
         case callFailed(String)
-        /// No node within the shell's wait.
-        case timedOut
     }
 
+    public typealias Output = Action
+
+    /// What to do; no action after an input means: wait for a signal, until `nextDeadline()`.
     public enum Action: Equatable, Sendable {
         /// Subscribe to `subscribe` first, then make the call.
         case call(MutterCall, subscribe: [MutterSignal])
-        /// Nothing to call: wait for a signal (or time out).
-        case wait
         /// Stop the session (best effort), then report the sentence.
         case stopAndFail(MutterCall, failure: String)
         case finished(MutterGrant)
@@ -80,22 +86,44 @@ public struct MutterScreenCastMachine: Sendable {
     private var stream: String? = nil
     private var startReturned = false
     private var node: UInt32? = nil
+    /// How long the whole setup may take, CreateSession to the node.
+    public let nodeTimeout: Duration
+    /// The end of that wait; nil once the cast runs or is over.
+    private var nodeDeadline: Instant? = nil
+    private var outputs = OutputQueue<Action>()
 
     /// `connector` "" records the primary monitor.
-    public init(connector: String = "", cursorMode: MutterCursorMode = .metadata) {
+    public init(connector: String = "", cursorMode: MutterCursorMode = .metadata, nodeTimeout: Duration = .seconds(10)) {
         self.connector = connector
         self.cursorMode = cursorMode
+        self.nodeTimeout = nodeTimeout
     }
 
-    public mutating func begin() -> Action {
-        precondition(step == .idle, "begin() once")
-        step = .creatingSession
-        return .call(.createSession, subscribe: [])
+    public mutating func handle(_ input: Input, now: Instant) {
+        if case .begin = input, step == .idle { nodeDeadline = now + nodeTimeout }
+        if let action = decide(input) { outputs.push(action) }
+        if step != .creatingSession && step != .recording && step != .starting { nodeDeadline = nil }
     }
 
-    public mutating func handle(_ event: Event) -> Action? {
-        switch (step, event) {
-        case (.idle, _), (.stopped, _), (.failed, _):
+    public mutating func poll() -> Action? { outputs.pop() }
+
+    public func nextDeadline() -> Instant? { nodeDeadline }
+
+    /// The setup's wait is over with no node.
+    public mutating func handleTimeout(now: Instant) {
+        guard let due = nodeDeadline, now >= due else { return }
+        nodeDeadline = nil
+        outputs.push(fail("Mutter announced no PipeWire stream within the wait after Start"))
+    }
+
+    private mutating func decide(_ input: Input) -> Action? {
+        switch (step, input) {
+        case (.idle, .begin):
+            step = .creatingSession
+            return .call(.createSession, subscribe: [])
+        case (_, .stop):
+            return stop()
+        case (.idle, _), (.stopped, _), (.failed, _), (_, .begin):
             return nil
         case (.running, .sessionClosed(let path)):
             guard path == session else { return nil }
@@ -105,8 +133,6 @@ public struct MutterScreenCastMachine: Sendable {
             return nil
         case (_, .callFailed(let message)):
             return fail("Mutter refused \(stepName): \(message)")
-        case (_, .timedOut):
-            return fail("Mutter announced no PipeWire stream within the wait after Start")
         case (_, .sessionClosed(let path)):
             guard path == session else { return nil }
             return fail("Mutter closed the session during \(stepName)")
@@ -123,22 +149,22 @@ public struct MutterScreenCastMachine: Sendable {
                          subscribe: [.pipeWireStreamAdded(stream: path), .closed(session: session!)])
         case (.starting, .started):
             startReturned = true
-            return finishIfReady() ?? .wait
+            return finishIfReady()
         case (.starting, .streamAdded(let path, let id)):
             // The signal may be processed before Start's reply: both are needed.
             guard path == stream else { return nil }
             node = id
-            return finishIfReady() ?? .wait
+            return finishIfReady()
         case (_, .returned), (_, .started), (_, .streamAdded):
             return nil
         }
     }
 
     /// Teardown: the call to make (Stop) when a session exists and is not already over.
-    public mutating func stop() -> MutterCall? {
+    private mutating func stop() -> Action? {
         defer { if step != .failed { step = .stopped } }
         guard let session, step != .stopped, step != .failed else { return nil }
-        return .stop(session: session)
+        return .call(.stop(session: session), subscribe: [])
     }
 
     private mutating func finishIfReady() -> Action? {

@@ -14,8 +14,8 @@ enum PortalBus {
 
     struct ProbeFailure: Error { let sentence: String }
 
-    /// A Request's `Response(u response, a{sv} results)` signal as a machine event.
-    static func parseResponse(_ m: BusMessageReader) -> ScreenCastPortalMachine.Event {
+    /// A Request's `Response(u response, a{sv} results)` signal as a machine input.
+    static func parseResponse(_ m: BusMessageReader) -> ScreenCastPortalMachine.Input {
         let path = m.path
         guard let code = m.readUInt32() else {
             return .response(path: path, code: 2, sessionHandle: nil, streams: [], restoreToken: nil)

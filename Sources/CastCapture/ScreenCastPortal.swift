@@ -11,24 +11,6 @@ extension CastError.Code {
     public static let captureNeedsUser = Self("capture_needs_user")
 }
 
-/// How long castd waits for one Response of the portal: pure, the shell passes the time in.
-public struct PortalResponseWait: Sendable, Equatable {
-    public let timeout: Duration
-    public private(set) var deadline: Instant? = nil
-
-    public init(timeout: Duration) { self.timeout = timeout }
-
-    /// A call answered by a Response went out at `now`: the wait starts afresh.
-    public mutating func began(now: Instant) { deadline = now + timeout }
-
-    /// How long the shell may still block for the Response; nil when the wait is over
-    /// (then the machine gets `.timedOut`) or was never begun.
-    public func remaining(now: Instant) -> Duration? {
-        guard let deadline, now < deadline else { return nil }
-        return deadline - now
-    }
-}
-
 /// A started ScreenCast portal session: the streams, the PipeWire socket the
 /// portal opened for them, and the bus connection that keeps the session
 /// alive (the portal ends it when castd leaves the bus). `close` (or deinit)
@@ -139,12 +121,27 @@ public enum ScreenCastPortal {
         let wanted = options.cursor || modes & hidden == 0 ? modes : hidden
         var machine = ScreenCastPortalMachine(sender: unique, availableCursorModes: wanted,
                                               restoreToken: saved, tokenPrefix: "castd_\(getpid())",
-                                              sourceTypes: options.sourceType.rawValue)
+                                              sourceTypes: options.sourceType.rawValue, responseTimeout: options.responseTimeout)
         let waiter = ResponseWaiter()
-        var action: ScreenCastPortalMachine.Action? = machine.begin()
+        let clock = SystemMonotonicClock()
         var fd: Int32 = -1
-        while let a = action {
-            switch a {
+        machine.handle(.begin, now: clock.now())
+        while true {
+            guard let action = machine.poll() else {
+                // Nothing to call: wait for the Response the machine expects (others it ignores),
+                // until its deadline.
+                guard let due = machine.nextDeadline() else { break }
+                if let r = waiter.take() { machine.handle(r, now: clock.now()); continue }
+                let now = clock.now()
+                guard now < due else { machine.handleTimeout(now: now); continue }
+                switch bus.process() {
+                case .failed(let reason): machine.handle(.callFailed("the session bus connection failed (\(reason))"), now: clock.now())
+                case .progressed: continue
+                case .idle: bus.wait(timeout: due - now)
+                }
+                continue
+            }
+            switch action {
             case .finished(let grant):
                 if let token = grant.restoreToken, let store = options.tokenStore {
                     do { try store.save(token, stream: grant.streams.first) } catch {
@@ -157,19 +154,20 @@ public enum ScreenCastPortal {
             case .failed(let sentence):
                 throw CastError(.capture, sentence)
             case .closeAndFail(let call, let sentence):
-                _ = perform(call, bus: bus, waiter: waiter, options: options, fd: &fd, machine: &machine)
+                _ = perform(call, bus: bus, waiter: waiter, fd: &fd)
                 throw CastError(machine.needsUser ? .captureNeedsUser : .capture, sentence)
             case .call(let call, let expect):
                 if let expect { try waiter.subscribe(bus, path: expect) }
-                action = perform(call, bus: bus, waiter: waiter, options: options, fd: &fd, machine: &machine)
+                machine.handle(perform(call, bus: bus, waiter: waiter, fd: &fd), now: clock.now())
             }
         }
         throw CastError(.capture, "ScreenCast portal: the session setup stopped without a result.")
     }
 
-    /// One call; then, for calls answered by a Response, waits for it. Returns the machine's next action.
-    private static func perform(_ call: PortalCall, bus: SystemdBus, waiter: ResponseWaiter, options: Options,
-                                fd: inout Int32, machine: inout ScreenCastPortalMachine) -> ScreenCastPortalMachine.Action? {
+    /// Makes one call and says what came of it: for a call answered by a Response, that it
+    /// returned (the Response is then awaited by the loop above).
+    private static func perform(_ call: PortalCall, bus: SystemdBus, waiter: ResponseWaiter,
+                                fd: inout Int32) -> ScreenCastPortalMachine.Input {
         var returnedPath: String? = nil
         var openedFD: Int32 = -1
         let error: String?
@@ -199,40 +197,23 @@ public enum ScreenCastPortal {
                 m.appendOptions([:])
             } reply: { openedFD = $0.readUnixFD() ?? -1 }   // a duplicate: the message owns its own
             if error == nil {
-                guard openedFD >= 0 else {
-                    return machine.handle(.callFailed("OpenPipeWireRemote returned no usable file descriptor"))
-                }
+                guard openedFD >= 0 else { return .callFailed("OpenPipeWireRemote returned no usable file descriptor") }
                 fd = openedFD
-                return machine.handle(.remoteOpened)
+                return .remoteOpened
             }
         case .closeSession(let session):
             bus.call(destination: service, path: session, interface: "org.freedesktop.portal.Session", member: "Close", timeout: .seconds(2)) { _ in }
-            return machine.handle(.sessionClosed)
+            return .sessionClosed
         }
-        if let error { return machine.handle(.callFailed(error)) }
-        if let returnedPath { machine.requestHandleReturned(returnedPath); try? waiter.subscribe(bus, path: returnedPath) }
-        // Wait for the Response our machine expects (others are ignored by it).
-        let clock = SystemMonotonicClock()
-        var wait = PortalResponseWait(timeout: options.responseTimeout)
-        wait.began(now: clock.now())
-        while true {
-            if let r = waiter.take() {
-                if let next = machine.handle(r) { return next }
-                continue
-            }
-            guard let left = wait.remaining(now: clock.now()) else { return machine.handle(.timedOut) }
-            switch bus.process() {
-            case .failed(let reason): return machine.handle(.callFailed("the session bus connection failed (\(reason))"))
-            case .progressed: continue
-            case .idle: bus.wait(timeout: left)
-            }
-        }
+        if let error { return .callFailed(error) }
+        if let returnedPath { try? waiter.subscribe(bus, path: returnedPath) }
+        return .requested(path: returnedPath)
     }
 }
 
 /// Collects Response signals of the Request objects castd subscribed to.
 final class ResponseWaiter {
-    private var pending: [ScreenCastPortalMachine.Event] = []
+    private var pending: [ScreenCastPortalMachine.Input] = []
     private var matches: [String: BusMatch] = [:]
 
     func subscribe(_ bus: SystemdBus, path: String) throws {
@@ -247,7 +228,7 @@ final class ResponseWaiter {
         }
     }
 
-    func take() -> ScreenCastPortalMachine.Event? { pending.isEmpty ? nil : pending.removeFirst() }
+    func take() -> ScreenCastPortalMachine.Input? { pending.isEmpty ? nil : pending.removeFirst() }
 
     deinit { for m in matches.values { m.cancel() } }
 }

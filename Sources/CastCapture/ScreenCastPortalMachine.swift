@@ -100,10 +100,18 @@ public enum PortalCall: Equatable, Sendable {
 
 /// The request/response sequencing of org.freedesktop.portal.ScreenCast:
 /// CreateSession → SelectSources (monitor, cursor mode, persist_mode 2, the
-/// saved restore token) → Start → OpenPipeWireRemote. Pure: the shell makes
-/// the D-Bus calls and feeds back what came of them.
-public struct ScreenCastPortalMachine: Sendable {
-    public enum Event: Equatable, Sendable {
+/// saved restore token) → Start → OpenPipeWireRemote. Pure, under the one sans-IO contract
+/// (`SansIO` in CastCore): the shell feeds `.begin` and then what came of each call with
+/// `handle(_:now:)`, makes the call `poll()` answers, and while a Response is awaited arms one
+/// timer for `nextDeadline()` (the end of the wait), where `handleTimeout(now:)` gives up.
+public struct ScreenCastPortalMachine: Sendable, SansIO {
+    public enum Input: Equatable, Sendable {
+        /// Start: CreateSession is the first call.
+        case begin
+        /// A call answered by a Response returned, with the Request object's path when the reply
+        /// carried one (portals before 0.9 return a different path than the predicted one: the
+        /// Response is expected there instead). The wait for the Response starts afresh now.
+        case requested(path: String?)
         /// A Request's Response signal: `code` 0 success, 1 cancelled by the user, 2 other;
         /// the results of interest already parsed out.
         case response(path: String, code: UInt32, sessionHandle: String?, streams: [PortalStream], restoreToken: String?)
@@ -111,11 +119,11 @@ public struct ScreenCastPortalMachine: Sendable {
         case remoteOpened
         /// A D-Bus error reply to the current call (its message, already a sentence or a D-Bus error name and text).
         case callFailed(String)
-        /// No Response within the shell's wait (a portal waiting for a human nobody is there to be).
-        case timedOut
         /// The session the machine asked to close (before trying again without the token) is closed.
         case sessionClosed
     }
+
+    public typealias Output = Action
 
     public enum Action: Equatable, Sendable {
         /// Make this call; when `expect` is set, subscribe to that Request path's Response first.
@@ -158,11 +166,17 @@ public struct ScreenCastPortalMachine: Sendable {
     private var expected: String? = nil
     private var session: String? = nil
     private var grant: (streams: [PortalStream], token: String?)? = nil
+    /// How long a Response may take (a portal waiting for a person nobody is there to be).
+    public let responseTimeout: Duration
+    /// The end of the wait for the expected Response; nil when none is awaited.
+    private var responseDeadline: Instant? = nil
+    private var outputs = OutputQueue<Action>()
 
     /// `tokenPrefix` makes handle tokens unique per castd process (e.g. "castd_<pid>").
     public init(sender: String, availableCursorModes: UInt32, restoreToken: String?, tokenPrefix: String,
-                sourceTypes: UInt32 = PortalSourceType.monitor.rawValue) {
+                sourceTypes: UInt32 = PortalSourceType.monitor.rawValue, responseTimeout: Duration = .seconds(60)) {
         self.sender = sender
+        self.responseTimeout = responseTimeout
         self.sourceTypes = sourceTypes
         cursorMode = PortalCursorMode.choose(available: availableCursorModes)
         self.restoreToken = restoreToken.flatMap { $0.isEmpty ? nil : $0 }
@@ -183,11 +197,6 @@ public struct ScreenCastPortalMachine: Sendable {
         return "\(tokenPrefix)_\(tokenCounter)"
     }
 
-    public mutating func begin() -> Action {
-        precondition(step == .idle, "begin() once")
-        return createSession()
-    }
-
     private mutating func createSession() -> Action {
         step = .creatingSession
         let t = nextToken()
@@ -195,15 +204,48 @@ public struct ScreenCastPortalMachine: Sendable {
         return .call(.createSession(handleToken: t, sessionHandleToken: nextToken()), expect: expected)
     }
 
-    /// The portal returned a different Request path than the one predicted
-    /// (portals before 0.9): expect the Response there instead.
-    public mutating func requestHandleReturned(_ path: String) {
-        if step == .creatingSession || step == .selectingSources || step == .starting { expected = path }
+    private var awaitsResponse: Bool { step == .creatingSession || step == .selectingSources || step == .starting }
+
+    public mutating func handle(_ input: Input, now: Instant) {
+        let wasAwaiting = awaitsResponse ? expected : nil
+        if let action = decide(input) { outputs.push(action) }
+        // A call answered by a Response went out: its wait runs from this decision until the
+        // owner says the call returned (`.requested`), then from that reply.
+        if awaitsResponse, expected != wasAwaiting || input.isRequested { responseDeadline = now + responseTimeout }
+        if !awaitsResponse { responseDeadline = nil }
     }
 
-    public mutating func handle(_ event: Event) -> Action? {
-        switch (step, event) {
-        case (.done, _), (.failed, _), (.idle, _):
+    public mutating func poll() -> Action? { outputs.pop() }
+
+    public func nextDeadline() -> Instant? { responseDeadline }
+
+    /// The wait for a Response is over: the portal waits for a person nobody is there to be.
+    public mutating func handleTimeout(now: Instant) {
+        guard let due = responseDeadline, now >= due else { return }
+        responseDeadline = nil
+        outputs.push(timedOut())
+    }
+
+    private mutating func timedOut() -> Action {
+        if step == .starting {
+            // A Start the portal would grant by itself (a restore token it accepts) answers at
+            // once; one still pending after the whole wait is a dialog waiting for a person.
+            needsUser = true
+            return fail("the ScreenCast portal did not answer Start in time: it is waiting for someone to accept its screen-sharing dialog, and nobody is there"
+                + (restoreToken != nil ? " (it did not accept the saved restore token)" : " (no restore token was saved)")
+                + "; run castd once in the desktop session and accept the dialog to store a token, or on GNOME use --capture mutter, which needs no dialog")
+        }
+        return fail("the ScreenCast portal did not answer \(stepName) in time; it may be waiting for someone to accept a screen-sharing dialog, and castd has nobody to click it (run it once in a desktop session to store a restore token)")
+    }
+
+    private mutating func decide(_ input: Input) -> Action? {
+        switch (step, input) {
+        case (.idle, .begin):
+            return createSession()
+        case (.done, _), (.failed, _), (.idle, _), (_, .begin):
+            return nil
+        case (_, .requested(let path)):
+            if let path, awaitsResponse { expected = path }
             return nil
         case (.closingForRetry, .sessionClosed):
             // Again from the start, without the token: the portal asks in its dialog.
@@ -213,15 +255,6 @@ public struct ScreenCastPortalMachine: Sendable {
             return nil
         case (_, .callFailed(let message)):
             return fail("the ScreenCast portal refused \(stepName): \(message)")
-        case (.starting, .timedOut):
-            // A Start the portal would grant by itself (a restore token it accepts) answers at
-            // once; one still pending after the whole wait is a dialog waiting for a person.
-            needsUser = true
-            return fail("the ScreenCast portal did not answer Start in time: it is waiting for someone to accept its screen-sharing dialog, and nobody is there"
-                + (restoreToken != nil ? " (it did not accept the saved restore token)" : " (no restore token was saved)")
-                + "; run castd once in the desktop session and accept the dialog to store a token, or on GNOME use --capture mutter, which needs no dialog")
-        case (_, .timedOut):
-            return fail("the ScreenCast portal did not answer \(stepName) in time; it may be waiting for someone to accept a screen-sharing dialog, and castd has nobody to click it (run it once in a desktop session to store a restore token)")
         case (.openingRemote, .remoteOpened):
             step = .done
             let g = grant!
@@ -291,4 +324,8 @@ public struct ScreenCastPortalMachine: Sendable {
         if let session { return .closeAndFail(.closeSession(session: session), failure: sentence) }
         return .failed(sentence)
     }
+}
+
+extension ScreenCastPortalMachine.Input {
+    var isRequested: Bool { if case .requested = self { return true }; return false }
 }

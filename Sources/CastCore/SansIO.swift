@@ -13,16 +13,19 @@
 /// after draining (a deadline that has not moved needs no new timer); calling `handleTimeout`
 /// early, late or twice is harmless. Tests drive the same calls with a fake clock.
 ///
-/// Conforming: `SessionMachine` (CastDaemon), `RealtimeClient` (CastSignaling), `ICEAgent`,
-/// `TURNClient`, `TURNRelays`, `MDNSResolver`, `DTLSTransport` (a class: it wraps OpenSSL's
-/// state, which cannot be copied, but does no IO), `PeerSession` (CastWebRTC), `VideoSender`,
-/// `AudioSender`, `SendSideBandwidthEstimator` (CastRTP); each has a contract test (outputs
-/// in decision order, a drained queue answers nil, the deadline after draining,
-/// `handleTimeout` early or twice harmless). `PeerSession` and `TURNProbe` conform as
-/// `DatagramCore` (`.datagram` / `.socketClosed` in, `.transmit` / `.event` out of one
-/// `poll()`), which `DatagramDriver` (CastDaemon) runs; `PeerSession`'s commands (the answer,
-/// candidates, media, `close`) stay named methods with `now`, drained through the same
-/// `poll()`.
+/// Conforming: `SessionMachine` (CastSession), `RealtimeClient`, `SignalingMerger`,
+/// `WebSocketConnection` (CastSignaling), `ICEAgent`, `TURNClient`, `TURNRelays`, `MDNSResolver`,
+/// `DTLSTransport` (a class: it wraps OpenSSL's state, which cannot be copied, but does no IO),
+/// `PeerSession`, `TURNProbe` (CastWebRTC), `VideoSender`, `AudioSender`,
+/// `SendSideBandwidthEstimator` (CastRTP), `CaptureScheduler` (CastMedia),
+/// `ScreenCastPortalMachine`, `MutterScreenCastMachine` (CastCapture). The shared contract test
+/// (`SansIOContract` in Tests/Support: outputs in decision order, a drained queue answers nil,
+/// the deadline after draining, `handleTimeout` early or twice harmless) runs on every one of
+/// them and keeps the same list in `SansIOContract.checked`, and a test scans Sources/ for
+/// conforming types against it. `PeerSession` and `TURNProbe` conform as `DatagramCore` (`.datagram` /
+/// `.socketClosed` in, `.transmit` / `.event` out of one `poll()`), which `DatagramDriver`
+/// (CastDaemon) runs; `PeerSession`'s commands (the answer, candidates, media, `close`) stay named
+/// methods with `now`, drained through the same `poll()`.
 public protocol SansIO {
     associatedtype Input
     associatedtype Output

@@ -18,11 +18,11 @@ struct ScreenCastPortalKDETests {
 
     func started(restoreToken: String?) -> ScreenCastPortalMachine {
         var m = ScreenCastPortalMachine(sender: ":1.17", availableCursorModes: 7, restoreToken: restoreToken, tokenPrefix: "t")
-        #expect(m.begin() == .call(.createSession(handleToken: "t_1", sessionHandleToken: "t_2"), expect: base + "t_1"))
-        #expect(m.handle(.response(path: base + "t_1", code: 0, sessionHandle: session, streams: [], restoreToken: nil))
+        #expect(m.step(.begin) == .call(.createSession(handleToken: "t_1", sessionHandleToken: "t_2"), expect: base + "t_1"))
+        #expect(m.step(.response(path: base + "t_1", code: 0, sessionHandle: session, streams: [], restoreToken: nil))
                 == .call(.selectSources(session: session, handleToken: "t_3", types: 1, cursorMode: 4, persistMode: 2,
                                         restoreToken: restoreToken), expect: base + "t_3"))
-        #expect(m.handle(.response(path: base + "t_3", code: 0, sessionHandle: nil, streams: [], restoreToken: nil))
+        #expect(m.step(.response(path: base + "t_3", code: 0, sessionHandle: nil, streams: [], restoreToken: nil))
                 == .call(.start(session: session, handleToken: "t_4"), expect: base + "t_4"))
         return m
     }
@@ -33,9 +33,9 @@ struct ScreenCastPortalKDETests {
         let token = "11111111-2222-4333-8444-555555555555"
         var m = started(restoreToken: token)
         let stream = PortalStream(node: 36, width: 1280, height: 720, sourceType: 1)
-        #expect(m.handle(.response(path: base + "t_4", code: 0, sessionHandle: nil, streams: [stream], restoreToken: token))
+        #expect(m.step(.response(path: base + "t_4", code: 0, sessionHandle: nil, streams: [stream], restoreToken: token))
                 == .call(.openPipeWireRemote(session: session), expect: nil))
-        #expect(m.handle(.remoteOpened) == .finished(PortalGrant(sessionHandle: session, streams: [stream], restoreToken: token,
+        #expect(m.step(.remoteOpened) == .finished(PortalGrant(sessionHandle: session, streams: [stream], restoreToken: token,
                                                                  cursorMode: .metadata, offeredRestoreToken: true)))
         #expect(PortalSourceType.name(stream.sourceType) == "monitor")
     }
@@ -46,13 +46,13 @@ struct ScreenCastPortalKDETests {
         let token = "31111111-2222-4333-8444-555555555555"
         var m = ScreenCastPortalMachine(sender: ":1.17", availableCursorModes: 7, restoreToken: token, tokenPrefix: "t",
                                         sourceTypes: PortalSourceType.window.rawValue)
-        _ = m.begin()
-        _ = m.handle(.response(path: base + "t_1", code: 0, sessionHandle: session, streams: [], restoreToken: nil))
-        _ = m.handle(.response(path: base + "t_3", code: 0, sessionHandle: nil, streams: [], restoreToken: nil))
+        _ = m.step(.begin)
+        _ = m.step(.response(path: base + "t_1", code: 0, sessionHandle: session, streams: [], restoreToken: nil))
+        _ = m.step(.response(path: base + "t_3", code: 0, sessionHandle: nil, streams: [], restoreToken: nil))
         let stream = PortalStream(node: 36, sourceType: 2)
-        #expect(m.handle(.response(path: base + "t_4", code: 0, sessionHandle: nil, streams: [stream], restoreToken: token))
+        #expect(m.step(.response(path: base + "t_4", code: 0, sessionHandle: nil, streams: [stream], restoreToken: token))
                 == .call(.openPipeWireRemote(session: session), expect: nil))
-        guard case .finished(let grant)? = m.handle(.remoteOpened) else { Issue.record("expected a grant"); return }
+        guard case .finished(let grant)? = m.step(.remoteOpened) else { Issue.record("expected a grant"); return }
         #expect(grant.streams == [stream] && grant.streams[0].width == nil && grant.restoreToken == token)
         #expect(PortalSourceType.name(grant.streams[0].sourceType) == "window")
     }
@@ -62,7 +62,7 @@ struct ScreenCastPortalKDETests {
     @Test func aDialogThatCannotLoadIsACancelAndClosesTheSession() {
         var m = started(restoreToken: nil)
         guard case .closeAndFail(.closeSession(session: session), let sentence)?
-                = m.handle(.response(path: base + "t_4", code: 1, sessionHandle: nil, streams: [], restoreToken: nil)) else {
+                = m.step(.response(path: base + "t_4", code: 1, sessionHandle: nil, streams: [], restoreToken: nil)) else {
             Issue.record("expected the session closed and a failure"); return
         }
         #expect(sentence.contains("cancelled"))
@@ -72,7 +72,7 @@ struct ScreenCastPortalKDETests {
     /// The dialog shown on a headless KWin and nobody to press Share: no Response; castd's wait ends it.
     @Test func anUnansweredKDEDialogNeedsAUser() {
         var m = started(restoreToken: nil)
-        guard case .closeAndFail(.closeSession(session: session), let sentence)? = m.handle(.timedOut) else {
+        guard case .closeAndFail(.closeSession(session: session), let sentence)? = m.timeout() else {
             Issue.record("expected the session closed and a failure"); return
         }
         #expect(m.needsUser && sentence.contains("dialog"))

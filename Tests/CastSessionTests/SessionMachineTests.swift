@@ -1,6 +1,7 @@
 import Testing
 import CastCore
 import CastSignaling
+import SansIOContract
 @testable import CastSession
 
 /// Drives a SessionMachine on a fake clock and records what it asks for.
@@ -662,5 +663,50 @@ extension Array where Element == SessionMachine.Action {
         h.send(.gatheringComplete(negotiationId: nid))
         let limited = h.send(.insertFinished(.rateLimited))
         #expect(limited.events == [LogLine(.warning, "signaling_rate_limited", [("sqlstate", "P0429"), ("note", "backing off")])])
+    }
+}
+
+/// The machine keeps the one sans-IO contract (`SansIO` in CastCore), by the shared check on the
+/// waits it arms: negotiating (the attempt's timeout), connected (the heartbeat), the session
+/// row gone to `disconnected` (the wait for its disconnect row) and a media failure (the restart).
+@Suite struct SessionMachineContractTests {
+    static func ms(_ v: Int64) -> Instant { Instant.zero + .milliseconds(v) }
+
+    static let negotiating: [(SessionMachine.Input, Instant)] = [
+        (.approved(authExpiresAt: ms(0) + .seconds(7200), prefs: Harness.prefs), ms(0)),
+        (.ready(status: .connecting), ms(0)),
+        (.offerReady(negotiationId: "nid-1", sdp: "v=0 offer"), ms(10)),
+        (.insertFinished(.inserted), ms(20)),
+    ]
+    static let connected = negotiating + [
+        (.signal(.answer(sdp: "v=0 answer", negotiationID: "nid-1")), ms(30)),
+        (.peerState(negotiationId: "nid-1", .connected), ms(40)),
+    ]
+    static let scenarios: [[(SessionMachine.Input, Instant)]] = [
+        negotiating,
+        connected,
+        connected + [(.statusChanged(.disconnected), ms(50))],
+        connected + [(.mediaFailed("the encoder stalled"), ms(50))],
+    ]
+
+    @Test(arguments: 0..<4) func theSharedContractHolds(_ scenario: Int) {
+        let v = SansIOContract.violations({ Harness().machine }, inputs: Self.scenarios[scenario])
+        #expect(v.isEmpty, "\(v)")
+    }
+
+    /// The deadline each scenario ends on, so the check above runs where it is meant to.
+    @Test func theScenariosEndOnTheirWaits() {
+        let c = SessionMachine.Configuration()
+        var due: [Instant?] = []
+        for inputs in Self.scenarios {
+            var m = Harness().machine
+            for (input, now) in inputs {
+                m.handle(input, now: now)
+                while m.poll() != nil {}
+            }
+            due.append(m.nextDeadline())
+        }
+        #expect(due == [Self.ms(0) + c.reconnect.attemptTimeout, Self.ms(40) + c.heartbeatInterval,
+                        Self.ms(50) + c.disconnectRowGrace, Self.ms(50) + c.mediaRestartBackoff[0]])
     }
 }

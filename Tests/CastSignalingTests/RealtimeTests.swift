@@ -1,4 +1,5 @@
 import CastCore
+import SansIOContract
 import Testing
 @testable import CastSignaling
 
@@ -80,6 +81,48 @@ struct RealtimeHarness {
                                    payload: .object(["status": .string("ok"), "response": .object(["postgres_changes": .array([])])])))
         serverSays(PhoenixEnvelope(topic: j.topic, event: "system", payload: .object([
             "extension": .string("postgres_changes"), "status": .string("ok"), "message": .string("Subscribed to PostgreSQL")])))
+    }
+}
+
+/// The client keeps the one sans-IO contract (`SansIO` in CastCore), by the shared check: joined
+/// and subscribed (the heartbeat's deadline), joined with no reply (the join's timeout), and
+/// after the socket closed (the reconnect's).
+@Suite struct RealtimeClientContractTests {
+    static let topic = "realtime:castd-s1"
+    static let joinOK = PhoenixEnvelope(joinRef: "1", ref: "1", topic: topic, event: "phx_reply", payload: .object([
+        "status": .string("ok"), "response": .object(["postgres_changes": .array([])])])).encode(.v2)
+    static let systemOK = PhoenixEnvelope(topic: topic, event: "system", payload: .object([
+        "extension": .string("postgres_changes"), "status": .string("ok")])).encode(.v2)
+    static func ms(_ v: Int64) -> Instant { Instant.zero + .milliseconds(v) }
+
+    static let scenarios: [[(RealtimeClient.Input, Instant)]] = [
+        [(.start, ms(0)), (.socketOpened, ms(10)), (.text(joinOK), ms(20)), (.text(systemOK), ms(30))],
+        [(.start, ms(0)), (.socketOpened, ms(10))],
+        [(.start, ms(0)), (.socketOpened, ms(10)), (.socketClosed(reason: "reset"), ms(20))],
+    ]
+
+    @Test(arguments: 0..<3) func theSharedContractHolds(_ scenario: Int) {
+        let v = SansIOContract.violations({ RealtimeHarness().client }, inputs: Self.scenarios[scenario])
+        #expect(v.isEmpty, "\(v)")
+    }
+
+    /// What the scenarios lead to, so the check above runs where it is meant to.
+    @Test func theScenariosSubscribeWaitForTheJoinAndWaitToReconnect() {
+        func run(_ inputs: [(RealtimeClient.Input, Instant)]) -> (RealtimeClient, [RealtimeClient.Action]) {
+            var c = RealtimeHarness().client
+            var out: [RealtimeClient.Action] = []
+            for (input, now) in inputs {
+                c.handle(input, now: now)
+                while let a = c.poll() { out.append(a) }
+            }
+            return (c, out)
+        }
+        let (subscribed, said) = run(Self.scenarios[0])
+        #expect(said.last == .subscribed && subscribed.nextDeadline() == Self.ms(10) + .seconds(25))
+        let (joining, _) = run(Self.scenarios[1])
+        #expect(!joining.isSubscribed && joining.nextDeadline() == Self.ms(10) + .seconds(10))
+        let (closed, _) = run(Self.scenarios[2])
+        #expect(closed.nextDeadline() == Self.ms(20) + .seconds(1))
     }
 }
 

@@ -1,4 +1,5 @@
 import CastCore
+import SansIOContract
 import Testing
 @testable import CastSignaling
 
@@ -50,13 +51,32 @@ func upgradeResponse(accept: String = sampleAccept, extra: String = "") -> [UInt
     }
 }
 
+extension WebSocketConnection {
+    /// One input at `now`, then every output drained (the `SansIO` contract).
+    mutating func step(_ input: Input, now: Instant = .zero) -> [Output] {
+        handle(input, now: now)
+        var out: [Output] = []
+        while let o = poll() { out.append(o) }
+        return out
+    }
+
+    /// Bytes from the server, then every output drained.
+    mutating func receive(_ bytes: [UInt8], now: Instant = .zero) -> [Output] { step(.bytes(bytes), now: now) }
+}
+
+func newConnection(maxMessage: Int = 1 << 20) -> WebSocketConnection {
+    var limits = WebSocketConnection.Limits()
+    limits.maxMessage = maxMessage
+    return WebSocketConnection(handshake: WebSocketHandshake(hostHeader: "h", path: "/", nonce: sampleNonce),
+                               limits: limits, maskSource: { fixedMask })
+}
+
 @Suite struct WebSocketConnectionTests {
     func openConnection(maxMessage: Int = 1 << 20) -> WebSocketConnection {
-        var limits = WebSocketConnection.Limits()
-        limits.maxMessage = maxMessage
-        var c = WebSocketConnection(handshake: WebSocketHandshake(hostHeader: "h", path: "/", nonce: sampleNonce),
-                                    limits: limits, maskSource: { fixedMask })
-        let out = c.receive(upgradeResponse(), now: .zero)
+        var c = newConnection(maxMessage: maxMessage)
+        let request = c.poll()
+        precondition(request == .write(WebSocketHandshake(hostHeader: "h", path: "/", nonce: sampleNonce).request) && c.poll() == nil)
+        let out = c.receive(upgradeResponse())
         precondition(out == [.opened])
         return c
     }
@@ -65,8 +85,16 @@ func upgradeResponse(accept: String = sampleAccept, extra: String = "") -> [UInt
         WebSocketFrame(fin: fin, opcode: op, payload: p).encode(mask: nil)
     }
 
+    @Test func theUpgradeRequestIsTheFirstOutputBeforeAnyInput() {
+        var c = newConnection()
+        #expect(c.poll() == .write(WebSocketHandshake(hostHeader: "h", path: "/", nonce: sampleNonce).request))
+        #expect(c.poll() == nil)
+        #expect(c.nextDeadline() == nil)
+    }
+
     @Test func framesArrivingWithTheUpgradeAreDelivered() {
-        var c = WebSocketConnection(handshake: WebSocketHandshake(hostHeader: "h", path: "/", nonce: sampleNonce), maskSource: { fixedMask })
+        var c = newConnection()
+        _ = c.poll()
         #expect(c.receive(upgradeResponse() + server(.text, Array("hi".utf8)), now: .zero) == [.opened, .text("hi")])
     }
 
@@ -79,9 +107,24 @@ func upgradeResponse(accept: String = sampleAccept, extra: String = "") -> [UInt
         #expect(out == [.write([0x8a, 0x81] + fixedMask + [7 ^ 0x37]), .text("Hello")])
     }
 
-    @Test func sendMasksText() throws {
+    @Test func sendMasksText() {
         var c = openConnection()
-        #expect(try c.send(text: "Hello") == [0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58])
+        #expect(c.step(.text("Hello")) == [.write([0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58])])
+    }
+
+    @Test func messagesBeforeTheUpgradeAreDropped() {
+        var c = newConnection()
+        _ = c.poll()
+        #expect(c.step(.text("early")) == [])
+        #expect(c.step(.ping([1])) == [])
+    }
+
+    @Test func closingBeforeTheUpgradeEndsAtOnceWithoutAFrame() {
+        var c = newConnection()
+        _ = c.poll()
+        #expect(c.step(.close(code: 1000, reason: "")) == [.closed(code: 1000, reason: "", error: nil)])
+        #expect(c.isClosed && c.nextDeadline() == nil)
+        #expect(c.receive(upgradeResponse()) == [])
     }
 
     @Test func serverCloseIsEchoedWithItsCode() {
@@ -91,25 +134,30 @@ func upgradeResponse(accept: String = sampleAccept, extra: String = "") -> [UInt
                         .closed(code: 1001, reason: "bye", error: nil)])
         #expect(c.isClosed)
         #expect(c.receive(server(.text, [0x41]), now: .zero) == [])
-        #expect(throws: CastError.self) { _ = try c.send(text: "x") }
+        #expect(c.step(.text("x")) == [])   // nothing is written after the close
     }
 
     @Test func clientCloseWaitsForThePeerThenTimesOut() {
         var c = openConnection()
-        let bytes = c.close(code: 1000, reason: "", now: Instant(nanoseconds: 1_000))
-        #expect(bytes == WebSocketFrame(opcode: .close, payload: [0x03, 0xe8]).encode(mask: fixedMask))
-        #expect(c.deadline == Instant(nanoseconds: 1_000) + .seconds(5))
-        // Data after our close is dropped, pings are not answered.
+        let out0 = c.step(.close(code: 1000, reason: ""), now: Instant(nanoseconds: 1_000))
+        #expect(out0 == [.write(WebSocketFrame(opcode: .close, payload: [0x03, 0xe8]).encode(mask: fixedMask))])
+        #expect(c.nextDeadline() == Instant(nanoseconds: 1_000) + .seconds(5))
+        // Data after our close is dropped, pings are not answered, a second close adds nothing.
         #expect(c.receive(server(.text, [0x41]) + server(.ping, []), now: .zero) == [])
-        #expect(c.handleTimeout(now: Instant(nanoseconds: 1_000) + .seconds(4)) == [])
-        let out = c.handleTimeout(now: Instant(nanoseconds: 1_000) + .seconds(5))
+        #expect(c.step(.close(code: 1001, reason: "")) == [])
+        c.handleTimeout(now: Instant(nanoseconds: 1_000) + .seconds(4))
+        #expect(c.poll() == nil)
+        c.handleTimeout(now: Instant(nanoseconds: 1_000) + .seconds(5))
+        var out: [WebSocketConnection.Output] = []
+        while let o = c.poll() { out.append(o) }
         #expect(out.count == 1)
+        #expect(c.nextDeadline() == nil)
         if case .closed(let code, _, let e)? = out.first { #expect(code == 1006 && e?.code == .timeout) } else { Issue.record("\(out)") }
     }
 
     @Test func clientCloseCompletesOnPeerClose() {
         var c = openConnection()
-        _ = c.close(now: .zero)
+        _ = c.step(.close(code: 1000, reason: ""))
         #expect(c.receive(server(.close, [0x03, 0xe8]), now: .zero) == [.closed(code: 1000, reason: "", error: nil)])
     }
 
@@ -143,14 +191,41 @@ func upgradeResponse(accept: String = sampleAccept, extra: String = "") -> [UInt
 
     @Test func droppedSocketIsAbnormalClose() {
         var c = openConnection()
-        let out = c.connectionLost()
+        let out = c.step(.connectionLost)
         if case .closed(1006, _, let e)? = out.first { #expect(e?.code == .websocketClosed) } else { Issue.record("\(out)") }
     }
 
     @Test func badHandshakeClosesWithoutWritingAFrame() {
-        var c = WebSocketConnection(handshake: WebSocketHandshake(hostHeader: "h", path: "/", nonce: sampleNonce), maskSource: { fixedMask })
+        var c = newConnection()
+        _ = c.poll()
         let out = c.receive(Array("HTTP/1.1 403 Forbidden\r\n\r\n".utf8), now: .zero)
         #expect(out.count == 1)
         if case .closed(1006, _, let e)? = out.first { #expect(e?.code == .websocketHandshake && e!.message.contains("403")) } else { Issue.record("\(out)") }
+    }
+}
+
+/// The connection keeps the one sans-IO contract (`SansIO` in CastCore); its one deadline is
+/// the wait for the peer's close frame after ours.
+@Suite struct WebSocketConnectionContractTests {
+    let t0 = Instant(nanoseconds: 3_000_000_000)
+    func server(_ op: WebSocketOpcode, _ p: [UInt8]) -> [UInt8] { WebSocketFrame(opcode: op, payload: p).encode(mask: nil) }
+    func masked(_ op: WebSocketOpcode, _ p: [UInt8]) -> [UInt8] { WebSocketFrame(opcode: op, payload: p).encode(mask: fixedMask) }
+
+    @Test func theSharedContractHolds() {
+        // Upgraded with a message and a ping in the same read, a message sent, then our close
+        // with no answer: the close's wait is the deadline, and at it the connection times out.
+        let v = SansIOContract.violations({ newConnection() },
+                                          inputs: [(.bytes(upgradeResponse() + server(.text, Array("hi".utf8)) + server(.ping, [9])), t0),
+                                                   (.text("yo"), t0 + .milliseconds(5)),
+                                                   (.close(code: 1000, reason: "done"), t0 + .milliseconds(10))],
+                                          expected: [.write(WebSocketHandshake(hostHeader: "h", path: "/", nonce: sampleNonce).request),
+                                                     .opened, .text("hi"), .write(masked(.pong, [9])), .write(masked(.text, Array("yo".utf8))),
+                                                     .write(masked(.close, WebSocketCloseCode.body(code: 1000, reason: "done")))])
+        #expect(v.isEmpty, "\(v)")
+        // Open and idle: no deadline, and a timeout gives nothing.
+        let idle = SansIOContract.violations({ newConnection() }, inputs: [(.bytes(upgradeResponse()), t0)],
+                                             expected: [.write(WebSocketHandshake(hostHeader: "h", path: "/", nonce: sampleNonce).request), .opened],
+                                             expectsDeadline: false)
+        #expect(idle.isEmpty, "\(idle)")
     }
 }

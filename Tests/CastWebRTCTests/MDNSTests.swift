@@ -1,4 +1,5 @@
 import CastCore
+import SansIOContract
 import Testing
 @testable import CastWebRTC
 
@@ -261,30 +262,36 @@ import Testing
     }
 }
 
-/// The resolver keeps the one sans-IO contract (`SansIO` in CastCore).
+/// The resolver keeps the one sans-IO contract (`SansIO` in CastCore): the shared check on an
+/// announcement, a name not heard, one heard and one given up, then the query's deadlines.
 @Suite struct MDNSResolverContractTests {
-    @Test func outputsInDecisionOrderThenOnlyTheRetransmissionDeadlineIsLeft() throws {
-        let t0 = Instant.zero + .seconds(100)
-        var r = MDNSResolver()
-        r.handle(.datagram(MDNSTests.chromeA), now: t0)                  // an announcement: cached, no output
-        #expect(r.poll() == nil && r.nextDeadline() == nil)
-        r.handle(.resolve(MDNSResolverTests.name), now: t0)             // not heard: a query
-        r.handle(.resolve(MDNSResolverTests.chromeName), now: t0)       // heard: resolved at once
-        r.handle(.giveUp("other.local"), now: t0)
+    static let t0 = Instant.zero + .seconds(100)
+
+    @Test func theSharedContractHolds() throws {
         let query = try MDNS.query(for: MDNSResolverTests.name, id: 0, unicastResponse: false)
-        #expect(r.poll() == .query(query))
-        #expect(r.poll() == .event(.resolved(name: MDNSResolverTests.chromeName, addresses: [IPAddress("192.0.2.2")!], fromCache: true)))
-        #expect(r.poll() == .event(.unresolved(name: "other.local")))
-        #expect(r.poll() == nil && r.poll() == nil)
+        let v = SansIOContract.violations({ MDNSResolver() }, inputs: [
+            (.datagram(MDNSTests.chromeA), Self.t0),                  // an announcement: cached, no output
+            (.resolve(MDNSResolverTests.name), Self.t0),              // not heard: a query
+            (.resolve(MDNSResolverTests.chromeName), Self.t0),        // heard: resolved at once
+            (.giveUp("other.local"), Self.t0),
+        ], expected: [
+            .query(query),
+            .event(.resolved(name: MDNSResolverTests.chromeName, addresses: [IPAddress("192.0.2.2")!], fromCache: true)),
+            .event(.unresolved(name: "other.local")),
+        ])
+        #expect(v.isEmpty, "\(v)")
+    }
+
+    @Test func theQueryIsAskedAgainAfterOneSecondThenTwo() throws {
+        var r = MDNSResolver()
+        #expect(r.nextDeadline() == nil)
+        r.handle(.resolve(MDNSResolverTests.name), now: Self.t0)
+        let query = try MDNS.query(for: MDNSResolverTests.name, id: 0, unicastResponse: false)
+        #expect(r.poll() == .query(query) && r.poll() == nil)
         let due = try #require(r.nextDeadline())
-        #expect(due == t0 + .seconds(1))
-        r.handleTimeout(now: due - .milliseconds(1))   // early: nothing is due yet
-        #expect(r.poll() == nil && r.nextDeadline() == due)
-        r.handleTimeout(now: due)                      // due: the query again …
-        #expect(r.poll() == .query(query))
-        #expect(r.poll() == nil)
-        r.handleTimeout(now: due)                      // … once, not twice at the same instant
-        #expect(r.poll() == nil)
-        #expect(r.nextDeadline() == t0 + .seconds(3))
+        #expect(due == Self.t0 + .seconds(1))
+        r.handleTimeout(now: due)                      // due: the query again
+        #expect(r.poll() == .query(query) && r.poll() == nil)
+        #expect(r.nextDeadline() == Self.t0 + .seconds(3))
     }
 }

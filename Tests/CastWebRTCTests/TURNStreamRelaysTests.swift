@@ -1,5 +1,6 @@
 import CastCore
 import CastOpenSSL
+import SansIOContract
 import Testing
 @testable import CastWebRTC
 
@@ -200,6 +201,20 @@ import Testing
         let release = try StunMessage(decoding: try #require(releaseBytes).bytes)
         #expect(release.method == StunMessage.refreshMethod && release.lifetime == 0)
         #expect(p.nextDeadline() == nil)
+    }
+
+    /// The shared check (`TURNProbe` as a `DatagramCore`) on a probe started on a UDP and a
+    /// TCP server (`start` is a named method, so `make` calls it), whose TCP connection is then
+    /// refused; the deadline is the UDP Allocate's retransmission.
+    @Test func theProbeKeepsTheSharedContract() {
+        let v = SansIOContract.violations({
+            var p = TURNProbe(servers: [Self.udp, Self.tcp])
+            p.start(udpBases: [Self.udpBase], streams: [(server: 1, local: Self.streamLocal)], streamFailures: [], now: .zero)
+            return p
+        }, inputs: [
+            (.socketClosed(local: Self.streamLocal, reason: "could not be made (Connection refused)"), .zero + .milliseconds(1)),
+        ], same: { datagramOutputKind($0) == datagramOutputKind($1) })
+        #expect(v.isEmpty, "\(v)")
     }
 
     @Test func theProbeCallsASilentServerTimedOutWithinTwelveSeconds() throws {

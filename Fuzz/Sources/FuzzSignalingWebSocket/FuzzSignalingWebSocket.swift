@@ -27,16 +27,19 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         limits.maxMessage = 4096
         var c = WebSocketConnection(handshake: handshake, limits: limits, maskSource: { [1, 2, 3, 4] })
         let up = Array("HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n".utf8)
-        _ = c.receive(up, now: .zero)
+        c.handle(.bytes(up), now: .zero)
+        while c.poll() != nil {}
         var i = 0
         var step = 1
         while i < body.count {
             let n = min(step, body.count - i)
-            _ = c.receive(body[i..<i + n], now: .zero)
+            c.handle(.bytes(Array(body[i..<i + n])), now: .zero)
+            while c.poll() != nil {}
             i += n
             step = step % 7 + 1
         }
-        _ = c.connectionLost()
+        c.handle(.connectionLost, now: .zero)
+        while c.poll() != nil {}
     }
     return 0
 }

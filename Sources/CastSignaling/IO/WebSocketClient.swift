@@ -157,18 +157,20 @@ public final class WebSocketClient: Sendable {
         var conn = WebSocketConnection(handshake: hs, limits: limits, maskSource: { SecureRandom.bytes(4) })
         let openBy = clock.now() + connectTimeout
         do {
-            try stream.write(conn.handshakeRequest)
+            _ = try drain(&conn, to: stream, strictWrites: true)   // the upgrade request
             while true {
                 let now = clock.now()
-                var deadline = conn.deadline
-                if !conn.isOpen && conn.deadline == nil { deadline = openBy }
+                // Until the upgrade is answered, the shell's own limit (the connect timeout).
+                let upgrading = !conn.isOpen && conn.nextDeadline() == nil
+                let deadline = upgrading ? openBy : conn.nextDeadline()
                 if let d = deadline, now >= d {
-                    if !conn.isOpen && conn.deadline == nil {
+                    if upgrading {
                         continuation.yield(.closed(code: WebSocketCloseCode.abnormal, reason: "",
                                                    error: CastError(.timeout, "The WebSocket upgrade got no answer within \(connectTimeout).")))
                         return
                     }
-                    if try deliver(conn.handleTimeout(now: now), to: stream) { return }
+                    conn.handleTimeout(now: now)
+                    if try drain(&conn, to: stream, strictWrites: false) { return }
                     continue
                 }
                 let ms: Int32 = deadline.map { Int32(clamping: max(1, ($0 - now).totalNanoseconds / 1_000_000)) } ?? -1
@@ -182,22 +184,16 @@ public final class WebSocketClient: Sendable {
                     let items = outbox.withLock { box -> [Outgoing] in defer { box.items = [] }; return box.items }
                     for item in items {
                         switch item {
-                        case .text(let t):
-                            if conn.isOpen { try stream.write(try conn.send(text: t)) }
-                        case .close(let code):
-                            let bytes = conn.close(code: code, now: clock.now())
-                            if !bytes.isEmpty { try stream.write(bytes) }
-                            if conn.isClosed {
-                                continuation.yield(.closed(code: code, reason: "", error: nil))
-                                return
-                            }
+                        case .text(let t): conn.handle(.text(t), now: clock.now())   // dropped unless open
+                        case .close(let code): conn.handle(.close(code: code, reason: ""), now: clock.now())
                         }
+                        if try self.drain(&conn, to: stream, strictWrites: true) { return }
                     }
                 }
                 if fds[0].revents != 0 {
                     guard let data = try stream.readAvailable() else { continue }
-                    let out = data.isEmpty ? conn.connectionLost() : conn.receive(data, now: clock.now())
-                    if try deliver(out, to: stream) { return }
+                    conn.handle(data.isEmpty ? .connectionLost : .bytes(data), now: clock.now())
+                    if try drain(&conn, to: stream, strictWrites: false) { return }
                 }
             }
         } catch {
@@ -206,11 +202,14 @@ public final class WebSocketClient: Sendable {
         }
     }
 
-    /// Performs outputs; true once the connection is over.
-    private func deliver(_ out: [WebSocketConnection.Output], to stream: ByteStream) throws -> Bool {
-        for o in out {
+    /// Carries out the connection's outputs until it answers nil; true once it is over. A write
+    /// the owner asked for (the upgrade, a message, our close) that fails ends the connection
+    /// with that error; one the protocol answered by itself (a pong, an echoed or failing close)
+    /// is not checked, and the read that follows finds a dead socket.
+    private func drain(_ conn: inout WebSocketConnection, to stream: ByteStream, strictWrites: Bool) throws -> Bool {
+        while let o = conn.poll() {
             switch o {
-            case .write(let b): try? stream.write(b)
+            case .write(let b): if strictWrites { try stream.write(b) } else { try? stream.write(b) }
             case .opened: continuation.yield(.open)
             case .text(let t): continuation.yield(.text(t))
             case .binary(let b): continuation.yield(.binary(b))

@@ -1,10 +1,29 @@
 import CastCore
 
-/// A WebSocket client connection as a value with no IO (RFC 6455): bytes
-/// from the socket go in, messages and bytes to write come out. The owner
-/// writes every `.write`, delivers every message, arms a timer for
-/// `deadline`, and closes the socket on `.closed`.
-public struct WebSocketConnection: Sendable {
+/// A WebSocket client connection as a value with no IO (RFC 6455), under the one sans-IO
+/// contract (`SansIO` in CastCore): bytes from the socket and the owner's commands go in with
+/// `handle(_:now:)`, and `poll()` answers what to do, in the order it was decided. The first
+/// output, before any input, is the upgrade request to write. The owner writes every `.write`,
+/// delivers every message, arms one timer for `nextDeadline()` (the wait for the peer's close
+/// frame after ours) and calls `handleTimeout(now:)` there, and closes the socket on `.closed`.
+public struct WebSocketConnection: Sendable, SansIO {
+    public enum Input: Sendable {
+        /// Bytes read from the socket, in order.
+        case bytes([UInt8])
+        /// The socket reached end of file or failed.
+        case connectionLost
+        /// A text message to send; dropped unless the connection is open (§1.4: no data
+        /// after Close).
+        case text(String)
+        /// A binary message to send; dropped unless open.
+        case binary([UInt8])
+        /// A ping to send (at most 125 bytes, §5.5); dropped unless open.
+        case ping([UInt8])
+        /// Start the closing handshake (§7.1.2): our close frame out, then the peer's close or
+        /// `nextDeadline()`. Before the upgrade it ends the connection at once.
+        case close(code: UInt16, reason: String)
+    }
+
     public enum Output: Sendable, Equatable {
         /// Bytes to write to the socket, in order.
         case write([UInt8])
@@ -37,6 +56,7 @@ public struct WebSocketConnection: Sendable {
     }
 
     private var state: State
+    private var outputs = OutputQueue<Output>()
     private var buffer: [UInt8] = []
     private var fragments: [UInt8] = []
     private var fragmentOpcode: WebSocketOpcode?
@@ -48,23 +68,33 @@ public struct WebSocketConnection: Sendable {
         state = .handshaking(handshake)
         self.limits = limits
         self.maskSource = maskSource
-    }
-
-    /// The upgrade request to write first.
-    public var handshakeRequest: [UInt8] {
-        if case .handshaking(let h) = state { return h.request }
-        return []
+        outputs.push(.write(handshake.request))
     }
 
     public var isOpen: Bool { if case .open = state { return true }; return false }
     public var isClosed: Bool { if case .closed = state { return true }; return false }
 
-    /// When `handleTimeout` must be called, if ever.
-    public var deadline: Instant? { if case .closing(let d) = state { return d }; return nil }
+    /// When `handleTimeout` must be called, if ever: the end of the wait for the peer's close.
+    public func nextDeadline() -> Instant? { if case .closing(let d) = state { return d }; return nil }
+
+    public mutating func poll() -> Output? { outputs.pop() }
 
     // MARK: input
 
-    public mutating func receive(_ bytes: some Collection<UInt8>, now: Instant) -> [Output] {
+    public mutating func handle(_ input: Input, now: Instant) {
+        switch input {
+        case .bytes(let b): outputs.push(contentsOf: receive(b, now: now))
+        case .connectionLost: outputs.push(contentsOf: connectionLost())
+        case .text(let t): send(WebSocketFrame(opcode: .text, payload: Array(t.utf8)))
+        case .binary(let b): send(WebSocketFrame(opcode: .binary, payload: b))
+        case .ping(let p):
+            precondition(p.count <= WebSocketFrame.maxControlPayload)
+            send(WebSocketFrame(opcode: .ping, payload: p))
+        case .close(let code, let reason): close(code: code, reason: reason, now: now)
+        }
+    }
+
+    private mutating func receive(_ bytes: [UInt8], now: Instant) -> [Output] {
         if case .closed = state { return [] }
         buffer.append(contentsOf: bytes)
         var out: [Output] = []
@@ -90,8 +120,8 @@ public struct WebSocketConnection: Sendable {
         return out
     }
 
-    /// The socket reached end of file or failed. §7.1.5: with no close frame the code is 1006.
-    public mutating func connectionLost() -> [Output] {
+    /// §7.1.5: with no close frame the code is 1006.
+    private mutating func connectionLost() -> [Output] {
         if case .closed = state { return [] }
         let wasClosing: Bool = { if case .closing = state { return true }; return false }()
         state = .closed
@@ -99,13 +129,12 @@ public struct WebSocketConnection: Sendable {
                         error: wasClosing ? nil : CastError(.websocketClosed, "The WebSocket connection dropped without a close frame."))]
     }
 
-    public mutating func handleTimeout(now: Instant) -> [Output] {
+    public mutating func handleTimeout(now: Instant) {
         if case .closing(let d) = state, now >= d {
             state = .closed
-            return [.closed(code: WebSocketCloseCode.abnormal, reason: "",
-                            error: CastError(.timeout, "The WebSocket peer did not answer castd's close frame."))]
+            outputs.push(.closed(code: WebSocketCloseCode.abnormal, reason: "",
+                                 error: CastError(.timeout, "The WebSocket peer did not answer castd's close frame.")))
         }
-        return []
     }
 
     private mutating func handle(_ frame: WebSocketFrame, now: Instant, into out: inout [Output]) throws {
@@ -185,32 +214,25 @@ public struct WebSocketConnection: Sendable {
 
     // MARK: output
 
-    public mutating func send(text: String) throws -> [UInt8] {
-        guard case .open = state else { throw CastError(.websocketClosed, "The WebSocket is not open.") }
-        return masked(WebSocketFrame(opcode: .text, payload: Array(text.utf8)))
+    private mutating func send(_ frame: WebSocketFrame) {
+        guard case .open = state else { return }
+        outputs.push(.write(masked(frame)))
     }
 
-    public mutating func send(binary: [UInt8]) throws -> [UInt8] {
-        guard case .open = state else { throw CastError(.websocketClosed, "The WebSocket is not open.") }
-        return masked(WebSocketFrame(opcode: .binary, payload: binary))
-    }
-
-    public mutating func ping(_ payload: [UInt8] = []) throws -> [UInt8] {
-        guard case .open = state else { throw CastError(.websocketClosed, "The WebSocket is not open.") }
-        precondition(payload.count <= WebSocketFrame.maxControlPayload)
-        return masked(WebSocketFrame(opcode: .ping, payload: payload))
-    }
-
-    /// Starts the closing handshake (§7.1.2). Returns the bytes to write
-    /// (nothing if not open); then wait for the peer's close or `deadline`.
-    public mutating func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "", now: Instant) -> [UInt8] {
-        guard case .open = state else {
-            if case .handshaking = state { state = .closed }
-            return []
+    /// Starts the closing handshake (§7.1.2): our close frame, then the peer's or the deadline.
+    /// Before the upgrade there is nothing to close politely: the connection is over at once.
+    private mutating func close(code: UInt16, reason: String, now: Instant) {
+        switch state {
+        case .handshaking:
+            state = .closed
+            outputs.push(.closed(code: code, reason: "", error: nil))
+        case .open:
+            precondition(WebSocketCloseCode.isValidOnWire(code), "close code \(code) may not be sent")
+            state = .closing(deadline: now + limits.closeTimeout)
+            outputs.push(.write(masked(WebSocketFrame(opcode: .close, payload: WebSocketCloseCode.body(code: code, reason: reason)))))
+        case .closing, .closed:
+            break
         }
-        precondition(WebSocketCloseCode.isValidOnWire(code), "close code \(code) may not be sent")
-        state = .closing(deadline: now + limits.closeTimeout)
-        return masked(WebSocketFrame(opcode: .close, payload: WebSocketCloseCode.body(code: code, reason: reason)))
     }
 
     private func masked(_ f: WebSocketFrame) -> [UInt8] { f.encode(mask: maskSource()) }

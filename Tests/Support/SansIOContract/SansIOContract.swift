@@ -117,3 +117,56 @@ public enum SansIOContract {
         return found
     }
 }
+
+extension SansIOContract {
+    /// Every type in Sources/ that conforms to `SansIO` (directly, or through a protocol that
+    /// refines it, as `DatagramCore`), each with the test file, under Tests/, that runs
+    /// `violations` on it. `SansIOConformanceListTests` (CastCoreTests) scans Sources/ and fails
+    /// when a conforming type is not listed here, when a listed type no longer conforms, or when
+    /// its test file no longer runs `SansIOContract.violations` on it.
+    public static let checked: [String: String] = [
+        "AudioSender": "CastRTPTests/AudioSenderTests.swift",
+        "CaptureScheduler": "CastMediaTests/CaptureSchedulerTests.swift",
+        "DTLSTransport": "CastWebRTCTests/DTLSTransportTests.swift",
+        "ICEAgent": "CastWebRTCTests/ICEAgentTests.swift",
+        "MDNSResolver": "CastWebRTCTests/MDNSTests.swift",
+        "MutterScreenCastMachine": "CastCaptureTests/MutterScreenCastMachineTests.swift",
+        "PeerSession": "CastWebRTCTests/PeerSessionMDNSTests.swift",
+        "RealtimeClient": "CastSignalingTests/RealtimeTests.swift",
+        "ScreenCastPortalMachine": "CastCaptureTests/ScreenCastPortalMachineTests.swift",
+        "SendSideBandwidthEstimator": "CastRTPTests/SendSideBandwidthEstimatorTests.swift",
+        "SessionMachine": "CastSessionTests/SessionMachineTests.swift",
+        "SignalingMerger": "CastSignalingTests/SignalingMergerTests.swift",
+        "TURNClient": "CastWebRTCTests/TURNClientTests.swift",
+        "TURNProbe": "CastWebRTCTests/TURNStreamRelaysTests.swift",
+        "TURNRelays": "CastWebRTCTests/TURNRelaysTests.swift",
+        "VideoSender": "CastRTPTests/VideoSenderTests.swift",
+        "WebSocketConnection": "CastSignalingTests/WebSocketConnectionTests.swift",
+    ]
+
+    /// The types and protocols that `source` declares to conform to one of `protocols` (or to a
+    /// protocol so declared in the same text): a declaration (`struct`, `class`, `enum`, `actor`,
+    /// `protocol`, `extension`) whose inheritance clause, on its first line, names one of them.
+    public static func conformances(in source: String, to protocols: Set<String>) -> [(name: String, isProtocol: Bool)] {
+        var found: [(name: String, isProtocol: Bool)] = []
+        for line in source.split(separator: "\n") {
+            var words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })[...]
+            while let w = words.first, ["public", "internal", "package", "fileprivate", "private", "final", "open",
+                                          "nonisolated", "indirect"].contains(w) { words = words.dropFirst() }
+            guard let keyword = words.first,
+                  ["struct", "class", "enum", "actor", "protocol", "extension"].contains(keyword) else { continue }
+            let rest = words.dropFirst().joined(separator: " ")
+            guard let colon = rest.firstIndex(of: ":") else { continue }
+            let name = String(rest[..<colon].prefix(while: { $0.isLetter || $0.isNumber || $0 == "_" }))
+            var clause = rest[rest.index(after: colon)...]
+            if let end = clause.firstIndex(where: { $0 == "{" }) { clause = clause[..<end] }
+            if let whereClause = clause.firstRange(of: " where ") { clause = clause[..<whereClause.lowerBound] }
+            // "Sendable", " SansIO ", " @unchecked Sendable": the last word names the protocol.
+            let inherited = clause.split(separator: ",").compactMap { $0.split(separator: " ").last.map(String.init) }
+            if !name.isEmpty, inherited.contains(where: protocols.contains) {
+                found.append((name, keyword == "protocol"))
+            }
+        }
+        return found
+    }
+}
