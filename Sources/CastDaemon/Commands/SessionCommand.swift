@@ -5,6 +5,7 @@ import CastOpenSSL
 import CastRTP
 import CastSession
 import CastSignaling
+import CastSystem
 import CastSystemd
 import CastWebRTC
 import Dispatch

@@ -1,5 +1,6 @@
 import CastCore
 import CastMedia
+import CastSystem
 import Synchronization
 
 /// What a `CapturePipeline`'s owner, its capture thread (`CaptureLoop`) and its encode

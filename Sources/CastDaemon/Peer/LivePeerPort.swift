@@ -3,6 +3,7 @@ import CastOpenSSL
 import CastRTP
 import CastSession
 import CastSignaling
+import CastSystem
 import CastWebRTC
 import FoundationEssentials
 

@@ -1,9 +1,10 @@
 import CastCore
+import CastSystem
 import Dispatch
 import Foundation
 import Testing
 
-/// Issue 19: castd's own threads, sleep, lock and trimming, which replaced Foundation's.
+/// Issue 19: castd's own threads, sleep and lock, which replaced Foundation's.
 @Suite struct SystemThreadTests {
     @Test func aStartedThreadRunsTheBodyUnderItsNameCutTo15Bytes() {
         let done = DispatchSemaphore(value: 0)
@@ -40,14 +41,6 @@ import Testing
         #expect(done.wait(timeout: .now() + 60) == .success)
         #expect(done.wait(timeout: .now() + 60) == .success)
         #expect(lock.withLock { counter.n } == 400_000)
-    }
-
-    @Test func trimmingRemovesUnicodeWhiteSpaceAndNewlinesAtBothEndsOnly() {
-        #expect(" \t\r\n a b \u{00A0}\u{2028}\n".trimmingWhitespace() == "a b")
-        #expect("x".trimmingWhitespace() == "x")
-        #expect(" \n\t ".trimmingWhitespace() == "")
-        #expect("".trimmingWhitespace() == "")
-        #expect("a\r\nb"[...].trimmingWhitespace() == "a\r\nb")
     }
 }
 
