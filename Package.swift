@@ -47,8 +47,9 @@ let package = Package(
         // Pure: time as a parameter, bytes, errors, redaction, log lines, the sans-IO contract;
         // no system call (rule 1 in docs/architecture.md).
         .target(name: "CastCore"),
-        // The operating system for the IO shells: threads and sleep, the monotonic clock, the
-        // lock, errno as an error, private files, the wake pipe, write(2) to the end.
+        // The operating system for the IO shells: threads and sleep, the monotonic clock, errno
+        // as an error, private files, the wake pipe, write(2) to the end. (The one lock kind is
+        // the standard library's `Synchronization.Mutex`.)
         .target(name: "CastSystem", dependencies: ["CastCore"]),
         // OpenSSL wrapped once: digests, HMAC, randomness, certificates, TLS/DTLS over memory BIOs.
         .target(name: "CastOpenSSL", dependencies: ["CastCore", "COpenSSL"]),
