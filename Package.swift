@@ -44,68 +44,74 @@ let package = Package(
         systemLibrary("CSystemd", pkgConfig: "libsystemd", apt: ["libsystemd-dev"]),
         systemLibrary("COpus", pkgConfig: "opus", apt: ["libopus-dev"]),
 
-        // Pure: clocks as parameters, bytes, errors, redaction.
+        // Pure: time as a parameter, bytes, errors, redaction, log lines, the sans-IO contract;
+        // no system call (rule 1 in docs/architecture.md).
         .target(name: "CastCore"),
+        // The operating system for the IO shells: threads and sleep, the monotonic clock, errno
+        // as an error, private files, the wake pipe, write(2) to the end. (The one lock kind is
+        // the standard library's `Synchronization.Mutex`.)
+        .target(name: "CastSystem", dependencies: ["CastCore"]),
         // OpenSSL wrapped once: digests, HMAC, randomness, certificates, TLS/DTLS over memory BIOs.
         .target(name: "CastOpenSSL", dependencies: ["CastCore", "COpenSSL"]),
         // Frames, the dropping ring, pixel conversion and scaling.
-        .target(name: "CastMedia", dependencies: ["CastCore"]),
+        .target(name: "CastMedia", dependencies: ["CastCore", "CastSystem"]),
         // libsystemd wrapped once: sd-bus (the portal and Mutter clients), sd_notify, the journal (IO).
-        .target(name: "CastSystemd", dependencies: ["CastCore", "CSystemd"]),
+        .target(name: "CastSystemd", dependencies: ["CastCore", "CastSystem", "CSystemd"]),
         // Screen sources (IO).
-        .target(name: "CastCapture", dependencies: ["CastCore", "CastMedia", "CastSystemd", "CX11", "CPipeWire"]),
+        .target(name: "CastCapture", dependencies: ["CastCore", "CastSystem", "CastMedia", "CastSystemd", "CX11", "CPipeWire"]),
         // H.264 and VP8 encoders, and the Opus audio encoder (IO).
-        .target(name: "CastEncode", dependencies: ["CastCore", "CastMedia", "CX264", "CVA", "CVPX", "COpus"]),
+        .target(name: "CastEncode", dependencies: ["CastCore", "CastSystem", "CastMedia", "CX264", "CVA", "CVPX", "COpus"]),
         // RTP/RTCP, H.264 and VP8 packetization, Opus, history, pacing, congestion control (pure).
         .target(name: "CastRTP", dependencies: ["CastCore"]),
         // SDP, STUN, ICE, DTLS, SRTP, PeerSession (pure + C).
         // SRTP and SRTCP are castd's own on OpenSSL (issue 19): libsrtp is the tests' oracle only.
         .target(name: "CastWebRTC", dependencies: ["CastCore", "CastRTP", "CastOpenSSL"]),
         // Supabase Auth/REST/Realtime, WebSocket, iPadCast API (pure + IO).
-        .target(name: "CastSignaling", dependencies: ["CastCore", "CastOpenSSL"]),
+        .target(name: "CastSignaling", dependencies: ["CastCore", "CastSystem", "CastOpenSSL"]),
         // The session's logic (pure): the session machine, the signaling outbox, the
         // reconnect and watchdog policies, the backend's times on the monotonic clock.
         .target(name: "CastSession", dependencies: ["CastCore", "CastSignaling"]),
         // The session controller and the IO shell around everything.
         .target(name: "CastDaemon", dependencies: [
-            "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastRTP",
+            "CastCore", "CastSystem", "CastMedia", "CastCapture", "CastEncode", "CastRTP",
             "CastWebRTC", "CastOpenSSL", "CastSignaling", "CastSession", "CastSystemd",
         ]),
         // CLI only: parse, configure, run.
         .executableTarget(name: "castd", dependencies: ["CastCore", "CastDaemon"],
                           linkerSettings: staticSwiftRuntime),
         // The test picture on an X screen (integration tests, demo, benchmarks).
-        .executableTarget(name: "castd-pattern", dependencies: ["CastCore", "CastCapture", "CastMedia"],
+        .executableTarget(name: "castd-pattern", dependencies: ["CastCore", "CastSystem", "CastCapture", "CastMedia"],
                           linkerSettings: staticSwiftRuntime),
 
         .testTarget(name: "CastCoreTests", dependencies: ["CastCore", "SansIOContract"]),
+        .testTarget(name: "CastSystemTests", dependencies: ["CastCore", "CastSystem"]),
         // The one sans-IO contract's check, run by each conforming type's own test module.
         .target(name: "SansIOContract", dependencies: ["CastCore"], path: "Tests/Support/SansIOContract"),
         // A throwaway CA and leaf made with the openssl CLI, for the TLS tests of two modules.
         .target(name: "TLSTestSupport", dependencies: ["CastCore"], path: "Tests/Support/TLSTestSupport"),
-        .testTarget(name: "CastOpenSSLTests", dependencies: ["CastCore", "CastOpenSSL", "COpenSSL", "TLSTestSupport"]),
+        .testTarget(name: "CastOpenSSLTests", dependencies: ["CastCore", "CastSystem", "CastOpenSSL", "COpenSSL", "TLSTestSupport"]),
         .testTarget(name: "CastMediaTests", dependencies: ["CastCore", "CastMedia", "SansIOContract"]),
         // Benchmark scaffolding (percentiles, rusage, JSON) for the bench suites below.
         .target(name: "BenchSupport", dependencies: ["CastCore"], path: "Tests/Support/BenchSupport"),
         // Test tones and their measurement (frequency, level) for the audio tests of two modules.
         .target(name: "AudioTestSupport", path: "Tests/Support/AudioTestSupport"),
-        .testTarget(name: "CastCaptureTests", dependencies: ["CastCore", "CastMedia", "CastCapture", "CastEncode", "CX11",
+        .testTarget(name: "CastCaptureTests", dependencies: ["CastCore", "CastSystem", "CastMedia", "CastCapture", "CastEncode", "CX11",
                                                     "BenchSupport", "AudioTestSupport", "SansIOContract"]),
-        .testTarget(name: "CastEncodeTests", dependencies: ["CastCore", "CastMedia", "CastEncode", "BenchSupport", "AudioTestSupport"]),
+        .testTarget(name: "CastEncodeTests", dependencies: ["CastCore", "CastSystem", "CastMedia", "CastEncode", "BenchSupport", "AudioTestSupport"]),
         .testTarget(name: "CastRTPTests", dependencies: ["CastCore", "CastRTP", "SansIOContract"]),
         // Counts each thread's heap allocations (malloc interposed in the test executable), for
         // tests and benchmarks that pin down what a hot path allocates (issue 19).
         .target(name: "AllocationCounter", path: "Tests/Support/AllocationCounter"),
         // libsrtp2 (on NSS) wrapped for the tests: the oracle for castd's own SRTP and SRTCP.
         .target(name: "LibSRTP", dependencies: ["CastCore", "CastWebRTC", "CSRTP"], path: "Tests/Support/LibSRTP"),
-        .testTarget(name: "CastWebRTCTests", dependencies: ["CastCore", "CastRTP", "CastOpenSSL", "CastWebRTC", "LibSRTP",
+        .testTarget(name: "CastWebRTCTests", dependencies: ["CastCore", "CastSystem", "CastRTP", "CastOpenSSL", "CastWebRTC", "LibSRTP",
                                                    "AllocationCounter", "BenchSupport", "SansIOContract"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "CastSignalingTests", dependencies: ["CastCore", "CastOpenSSL", "CastSignaling", "TLSTestSupport", "SansIOContract"]),
+        .testTarget(name: "CastSignalingTests", dependencies: ["CastCore", "CastSystem", "CastOpenSSL", "CastSignaling", "TLSTestSupport", "SansIOContract"]),
         .testTarget(name: "CastSessionTests", dependencies: ["CastCore", "CastSignaling", "CastSession", "SansIOContract"]),
         .testTarget(name: "CastDaemonTests", dependencies: [
-            "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastWebRTC", "CastSignaling", "CastSession",
-            "CastDaemon",
+            "CastCore", "CastSystem", "CastMedia", "CastCapture", "CastEncode", "CastWebRTC", "CastSignaling",
+            "CastSession", "CastDaemon",
         ]),
     ],
     swiftLanguageModes: [.v6]

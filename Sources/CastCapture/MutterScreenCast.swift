@@ -1,5 +1,6 @@
 import CastCore
 import CastMedia
+import CastSystem
 import CastSystemd
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import CastCore
 import CastMedia
+import CastSystem
 import CPipeWire
 import Dispatch
 import FoundationEssentials

@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 import CastSystemd
 import FoundationEssentials
 import Synchronization

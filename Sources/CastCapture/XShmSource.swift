@@ -1,5 +1,6 @@
 import CastCore
 import CastMedia
+import CastSystem
 import CX11
 import Synchronization
 #if canImport(Glibc)

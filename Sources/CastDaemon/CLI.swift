@@ -1,5 +1,6 @@
 import CastCore
 import CastSession
+import CastSystem
 
 #if canImport(Glibc)
 import Glibc

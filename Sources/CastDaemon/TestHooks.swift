@@ -1,5 +1,6 @@
 import CastCore
 import CastEncode
+import CastSystem
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import CastCore
 import CastMedia
+import CastSystem
 
 /// `--encoder vaapi|x264|auto` (the H.264 encoders; VP8 has only libvpx).
 public enum EncoderPreference: String, Sendable, CaseIterable {

@@ -1,5 +1,6 @@
 import CastCore
 import CastMedia
+import CastSystem
 import CVA
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 import CVA
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 import Dispatch
 
 /// BGRx/RGBx → I420/NV12 on two cores (issue 19): the caller's thread converts the top half

@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 import CSystemd
 #if canImport(Glibc)
 import Glibc

@@ -6,6 +6,7 @@
 import CastCapture
 import CastCore
 import CastMedia
+import CastSystem
 #if canImport(Glibc)
 import Glibc
 #endif

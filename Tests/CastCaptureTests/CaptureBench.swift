@@ -3,6 +3,7 @@ import Testing
 import Foundation
 import CX11
 import CastCore
+import CastSystem
 import CastMedia
 @testable import CastCapture
 

@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import CastCore
+import CastSystem
 import CPipeWire
 import Synchronization
 @testable import CastCapture

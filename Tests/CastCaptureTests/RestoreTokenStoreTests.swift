@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import CastCore
+import CastSystem
 @testable import CastCapture
 
 /// Issue 31: the restore token's file keeps what the token restores, and older files still read.

@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 import CastMedia
 import CX11
 import Testing

@@ -71,12 +71,6 @@ import Testing
         c.advance(by: .seconds(1))
         #expect(c.now().nanoseconds == 1_000_000_005)
     }
-
-    @Test func systemClockIsMonotonic() {
-        let c = SystemMonotonicClock()
-        let a = c.now(), b = c.now()
-        #expect(b >= a)
-    }
 }
 
 @Suite struct RedactionTests {

@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import CastCore
+import CastSystem
 import CastWebRTC
 @testable import CastDaemon
 

@@ -1,7 +1,9 @@
 import Testing
 import CastCore
+import CastSystem
 import CastSession
 import CastSignaling
+import Synchronization
 @testable import CastDaemon
 
 /// Issue 30: the runtime registry's decisions, `castd stop`'s plan, the notices, `--pin -`.
@@ -177,23 +179,21 @@ import CastSignaling
         let clock = SystemMonotonicClock()
         let signaling = FakeSignaling(recorder: rec, backfill: [.approved(authExpiresAt: nil, prefs: StreamPrefs()),
                                                                  .ready(status: .connecting)])
-        final class Seen: @unchecked Sendable {
-            let lock = Lock()
-            var activities: [SessionMachine.Activity] = []
-            var controller: SessionController?
+        final class Seen: Sendable {
+            let state = Mutex<(activities: [SessionMachine.Activity], controller: SessionController?)>(([], nil))
         }
         let seen = Seen()
         let controller = SessionController(
             machine: SessionMachine { "n1" }, signaling: signaling, peer: FakePeer(recorder: rec),
             media: FakeMedia(recorder: rec), clock: clock, log: NullSink(),
             onActivity: { a in
-                seen.lock.withLock { seen.activities.append(a) }
-                if a == .connected { seen.lock.withLock { seen.controller }?.requestStop() }
+                seen.state.withLock { $0.activities.append(a) }
+                if a == .connected { seen.state.withLock { $0.controller }?.requestStop() }
             })
-        seen.lock.withLock { seen.controller = controller }
+        seen.state.withLock { $0.controller = controller }
         let outcome = await controller.run()
         #expect(outcome.exitCode == 0)
-        let activities = seen.lock.withLock { seen.activities }
+        let activities = seen.state.withLock { $0.activities }
         #expect(activities.contains(.connected))
         #expect(activities.last == .ended)
         #expect(zip(activities, activities.dropFirst()).allSatisfy { $0 != $1 })

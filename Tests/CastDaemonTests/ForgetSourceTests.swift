@@ -1,6 +1,7 @@
 import Testing
 import CastCapture
 import CastCore
+import CastSystem
 import Foundation
 @testable import CastDaemon
 

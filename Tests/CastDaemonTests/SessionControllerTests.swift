@@ -1,5 +1,6 @@
 import Testing
 import CastCore
+import CastSystem
 import CastSession
 import CastSignaling
 @testable import CastDaemon

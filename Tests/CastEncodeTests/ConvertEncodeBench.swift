@@ -2,6 +2,7 @@ import BenchSupport
 import Testing
 import Foundation
 import CastCore
+import CastSystem
 import CastMedia
 @testable import CastEncode
 

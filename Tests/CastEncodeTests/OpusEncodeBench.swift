@@ -1,6 +1,7 @@
 import AudioTestSupport
 import BenchSupport
 import CastCore
+import CastSystem
 import Foundation
 import Testing
 @testable import CastEncode

@@ -2,6 +2,7 @@ import Testing
 import TLSTestSupport
 import Foundation
 import CastCore
+import CastSystem
 @testable import CastOpenSSL
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 import Foundation
 import Testing
 @testable import CastSignaling

@@ -1,6 +1,7 @@
 import CastCore
 import Foundation
 import Glibc
+import Synchronization
 @testable import CastSignaling
 
 /// A one-connection WebSocket server on 127.0.0.1 for tests: answers the
@@ -11,11 +12,10 @@ final class LoopbackWebSocketServer: @unchecked Sendable {
     private let listenFD: Int32
     let received = LockedList()
 
-    final class LockedList: @unchecked Sendable {
-        private let lock = NSLock()
-        private var items: [String] = []
-        func append(_ s: String) { lock.lock(); items.append(s); lock.unlock() }
-        var all: [String] { lock.lock(); defer { lock.unlock() }; return items }
+    final class LockedList: Sendable {
+        private let items = Mutex<[String]>([])
+        func append(_ s: String) { items.withLock { $0.append(s) } }
+        var all: [String] { items.withLock { $0 } }
     }
 
     init(reply: @escaping @Sendable (String) -> [String]?, badAccept: Bool = false) throws {

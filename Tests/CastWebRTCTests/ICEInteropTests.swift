@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CastCore
+import CastSystem
 import Foundation
 import Testing
 @testable import CastWebRTC

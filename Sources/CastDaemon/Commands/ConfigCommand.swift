@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 
 /// `castd config [--json] [--session ID]`: every key's effective value and where it came
 /// from (docs/configuration.md). The publishable key is shortened; nothing secret is in the

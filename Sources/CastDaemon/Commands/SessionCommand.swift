@@ -5,10 +5,12 @@ import CastOpenSSL
 import CastRTP
 import CastSession
 import CastSignaling
+import CastSystem
 import CastSystemd
 import CastWebRTC
 import Dispatch
 import FoundationEssentials
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -324,10 +326,9 @@ private func startAudio(_ mode: SessionOptions.Audio, log: LogSink, clock: Syste
 
 /// A reference set after the closures that read it were made (the audio thread starts before the peer port exists).
 final class LateBinding<T: AnyObject & Sendable>: @unchecked Sendable {
-    private let lock = Lock()
-    private var stored: T?
+    private let stored = Mutex<T?>(nil)
     var value: T? {
-        get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
+        get { stored.withLock { $0 } }
+        set { stored.withLock { $0 = newValue } }
     }
 }

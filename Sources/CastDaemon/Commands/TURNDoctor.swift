@@ -1,9 +1,11 @@
 import CastCore
 import CastOpenSSL
 import CastSignaling
+import CastSystem
 import CastWebRTC
 import Dispatch
 import FoundationEssentials
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -147,21 +149,19 @@ enum TURNDoctor {
 
 /// The probe's outcomes, handed from the driver's thread to the waiting one exactly once.
 private final class ResultBox: @unchecked Sendable {
-    private let lock = Lock()
-    private var taken = false
-    private var stored: [Int: TURNProbe.Outcome] = [:]
+    private let state = Mutex<(taken: Bool, outcomes: [Int: TURNProbe.Outcome])>((false, [:]))
 
     /// Stores the outcomes the first time; true then.
     func take(_ o: [Int: TURNProbe.Outcome]) -> Bool {
-        lock.withLock {
-            guard !taken else { return false }
-            taken = true
-            stored = o
+        state.withLock {
+            guard !$0.taken else { return false }
+            $0.taken = true
+            $0.outcomes = o
             return true
         }
     }
 
     var outcomes: [Int: TURNProbe.Outcome] {
-        lock.withLock { stored }
+        state.withLock { $0.outcomes }
     }
 }

@@ -1,5 +1,6 @@
 import CastCore
 import CastSignaling
+import CastSystem
 
 /// The IO around `ConfigFile` and `ConfigResolver`: where the file is, reading it, and the
 /// origin a QR pairing link recorded for a session.

@@ -1,5 +1,6 @@
 import CastCore
 import CastSession
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,10 +9,12 @@ import Glibc
 /// runtime registry (this cast's entry) and through `DesktopNotifier`. Called from the
 /// controller's callbacks and the peer's thread, so everything goes under one lock.
 final class CastDesktop: @unchecked Sendable {
-    private let lock = Lock()
-    private var presence: CastPresence             // guarded by `lock`
-    private var entry: RuntimeEntry                // guarded by `lock`
-    private var registryWorks = true               // guarded by `lock`
+    private let state: Mutex<State>
+    private struct State {
+        var presence: CastPresence
+        var entry: RuntimeEntry
+        var registryWorks = true
+    }
     private let registry: RuntimeRegistryStore
     private let notifier: DesktopNotifier?
     private let log: LogSink
@@ -20,17 +23,17 @@ final class CastDesktop: @unchecked Sendable {
     /// connects to the notification service. `onStop`: the person chose "Stop casting".
     init(options o: SessionOptions, sharing: String, environment: [String: String], log: LogSink,
          onStop: @escaping @Sendable () -> Void) {
-        presence = CastPresence(sessionId: o.sessionId, sharing: sharing, notify: o.notify)
-        entry = RuntimeEntry(pid: getpid(), sessionId: o.sessionId,
-                             startedAt: RuntimeRegistry.iso8601(unixSeconds: time(nil)),
-                             state: "starting", sharing: sharing, audio: false)
+        state = Mutex(State(presence: CastPresence(sessionId: o.sessionId, sharing: sharing, notify: o.notify),
+                            entry: RuntimeEntry(pid: getpid(), sessionId: o.sessionId,
+                                                startedAt: RuntimeRegistry.iso8601(unixSeconds: time(nil)),
+                                                state: "starting", sharing: sharing, audio: false)))
         registry = RuntimeRegistryStore(environment: environment)
         self.log = log
         if o.notify {
             let address = environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 }
             let box = LateBinding<CastDesktop>()
             notifier = DesktopNotifier(address: address, log: log) {
-                box.value?.lock.withLock { box.value?.presence.stopChosenFromNotification() }
+                box.value?.state.withLock { $0.presence.stopChosenFromNotification() }
                 onStop()
             }
             box.value = self
@@ -38,7 +41,7 @@ final class CastDesktop: @unchecked Sendable {
             notifier = nil
             log.write(LogLine(.info, "notifications_off", [("reason", "--no-notify")]))
         }
-        lock.withLock { saveEntry() }
+        state.withLock { saveEntry(&$0) }
     }
 
     func activityChanged(_ a: SessionMachine.Activity) {
@@ -47,11 +50,11 @@ final class CastDesktop: @unchecked Sendable {
 
     /// What is shared became known (issue 31: the portal said which stream): the registry says it.
     func sharingChanged(_ sharing: String) {
-        lock.withLock {
-            presence.sharing = sharing
-            guard entry.sharing != sharing else { return }
-            entry.sharing = sharing
-            saveEntry()
+        state.withLock { s in
+            s.presence.sharing = sharing
+            guard s.entry.sharing != sharing else { return }
+            s.entry.sharing = sharing
+            saveEntry(&s)
         }
     }
 
@@ -60,12 +63,12 @@ final class CastDesktop: @unchecked Sendable {
     }
 
     private func update(_ change: (inout CastPresence) -> CastPresence.Notice?) {
-        let notice = lock.withLock { () -> CastPresence.Notice? in
-            let n = change(&presence)
-            if entry.state != presence.state || entry.audio != presence.audioSent {
-                entry.state = presence.state
-                entry.audio = presence.audioSent
-                saveEntry()
+        let notice = state.withLock { s -> CastPresence.Notice? in
+            let n = change(&s.presence)
+            if s.entry.state != s.presence.state || s.entry.audio != s.presence.audioSent {
+                s.entry.state = s.presence.state
+                s.entry.audio = s.presence.audioSent
+                saveEntry(&s)
             }
             return n
         }
@@ -74,15 +77,16 @@ final class CastDesktop: @unchecked Sendable {
 
     /// The cast is over: the notice saying why (waited for at most 1 s), and the entry removed.
     func ended(exitCode: Int32, message: String) {
-        let last = lock.withLock { presence.ended(exitCode: exitCode, message: message) }
+        let (last, sessionId) = state.withLock { ($0.presence.ended(exitCode: exitCode, message: message), $0.entry.sessionId) }
         notifier?.finish(with: last, within: .seconds(1))
-        registry.remove(sessionId: entry.sessionId)
+        registry.remove(sessionId: sessionId)
     }
 
-    private func saveEntry() {
-        guard registryWorks else { return }
-        do { try registry.write(entry) } catch {
-            registryWorks = false
+    /// Called with the lock held.
+    private func saveEntry(_ s: inout State) {
+        guard s.registryWorks else { return }
+        do { try registry.write(s.entry) } catch {
+            s.registryWorks = false
             log.write(LogLine(.warning, "registry_unavailable", [("directory", registry.directory),
                       ("error", (error as? CastError)?.message ?? "\(error)"), ("effect", "castd status and castd stop will not see this cast")]))
         }

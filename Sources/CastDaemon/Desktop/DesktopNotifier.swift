@@ -1,6 +1,8 @@
 import CastCore
+import CastSystem
 import CastSystemd
 import Dispatch
+import Synchronization
 
 /// The IO shell of `CastPresence`'s notices: org.freedesktop.Notifications on the session
 /// bus, from one thread of its own (sd-bus wants one owner thread). Each notice replaces the
@@ -12,9 +14,8 @@ final class DesktopNotifier: @unchecked Sendable {
     static let path = "/org/freedesktop/Notifications"
     static let stopAction = "stop"
 
-    private let lock = Lock()
-    private var queue: [CastPresence.Notice] = []   // guarded by `lock`
-    private var finishing = false                   // guarded by `lock`
+    /// The notices waiting for the bus thread, and whether `finish` was called.
+    private let pending = Mutex<(queue: [CastPresence.Notice], finishing: Bool)>(([], false))
     private let done = DispatchSemaphore(value: 0)
     /// Woken by `show` and `finish`: the bus thread sleeps in poll(2) on it and the bus.
     private let wake: WakePipe?
@@ -33,7 +34,7 @@ final class DesktopNotifier: @unchecked Sendable {
     }
 
     func show(_ notice: CastPresence.Notice) {
-        lock.withLock { if !finishing { queue.append(notice) } }
+        pending.withLock { if !$0.finishing { $0.queue.append(notice) } }
         poke()
     }
 
@@ -42,9 +43,9 @@ final class DesktopNotifier: @unchecked Sendable {
     /// Sends `last` (if any) in place of the shown notice, then leaves the bus; waits for that
     /// at most `budget` (a hung service must not hold castd's exit).
     func finish(with last: CastPresence.Notice?, within budget: Duration) {
-        lock.withLock {
-            if let last { queue.append(last) }
-            finishing = true
+        pending.withLock {
+            if let last { $0.queue.append(last) }
+            $0.finishing = true
         }
         poke()
         _ = done.wait(timeout: .now() + .milliseconds(Int(budget.totalNanoseconds / 1_000_000)))
@@ -89,9 +90,9 @@ final class DesktopNotifier: @unchecked Sendable {
         }
         defer { if case .success(let m) = match { m.cancel() } }
         while true {
-            let (next, finished) = lock.withLock { () -> ([CastPresence.Notice], Bool) in
-                defer { queue.removeAll() }
-                return (queue, finishing)
+            let (next, finished) = pending.withLock { p -> ([CastPresence.Notice], Bool) in
+                defer { p.queue.removeAll() }
+                return (p.queue, p.finishing)
             }
             for n in next.map({ actions ? $0 : $0.withoutActions }) {
                 var id: UInt32 = 0

@@ -1,6 +1,7 @@
 import CastCore
 import CastOpenSSL
 import CastSignaling
+import CastSystem
 import CastWebRTC
 import FoundationEssentials
 

@@ -2,6 +2,7 @@ import CastCapture
 import CastCore
 import CastEncode
 import CastRTP
+import CastSystem
 import Dispatch
 import FoundationEssentials
 import Synchronization

@@ -1,6 +1,7 @@
 import CastCapture
 import CastCore
 import CastMedia
+import CastSystem
 import Dispatch
 
 /// The capture thread of a cast: opens the source the backend names (XShm or an X window;

@@ -3,6 +3,7 @@ import CastCore
 import CastEncode
 import CastMedia
 import CastSignaling
+import CastSystem
 import Dispatch
 
 /// Screen → H.264 (or VP8) for a cast (issue 5 through issue 6), wired from its parts: a

@@ -1,6 +1,7 @@
 import CastCore
 import CastEncode
 import CastMedia
+import CastSystem
 import Dispatch
 
 /// The encode thread of one capture generation: always takes the newest ready frame from

@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 
 /// The test-only faults (`MediaFault`) where the pipeline's threads meet them; with no
 /// fault set, every check passes and nothing happens.

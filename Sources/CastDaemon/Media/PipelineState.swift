@@ -1,5 +1,6 @@
 import CastCore
 import CastMedia
+import CastSystem
 import Synchronization
 
 /// What a `CapturePipeline`'s owner, its capture thread (`CaptureLoop`) and its encode
@@ -17,9 +18,7 @@ final class PipelineState: @unchecked Sendable {
     /// The negotiated codec (`setCodec`); the encode thread follows it at its next frame.
     private let wantedCodec = Atomic<UInt8>(0)
 
-    private let lock = Lock()
-    private var callbacks = Callbacks()                                // guarded by `lock`
-    private var stats = CapturePipeline.Statistics()                   // guarded by `lock`
+    private let shared = Mutex<(callbacks: Callbacks, stats: CapturePipeline.Statistics)>((Callbacks(), CapturePipeline.Statistics()))
 
     /// The owner's handlers, set before or during a cast, called from the pipeline's threads.
     struct Callbacks {
@@ -38,11 +37,11 @@ final class PipelineState: @unchecked Sendable {
         set { wantedCodec.store(newValue == .vp8 ? 1 : 0, ordering: .relaxed) }
     }
 
-    func setCallbacks(_ change: (inout Callbacks) -> Void) { lock.withLock { change(&callbacks) } }
-    func callback<T>(_ path: KeyPath<Callbacks, T?>) -> T? { lock.withLock { callbacks[keyPath: path] } }
+    func setCallbacks(_ change: (inout Callbacks) -> Void) { shared.withLock { change(&$0.callbacks) } }
+    func callback<T>(_ path: KeyPath<Callbacks, T?>) -> T? { shared.withLock { $0.callbacks }[keyPath: path] }
 
-    func withStats<R>(_ body: (inout CapturePipeline.Statistics) -> R) -> R { lock.withLock { body(&stats) } }
-    var statistics: CapturePipeline.Statistics { lock.withLock { stats } }
+    func withStats<R>(_ body: (inout CapturePipeline.Statistics) -> R) -> R { shared.withLock { body(&$0.stats) } }
+    var statistics: CapturePipeline.Statistics { shared.withLock { $0.stats } }
 
     /// The encode thread gave up (issue 17): the session decides (reopen, or end the cast).
     func mediaFailed(_ reason: String) { callback(\.failed)?(reason) }

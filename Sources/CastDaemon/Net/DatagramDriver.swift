@@ -1,7 +1,9 @@
 import CastCore
+import CastSystem
 import CastWebRTC
 import Dispatch
 import FoundationEssentials
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -24,8 +26,7 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     /// A self-pipe: `perform` writes a byte to wake the poll.
     private let wakeRead: Int32
     private let wakeWrite: Int32
-    private var mailbox: [Work] = []
-    private var mailboxLock = pthread_mutex_t()
+    private let mailbox = Mutex(Mailbox())
     private let finished = DispatchSemaphore(value: 0)
     private var started = false             // start/stop are called by the owner, not the driver thread
     private var stopping = false            // read and written on the driver thread only
@@ -52,20 +53,16 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
         }
         wakeRead = p[0]
         wakeWrite = p[1]
-        pthread_mutex_init(&mailboxLock, nil)
     }
 
     deinit {
         close(wakeRead)
         close(wakeWrite)
-        pthread_mutex_destroy(&mailboxLock)
     }
 
     /// Runs `work` on the driver's thread with the core and the current time.
     public func perform(_ work: @escaping Work) {
-        pthread_mutex_lock(&mailboxLock)
-        mailbox.append(work)
-        pthread_mutex_unlock(&mailboxLock)
+        mailbox.withLock { $0.work.append(work) }
         wake()
     }
 
@@ -87,19 +84,23 @@ public final class DatagramDriver<Core: DatagramCore>: @unchecked Sendable {
     public func stop() {
         guard started else { return }
         started = false
-        pthread_mutex_lock(&mailboxLock)
-        mailbox.append({ [unowned self] _, _ in self.stopping = true })
-        pthread_mutex_unlock(&mailboxLock)
+        mailbox.withLock { $0.work.append({ [unowned self] _, _ in self.stopping = true }) }
         wake()
         finished.wait()
     }
 
     private func takeMailbox() -> [Work] {
-        pthread_mutex_lock(&mailboxLock)
-        defer { pthread_mutex_unlock(&mailboxLock) }
-        let w = mailbox
-        mailbox.removeAll(keepingCapacity: true)
-        return w
+        mailbox.withLock { m in
+            defer { m.work.removeAll(keepingCapacity: true) }
+            return m
+        }.work
+    }
+
+    /// The closures other threads queue for the driver's thread. They are not `Sendable`
+    /// (they reach the core), but only the driver's thread runs them; the mutex hands them
+    /// over, so the box may cross threads.
+    private struct Mailbox: @unchecked Sendable {
+        var work: [Work] = []
     }
 
     private func flush() {

@@ -1,5 +1,6 @@
 import CastCore
 import CastOpenSSL
+import CastSystem
 import CastWebRTC
 
 #if canImport(Glibc)

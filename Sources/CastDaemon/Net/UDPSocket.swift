@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 import CastWebRTC
 
 #if canImport(Glibc)

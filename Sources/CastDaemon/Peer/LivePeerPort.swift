@@ -5,6 +5,7 @@ import CastSession
 import CastSignaling
 import CastWebRTC
 import FoundationEssentials
+import Synchronization
 
 /// The `PeerPort` of a real cast: one `PeerRunner` per negotiation (spec §6:
 /// a fresh peer for every offer). It also lets the media pipeline send access
@@ -14,17 +15,21 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     private let certificate: Certificate
     private let clock: MonotonicClock
     private let log: LogSink
-    private let lock = Lock()
-    private var current: (nid: String, runner: PeerRunner)? = nil   // guarded by `lock`
-    private var ignoredCandidates = 0                                // guarded by `lock`
+    private let shared = Mutex(Shared())
     private let onKeyframeRequest: @Sendable () -> Void
     private let onTargetBitrate: @Sendable (Int) -> Void
-    private var refusedLogged = 0   // guarded by `lock`
     private let onVideoCodec: @Sendable (VideoCodec) -> Void
-    private var mdnsProblemLogged = false   // guarded by `lock`
-    private var audioDemand = AudioDemand()   // guarded by `lock`
     /// Told when desktop audio becomes wanted or unwanted (`AudioDemand`).
     private let onAudioWanted: @Sendable (Bool) -> Void
+
+    /// What the controller's tasks and the media threads share, under `shared`.
+    private struct Shared {
+        var current: (nid: String, runner: PeerRunner)? = nil
+        var ignoredCandidates = 0
+        var refusedLogged = 0
+        var mdnsProblemLogged = false
+        var audioDemand = AudioDemand()
+    }
 
     public init(options: PeerRunner.Options, certificate: Certificate, clock: MonotonicClock, log: LogSink,
                 onKeyframeRequest: @escaping @Sendable () -> Void,
@@ -43,19 +48,19 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
 
     /// Applies `change` to the audio demand; tells the audio thread when `wanted` flips.
     private func updateAudioDemand(_ change: (inout AudioDemand) -> Void) {
-        let (before, after) = lock.withLock { () -> (Bool, Bool) in
-            let before = audioDemand.wanted
-            change(&audioDemand)
-            return (before, audioDemand.wanted)
+        let (before, after) = shared.withLock { s -> (Bool, Bool) in
+            let before = s.audioDemand.wanted
+            change(&s.audioDemand)
+            return (before, s.audioDemand.wanted)
         }
         if before != after { onAudioWanted(after) }
     }
 
     private func runner(for nid: String) -> PeerRunner? {
-        lock.withLock { current?.nid == nid ? current?.runner : nil }
+        shared.withLock { $0.current?.nid == nid ? $0.current?.runner : nil }
     }
 
-    private func currentRunner() -> PeerRunner? { lock.withLock { current?.runner } }
+    private func currentRunner() -> PeerRunner? { shared.withLock { $0.current?.runner } }
 
     /// Sends an encoded access unit to the current peer (dropped when there is none).
     public func send(accessUnit: [UInt8], captureTime: Instant) {
@@ -65,7 +70,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
         // stream must restart from a keyframe.
         onKeyframeRequest()
         let n = r.accessUnitsRefused
-        let first = lock.withLock { () -> Bool in defer { refusedLogged += 1 }; return refusedLogged < 10 || n % 100 == 0 }
+        let first = shared.withLock { s -> Bool in defer { s.refusedLogged += 1 }; return s.refusedLogged < 10 || n % 100 == 0 }
         if first { log.write(LogLine(.warning, "access_unit_refused", [("refused_total", n), ("reason", "peer thread behind")])) }
     }
 
@@ -110,10 +115,10 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
             return stream
         }
         updateAudioDemand { $0.negotiationStarted(nid) }
-        let first = lock.withLock { () -> Bool in
-            current = (nid, runner)
-            defer { mdnsProblemLogged = true }
-            return !mdnsProblemLogged
+        let first = shared.withLock { s -> Bool in
+            s.current = (nid, runner)
+            defer { s.mdnsProblemLogged = true }
+            return !s.mdnsProblemLogged
         }
         if first {
             if let p = runner.mdnsProblem {
@@ -206,7 +211,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
         do { try await r.addRemoteCandidate(c.candidate) }
         catch {
             // Counted, and logged without flooding the journal: the first ten, then every hundredth.
-            let n = lock.withLock { ignoredCandidates += 1; return ignoredCandidates }
+            let n = shared.withLock { $0.ignoredCandidates += 1; return $0.ignoredCandidates }
             if n <= 10 || n % 100 == 0 {
                 log.write(LogLine(.warning, "remote_candidate_ignored", [("error", "\(error)"), ("ignored_total", n)]))
             }
@@ -219,9 +224,9 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
 
     public func close() async {
         updateAudioDemand { $0.closed() }
-        let r: PeerRunner? = lock.withLock {
-            defer { current = nil }
-            return current?.runner
+        let r: PeerRunner? = shared.withLock { s in
+            defer { s.current = nil }
+            return s.current?.runner
         }
         r?.close()
     }

@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import CastCore
+import CastSystem
 import FoundationEssentials
 
 /// GoTrue over HTTP (docs/contract.md, wire A): anonymous sign-up and refresh,

@@ -1,5 +1,6 @@
 import CastCore
 import CastOpenSSL
+import CastSystem
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import CastCore
 import CastOpenSSL
+import CastSystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,6 @@
 import CastCore
 import CastOpenSSL
+import CastSystem
 import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)

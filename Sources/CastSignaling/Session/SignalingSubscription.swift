@@ -1,5 +1,6 @@
 import CastCore
 import CastOpenSSL
+import CastSystem
 import FoundationEssentials
 
 /// The IO shell around `RealtimeClient` and `SignalingMerger` for one

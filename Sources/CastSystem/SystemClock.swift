@@ -1,3 +1,4 @@
+import CastCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import CastCore
+import CastCore
+import CastSystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,5 @@
 import Testing
-import CastCore
+import CastSystem
 #if canImport(Glibc)
 import Glibc
 #endif
