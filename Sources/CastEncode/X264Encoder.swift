@@ -36,7 +36,8 @@ public final class X264Encoder: VideoEncoder {
     }
 
     public init(config: EncoderConfig, preset: String = X264Encoder.defaultPreset,
-                threads: Int = X264Encoder.sliceThreads(cores: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))) throws {
+                threads: Int = X264Encoder.sliceThreads(cores: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))),
+                minimumQP: Int? = nil) throws {
         guard config.size.width % 2 == 0, config.size.height % 2 == 0, config.size.width > 0, config.size.height > 0 else {
             throw CastError(.encoder, "x264: picture size \(config.size) is not even; 4:2:0 needs even sides")
         }
@@ -78,6 +79,7 @@ public final class X264Encoder: VideoEncoder {
         p.vui.i_colmatrix = 1
         p.vui.b_fullrange = 0
         Self.applyRate(&p, bitrate: config.bitrate, frameRate: config.frameRate, openedFrameRate: config.frameRate)
+        if let minimumQP { p.rc.i_qp_min = Int32(minimumQP) }
         // Constrained Baseline: no CABAC, no 8×8 transform, no B-frames, no interlace.
         guard x264_param_apply_profile(&p, "baseline") == 0 else {
             throw CastError(.encoder, "x264: the baseline profile rejected these settings")
