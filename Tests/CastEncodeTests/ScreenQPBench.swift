@@ -18,7 +18,7 @@ struct ScreenQPBench {
         let kbps = env["CASTD_QP_KBPS"].flatMap { Int($0) } ?? 8000
         let input = try #require(FileHandle(forReadingAtPath: env["CASTD_QP_YUV"]!))
         let enc = try X264Encoder(config: EncoderConfig(size: size, frameRate: 30, bitrate: kbps * 1000),
-                                  minimumQP: env["CASTD_QP_MIN"].flatMap { Int($0) })
+                                  minimumQP: env["CASTD_QP_MIN"].flatMap { Int($0) } ?? X264Encoder.defaultMinimumQP)
         let image = PlanarImage(format: .i420, size: size)
         let frameBytes = size.pixelCount * 3 / 2
         var out = Data(), n: Int64 = 0
