@@ -19,6 +19,12 @@ public final class X264Encoder: VideoEncoder {
     /// static one 13 ms and 31 ms. Only superfast comes near the 33 ms of 30 fps.
     public static let defaultPreset = "superfast"
 
+    /// The lowest QP x264's rate control may pick (x264's own default is 0). On
+    /// mostly-still screen content under budget, ABR drives the frame QP to 0 on
+    /// nearly every P picture, spending up to three times the bits for PSNR-Y far
+    /// above what shows; 12 keeps ≥ 48 dB there (docs/quality.md, "Decoder QP").
+    public static let defaultMinimumQP = 12
+
     private let handle: OpaquePointer
     private var param: x264_param_t
     /// The frame rate x264 was opened with (its rate control cannot change it; see setFrameRate).
@@ -36,7 +42,8 @@ public final class X264Encoder: VideoEncoder {
     }
 
     public init(config: EncoderConfig, preset: String = X264Encoder.defaultPreset,
-                threads: Int = X264Encoder.sliceThreads(cores: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))) throws {
+                threads: Int = X264Encoder.sliceThreads(cores: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))),
+                minimumQP: Int = X264Encoder.defaultMinimumQP) throws {
         guard config.size.width % 2 == 0, config.size.height % 2 == 0, config.size.width > 0, config.size.height > 0 else {
             throw CastError(.encoder, "x264: picture size \(config.size) is not even; 4:2:0 needs even sides")
         }
@@ -78,6 +85,7 @@ public final class X264Encoder: VideoEncoder {
         p.vui.i_colmatrix = 1
         p.vui.b_fullrange = 0
         Self.applyRate(&p, bitrate: config.bitrate, frameRate: config.frameRate, openedFrameRate: config.frameRate)
+        p.rc.i_qp_min = Int32(minimumQP)
         // Constrained Baseline: no CABAC, no 8×8 transform, no B-frames, no interlace.
         guard x264_param_apply_profile(&p, "baseline") == 0 else {
             throw CastError(.encoder, "x264: the baseline profile rejected these settings")

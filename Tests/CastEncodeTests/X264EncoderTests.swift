@@ -129,6 +129,28 @@ import CastMedia
         #expect(enc.config.frameRate == 15)
     }
 
+    /// A still picture with one small changing block, well under budget: x264's ABR
+    /// lowers the frame QP towards its minimum, and castd's minimum holds it there
+    /// (with x264's default of 0 these P slices reach QP 0). Slice QPs read by ffmpeg.
+    @Test func stillContentUnderBudgetStopsAtTheMinimumQP() throws {
+        for minimum in [X264Encoder.defaultMinimumQP, 0] {
+            let enc = try X264Encoder(config: p720, minimumQP: minimum)
+            let img = PlanarImage(format: .i420, size: p720.size)
+            BusyFrames(size: FrameSize(width: 1280, height: 720)).fill(img, frame: 0)
+            memset(img.plane(0) + 128 * img.strides[0], 235, (720 - 128) * img.strides[0])   // most of it white
+            var stream: [UInt8] = []
+            for n in 0..<60 {
+                for y in 0..<32 { memset(img.plane(0) + y * img.strides[0], Int32(n * 37 % 256), 32) }
+                stream += try #require(try enc.encode(img, pts: Instant(nanoseconds: Int64(n) * 33_333_333))).bytes
+            }
+            let trace = try TraceHeaders.run(annexB: stream)
+            let initQP = 26 + (try #require(trace.all("Picture Parameter Set").first?["pic_init_qp_minus26"]))
+            let qps = trace.all("Slice Header").compactMap { $0["slice_qp_delta"].map { initQP + $0 } }
+            #expect(qps.count >= 60)
+            #expect(qps.min() == minimum, "minimum \(minimum): slice QPs \(qps)")
+        }
+    }
+
     @Test func oddSizeIsRefusedWithAnEncoderError() {
         #expect(throws: CastError.self) {
             try X264Encoder(config: EncoderConfig(size: FrameSize(width: 641, height: 480), frameRate: 30, bitrate: 1_000_000))
