@@ -35,12 +35,13 @@ def x264(kbps: int, threads: int | None = None) -> str:
     """x264enc as castd sets up libx264 (X264Encoder.swift): preset + zerolatency,
     Constrained Baseline (caps below), CBR at the cap with a one-frame VBV buffer,
     no B-frames/lookahead, sliced threads (one slice per thread, ≤ 4), an infinite
-    GOP without scene cuts, SPS/PPS before each IDR, Annex-B."""
+    GOP without scene cuts, SPS/PPS before each IDR, Annex-B, and castd's minimum QP
+    (X264Encoder.defaultMinimumQP, 12)."""
     n = threads or max(1, min(4, os.cpu_count() or 1))
     vbv_ms = max(1, round(1000 / FPS))
     return (f"x264enc speed-preset={PRESET} tune=zerolatency pass=cbr bitrate={kbps} vbv-buf-capacity={vbv_ms} "
             f"bframes=0 rc-lookahead=0 sync-lookahead=0 sliced-threads=true threads={n} key-int-max=0 "
-            f"byte-stream=true option-string=\"slices={n}:keyint=infinite:scenecut=0:repeat-headers=1\" "
+            f"byte-stream=true option-string=\"slices={n}:keyint=infinite:scenecut=0:repeat-headers=1:qpmin=12\" "
             f"! video/x-h264,profile=constrained-baseline,stream-format=byte-stream,alignment=au")
 
 
