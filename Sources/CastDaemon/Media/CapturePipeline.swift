@@ -62,7 +62,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     private let targetBitrate = Atomic<Int>(0)
     /// The frame rate the ladder chose (0: the caps'), written by the encode thread, read by capture.
     private let wantedFrameRate = Atomic<Int>(0)
-    /// The negotiated codec (`setCodec`); the encode thread follows it at its next frame.
+    /// The negotiated codec and H.264 profile (`setCodec`, as `VideoFormat.code`); the encode
+    /// thread follows it at its next frame.
     private let wantedCodec = Atomic<UInt8>(0)
     private let lock = Lock()
     private var sink: (@Sendable ([UInt8], Instant) -> Void)? = nil   // guarded by `lock`
@@ -92,10 +93,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     public func setTargetBitrate(_ bitsPerSecond: Int) { targetBitrate.store(max(0, bitsPerSecond), ordering: .relaxed) }
     /// How much media the sink (the peer's pacer) still holds, as time at its pacing rate.
     public func attach(backlog: @escaping @Sendable () -> Duration) { lock.withLock { self.backlog = backlog } }
-    public func setCodec(_ codec: VideoCodec) {
-        wantedCodec.store(codec == .vp8 ? 1 : 0, ordering: .relaxed)
+    public func setCodec(_ codec: VideoCodec, h264Profile: H264ProfileLevel?) {
+        wantedCodec.store(VideoFormat(codec: codec, h264Profile: h264Profile ?? .constrainedBaseline).code, ordering: .relaxed)
     }
-    private var codec: VideoCodec { wantedCodec.load(ordering: .relaxed) == 1 ? .vp8 : .h264 }
+    private var format: VideoFormat { VideoFormat(code: wantedCodec.load(ordering: .relaxed)) }
     public func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { needsUser = handler } }
     public func onFailure(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { failed = handler } }
     public func onSourceEnded(_ handler: @escaping @Sendable (String) -> Void) { lock.withLock { sourceEnded = handler } }
@@ -447,7 +448,10 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
         let log = self.log
         // One chain per codec: a re-offer may land on another codec (spec §7), and the
         // chain is rebuilt for it at the next frame, without restarting anything else.
-        func makeChain(_ codec: VideoCodec) -> EncoderChain? {
+        func makeChain(_ format: VideoFormat) -> EncoderChain? {
+            let codec = format.codec
+            var config = config
+            config.h264Profile = format.h264Profile
             let chain = EncoderChain(codec: codec, preference: preference, config: config, log: log.write)
             do {
                 if fault == .encoderFailAlways { throw CastError(.init("test_fault"), "test fault encoder-fail-always") }
@@ -459,7 +463,8 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             }
             return chain
         }
-        guard var chain = makeChain(codec) else { return }
+        var encoding = format
+        guard var chain = makeChain(encoding) else { return }
         lock.withLock {
             stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"
             stats.encoderBitrate = config.bitrate
@@ -481,9 +486,11 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
             _ = published.wait(timeout: .now() + .milliseconds(200))
             guard alive.value else { break }
             guard let lease = ring.takeNewest() else { continue }
-            if codec != chain.codec {
-                log.write(LogLine(.info, "encoder_codec", [("from", chain.codec.rawValue), ("to", codec.rawValue)]))
-                guard let next = makeChain(codec) else { ring.finishRead(lease); return }
+            if format != encoding {
+                let next = format
+                log.write(LogLine(.info, "encoder_codec", [("from", encoding), ("to", next)]))
+                encoding = next
+                guard let next = makeChain(next) else { ring.finishRead(lease); return }
                 chain = next   // its first picture is a keyframe (EncoderChain.start)
                 // The new chain starts at the caps: a fresh ladder applies the current target to it.
                 ladder = RateLadder(size: target, maxFrameRate: config.frameRate, maxBitrate: config.bitrate)
@@ -526,7 +533,7 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
                 let au = try chain.encode(pixels: pixels, frame: frame, pixelsRead: releaseSlot)
                 releaseSlot()
                 // A picture of the codec the peer no longer expects (setCodec came meanwhile) is dropped.
-                guard let au, chain.codec == codec else { continue }
+                guard let au, encoding == format else { continue }
                 output.record(bytes: au.bytes.count, now: clock.now())
                 gate.recordEncode(chain.lastConvertTime + chain.lastEncodeTime)
                 let age = clock.now() - au.pts
