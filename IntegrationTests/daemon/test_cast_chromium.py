@@ -92,3 +92,32 @@ async def test_a_viewer_refresh_gets_a_fresh_offer_and_the_cast_resumes(request,
         rc, _ = await daemon.wait(timeout=5)
         assert rc == 0
 
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("profile, plid", [("high", "640c1f"), ("baseline", "42e01f")])
+async def test_chromium_decodes_the_h264_profile_castd_offers_first(request, tmp_path, profile, plid):
+    """--h264-profile high offers High (640c1f) before Constrained Baseline: Chromium takes it,
+    its getStats names it, castd's encoder makes it, and the picture is right; baseline offers
+    42e01f alone."""
+    if not confined():
+        rerun_confined(request, tmp_path, timeout=220)
+        return
+    stack = request.getfixturevalue("stack")
+    size = (1280, 720)
+    async with chromium_cast(stack, tmp_path, size=size, castd_args=("--h264-profile", profile)) as (viewer, daemon):
+        first = await viewer.wait_frames(10, timeout=40)
+        later = await viewer.wait_frames(first["framesDecoded"] + 30, timeout=20)
+        samples = []
+        for i, want in enumerate(BARS):
+            x = int((i + 0.5) * size[0] / 7) - 8
+            samples.append((await viewer.sample(x, int(size[1] * 0.3), 16, 16), want))
+        daemon.signal()
+        rc, _ = await daemon.wait(timeout=5)
+    assert "H264" in (later.get("codec") or "")
+    assert f"profile-level-id={plid}" in (later.get("sdpFmtpLine") or ""), later
+    assert any("event=video_codec" in l and f"profile={profile}" in l for l in daemon.stderr_lines), daemon.stderr_lines
+    assert later["framesDecoded"] >= first["framesDecoded"] + 30
+    for got, want in samples:
+        assert max(abs(got[k] - w) for k, w in zip("rgb", want)) <= 16, (got, want)
+    assert rc == 0
