@@ -20,15 +20,15 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "castd", targets: ["castd"]),
-        // Library products so that the fuzz package (Fuzz/) can link the parsers.
+        // Library products so that the fuzz package (Fuzz/) can link the parsers and the
+        // session machine.
         .library(name: "CastCore", targets: ["CastCore"]),
         .library(name: "CastOpenSSL", targets: ["CastOpenSSL"]),
         .library(name: "CastMedia", targets: ["CastMedia"]),
         .library(name: "CastRTP", targets: ["CastRTP"]),
         .library(name: "CastWebRTC", targets: ["CastWebRTC"]),
         .library(name: "CastSignaling", targets: ["CastSignaling"]),
-        // The session machine, for the fuzz target that drives it with hostile rows (issue 17).
-        .library(name: "CastDaemon", targets: ["CastDaemon"]),
+        .library(name: "CastSession", targets: ["CastSession"]),
     ],
     targets: [
         // C libraries (Debian's).
@@ -63,39 +63,50 @@ let package = Package(
         .target(name: "CastWebRTC", dependencies: ["CastCore", "CastRTP", "CastOpenSSL"]),
         // Supabase Auth/REST/Realtime, WebSocket, iPadCast API (pure + IO).
         .target(name: "CastSignaling", dependencies: ["CastCore", "CastOpenSSL"]),
+        // The session's logic (pure): the session machine, the signaling outbox, the
+        // reconnect and watchdog policies, the backend's times on the monotonic clock.
+        .target(name: "CastSession", dependencies: ["CastCore", "CastSignaling"]),
         // The session controller and the IO shell around everything.
         .target(name: "CastDaemon", dependencies: [
             "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastRTP",
-            "CastWebRTC", "CastSignaling", "CastSystemd",
+            "CastWebRTC", "CastOpenSSL", "CastSignaling", "CastSession", "CastSystemd",
         ]),
         // CLI only: parse, configure, run.
-        .executableTarget(name: "castd", dependencies: ["CastCore", "CastDaemon", "CastSignaling", "CastCapture", "CastEncode"],
+        .executableTarget(name: "castd", dependencies: ["CastCore", "CastDaemon"],
                           linkerSettings: staticSwiftRuntime),
         // The test picture on an X screen (integration tests, demo, benchmarks).
         .executableTarget(name: "castd-pattern", dependencies: ["CastCore", "CastCapture", "CastMedia"],
                           linkerSettings: staticSwiftRuntime),
 
         .testTarget(name: "CastCoreTests", dependencies: ["CastCore"]),
+        // The one sans-IO contract's check, run by each conforming type's own test module.
+        .target(name: "SansIOContract", dependencies: ["CastCore"], path: "Tests/Support/SansIOContract"),
         // A throwaway CA and leaf made with the openssl CLI, for the TLS tests of two modules.
         .target(name: "TLSTestSupport", dependencies: ["CastCore"], path: "Tests/Support/TLSTestSupport"),
-        .testTarget(name: "CastOpenSSLTests", dependencies: ["CastOpenSSL", "TLSTestSupport"]),
-        .testTarget(name: "CastMediaTests", dependencies: ["CastMedia"]),
+        .testTarget(name: "CastOpenSSLTests", dependencies: ["CastCore", "CastOpenSSL", "COpenSSL", "TLSTestSupport"]),
+        .testTarget(name: "CastMediaTests", dependencies: ["CastCore", "CastMedia", "SansIOContract"]),
         // Benchmark scaffolding (percentiles, rusage, JSON) for the bench suites below.
         .target(name: "BenchSupport", dependencies: ["CastCore"], path: "Tests/Support/BenchSupport"),
         // Test tones and their measurement (frequency, level) for the audio tests of two modules.
         .target(name: "AudioTestSupport", path: "Tests/Support/AudioTestSupport"),
-        .testTarget(name: "CastCaptureTests", dependencies: ["CastCapture", "CastEncode", "BenchSupport", "AudioTestSupport"]),
-        .testTarget(name: "CastEncodeTests", dependencies: ["CastEncode", "BenchSupport", "AudioTestSupport"]),
-        .testTarget(name: "CastRTPTests", dependencies: ["CastRTP"]),
+        .testTarget(name: "CastCaptureTests", dependencies: ["CastCore", "CastMedia", "CastCapture", "CastEncode", "CX11",
+                                                    "BenchSupport", "AudioTestSupport"]),
+        .testTarget(name: "CastEncodeTests", dependencies: ["CastCore", "CastMedia", "CastEncode", "BenchSupport", "AudioTestSupport"]),
+        .testTarget(name: "CastRTPTests", dependencies: ["CastCore", "CastRTP", "SansIOContract"]),
         // Counts each thread's heap allocations (malloc interposed in the test executable), for
         // tests and benchmarks that pin down what a hot path allocates (issue 19).
         .target(name: "AllocationCounter", path: "Tests/Support/AllocationCounter"),
         // libsrtp2 (on NSS) wrapped for the tests: the oracle for castd's own SRTP and SRTCP.
         .target(name: "LibSRTP", dependencies: ["CastCore", "CastWebRTC", "CSRTP"], path: "Tests/Support/LibSRTP"),
-        .testTarget(name: "CastWebRTCTests", dependencies: ["CastWebRTC", "LibSRTP", "AllocationCounter", "BenchSupport"],
+        .testTarget(name: "CastWebRTCTests", dependencies: ["CastCore", "CastRTP", "CastOpenSSL", "CastWebRTC", "LibSRTP",
+                                                   "AllocationCounter", "BenchSupport", "SansIOContract"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "CastSignalingTests", dependencies: ["CastSignaling", "TLSTestSupport"]),
-        .testTarget(name: "CastDaemonTests", dependencies: ["CastDaemon"]),
+        .testTarget(name: "CastSignalingTests", dependencies: ["CastCore", "CastOpenSSL", "CastSignaling", "TLSTestSupport", "SansIOContract"]),
+        .testTarget(name: "CastSessionTests", dependencies: ["CastCore", "CastSignaling", "CastSession"]),
+        .testTarget(name: "CastDaemonTests", dependencies: [
+            "CastCore", "CastMedia", "CastCapture", "CastEncode", "CastWebRTC", "CastSignaling", "CastSession",
+            "CastDaemon",
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

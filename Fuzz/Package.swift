@@ -22,8 +22,8 @@ let package = Package(
     ] + names.map { name in
         .executableTarget(
             name: name,
-            // FuzzSession drives the session machine, which lives in the daemon's library.
-            dependencies: ["FuzzSupport"] + (libraries + (name == "FuzzSession" ? ["CastDaemon"] : []))
+            // FuzzSession drives the session machine (CastSession, pure like the parsers).
+            dependencies: ["FuzzSupport"] + (libraries + (name == "FuzzSession" ? ["CastSession"] : []))
                 .map { .product(name: $0, package: "castd") },
             swiftSettings: [.unsafeFlags(["-parse-as-library"])])
     },

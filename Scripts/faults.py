@@ -34,18 +34,18 @@ import traceback
 from pathlib import Path
 
 from castkit.paths import PYTHON, REPO
-from faultkit import audio, longrows, package, turn
-from faultkit.backend import gateway_restart, p0429_storm, postgres_restart, realtime_cuts, rest_errors, short_tokens
-from faultkit.bottleneck import BOTTLENECK_ROWS
-from faultkit.checks import credential_modes, secrets_grep
-from faultkit.cuts import consent_freshness, cut_long, cut_medium, cut_short
-from faultkit.ends import authorization_cap, receiver_stop, sigkill_then_restart, sigterm_under_load
-from faultkit.hostile import hostile_rows, tls_refused, wrong_fingerprint
-from faultkit.loss import chromium_loss, loss_scenario
-from faultkit.media import capture_stalls, encoder_fails_always, encoder_fails_once, watchdog_stuck
-from faultkit.soak import soak
-from faultkit.meeting import meeting
-from faultkit.world import C_VETH, CAP_STACK, LOSSY, R_VETH, TOKEN_STACK, Result, World, sh
+from castkit.faults import audio, longrows, package, turn
+from castkit.faults.backend import gateway_restart, p0429_storm, postgres_restart, realtime_cuts, rest_errors, short_tokens
+from castkit.faults.bottleneck import BOTTLENECK_ROWS
+from castkit.faults.checks import credential_modes, secrets_grep
+from castkit.faults.cuts import consent_freshness, cut_long, cut_medium, cut_short
+from castkit.faults.ends import authorization_cap, receiver_stop, sigkill_then_restart, sigterm_under_load
+from castkit.faults.hostile import hostile_rows, tls_refused, wrong_fingerprint
+from castkit.faults.loss import chromium_loss, loss_scenario
+from castkit.faults.media import capture_stalls, encoder_fails_always, encoder_fails_once, watchdog_stuck
+from castkit.faults.soak import soak
+from castkit.faults.meeting import meeting
+from castkit.faults.world import C_VETH, CAP_STACK, LOSSY, R_VETH, TOKEN_STACK, Result, World, sh
 
 
 def outer(a: argparse.Namespace, argv: list[str]) -> int:
@@ -154,15 +154,15 @@ SCENARIOS = [
     *BOTTLENECK_ROWS,
 ]
 
-# TURN through coturn across two NATs (issue 16), full set only: faultkit/turn.py.
+# TURN through coturn across two NATs (issue 16), full set only: castkit/faults/turn.py.
 SCENARIOS += turn.rows()
-# Desktop audio with Chromium (issue 18), full set only: faultkit/audio.py.
+# Desktop audio with Chromium (issue 18), full set only: castkit/faults/audio.py.
 SCENARIOS += audio.rows()
 # The Debian package installed, cast from and purged in a fresh Debian 12 root (issue 30), full set only:
-# faultkit/package.py.
+# castkit/faults/package.py.
 SCENARIOS += package.rows()
 # The integration tests marked `long` (CI runs each capability's quick row), full set only:
-# faultkit/longrows.py.
+# castkit/faults/longrows.py.
 SCENARIOS += longrows.rows()
 
 

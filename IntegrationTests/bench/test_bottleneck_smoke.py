@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchkit import bottleneck_metrics as bm
-from benchkit import timecode
+from castkit.bench import bottleneck_metrics as bm
+from castkit.bench import timecode
 from castkit.bottleneck_link import BottleneckLink, burst_bytes, parse_tc_stats
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,7 +118,7 @@ def test_tbf_and_loss_set_changed_and_removed():
 def test_canvas_sender_pairs_and_reaches_the_chromium_receiver(tmp_path):
     """Chromium's libwebrtc sender, signaled by Python, through the link on a free scenario, with
     the codec the bench puts first for it (VP8 by default: docs/rate-control.md)."""
-    r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "Scripts" / "benchkit" / "bottleneck.py"),
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "IntegrationTests" / "castkit" / "bench" / "bottleneck.py"),
                         "--sender", "libwebrtc", "--scenario", "free", "--seconds", "12", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=230, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]

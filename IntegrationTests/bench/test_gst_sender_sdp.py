@@ -1,7 +1,7 @@
 """The bench's GStreamer sender offers H.264 as spec §7 asks (42e01f,
 packetization-mode=1) whatever webrtcbin wrote for the fmtp."""
 
-from benchkit.gst_sender import h264_fmtp
+from castkit.bench.gst_sender import h264_fmtp
 
 HEAD = "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=sendonly\r\na=rtpmap:96 H264/90000\r\n"
 

@@ -1,10 +1,10 @@
-"""The bench's glass-to-glass breakdown (Scripts/benchkit/receiver.py, issue 19):
+"""The bench's glass-to-glass breakdown (IntegrationTests/castkit/bench/receiver.py, issue 19):
 per frame, the receiver's records joined by RTP timestamp into stages that add up
 to the latency; frames missing from a record are left out, not guessed."""
 
 import pytest
 
-from benchkit import bench, receiver
+from castkit.bench import bench, receiver
 
 
 def sample(decoded, drawn, ts, read=None):

@@ -1,4 +1,4 @@
-"""The quality bench's measure (Scripts/benchkit/quality.py) and its content (content.py):
+"""The quality bench's measure (IntegrationTests/castkit/bench/quality.py) and its content (content.py):
 SSIM and PSNR on luma behave as the definitions say and agree with ffmpeg's ssim/psnr
 filters; the content is a pure function of the timecode it shows, and that timecode reads back."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-from benchkit import content, quality, timecode
+from castkit.bench import content, quality, timecode
 
 
 def page(w=320, h=240) -> np.ndarray:
@@ -128,7 +128,7 @@ def test_the_painted_screen_is_exactly_what_render_redraws(name):
     reads back equal content.render of that timecode, pixel for pixel."""
     from Xlib import X, display as xdisplay
 
-    from benchkit.screen import BenchScreen
+    from castkit.bench.screen import BenchScreen
     with BenchScreen(640, 360, "static", timecode=True, fps=30, content=name) as screen:
         d = xdisplay.Display(screen.display)
         root = d.screen().root
@@ -150,7 +150,7 @@ def test_the_bench_compares_each_kept_frame_with_the_source_of_its_timecode():
     """bench.measure_quality on frames as the receiver keeps them: an exact decode scores
     SSIM 1 and the cap, a blurred one less, one showing another time's picture much less,
     a half-size decode is compared with the reference scaled down; summary gives mean and p5."""
-    from benchkit import bench
+    from castkit.bench import bench
     c = content.Content("text", 640, 360)
     v = 40_000_000
     exact = quality.luma709(content.render(c, v, 1))

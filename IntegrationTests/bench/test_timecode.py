@@ -1,11 +1,11 @@
-"""The bench's on-glass timecode (Scripts/benchkit/timecode.py): what the painter
+"""The bench's on-glass timecode (IntegrationTests/castkit/bench/timecode.py): what the painter
 draws, the receiver reads back, also after the 2560→1920 downscale, and a
 torn code is rejected rather than misread."""
 
 import numpy as np
 import pytest
 
-from benchkit import timecode
+from castkit.bench import timecode
 
 BLACK, WHITE = 16, 235   # limited-range luma
 

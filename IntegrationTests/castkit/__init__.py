@@ -1,13 +1,14 @@
 """castkit: the Python library of castd's tests, benchmarks, fault runs and demo.
 
-Everything the Python side imports lives in a package under one of three import roots,
-which the venv puts on sys.path (Scripts/bootstrap writes .venv's castd-paths.pth; docs/testing.md,
-"Python layout"):
+Everything the tests and the Scripts/ commands import is in this package (tests and scripts
+alike import `castkit.…`); the local stack's server is the one other package. The venv puts
+both import roots on sys.path (Scripts/bootstrap writes .venv's castd-paths.pth;
+docs/testing.md, "Python layout"):
 
-    IntegrationTests/castkit/   this package: peers, receivers, rigs, the stack client
-    Scripts/benchkit/           Scripts/bench and its parts
-    Scripts/faultkit/           Scripts/faults' scenario families
-    Scripts/stack/gateway/      the local stack's server (run by Scripts/devstack)
+    IntegrationTests/castkit/         this package: peers, receivers, rigs, the stack client
+    IntegrationTests/castkit/bench/   castkit.bench: Scripts/bench, Scripts/bench-capture-encode
+    IntegrationTests/castkit/faults/  castkit.faults: Scripts/faults' scenario families
+    Scripts/stack/gateway/            the local stack's server (run by Scripts/devstack)
 
 No module edits sys.path, and IntegrationTests/**/conftest.py files hold pytest fixtures and
 hooks only. Modules here that also run as programs (receiver_proc.py, chromium_proc.py,

@@ -27,7 +27,7 @@ import sys
 
 from castkit.chromium_proc import Clock, PagesProcess
 
-# The timecode's geometry (Scripts/benchkit/timecode.py): 8 × 6 cells of 32 screen pixels in
+# The timecode's geometry (IntegrationTests/castkit/bench/timecode.py): 8 × 6 cells of 32 screen pixels in
 # the top-left corner, bit i in cell i, row-major. The hook reads the luma of the middle of
 # each cell from every presented frame and hands the 48 bits back as 6 bytes, LSB first.
 HOOK = """(() => {

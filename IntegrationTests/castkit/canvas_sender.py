@@ -4,9 +4,9 @@ by PIN, wait for approval, offer, trickled candidates, answer, heartbeats, disco
 reference sender's (castkit/ref_sender.RefSender), in Python. The page does only the peer
 connection, driven over the DevTools protocol.
 
-The picture is the bench painter's (Scripts/benchkit/painter.py): random 8×8 blocks
+The picture is the bench painter's (IntegrationTests/castkit/bench/painter.py): random 8×8 blocks
 (xorshift32, seed 0x12345678) scrolled by (9, 5) pixels a frame, and the timecode of
-Scripts/benchkit/timecode.py in the top-left corner (CLOCK_MONOTONIC µs, mod 2**32, frame
+IntegrationTests/castkit/bench/timecode.py in the top-left corner (CLOCK_MONOTONIC µs, mod 2**32, frame
 counter and check byte; the page's performance.now() is mapped to CLOCK_MONOTONIC by the
 caller), so a receiver reads both senders' glass-to-glass latency the same way.
 

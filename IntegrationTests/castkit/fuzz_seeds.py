@@ -1,8 +1,9 @@
 """Seed corpora for the libFuzzer targets (Fuzz/Seeds/<Name>/), taken from real traffic.
 
-    sudo .venv/bin/python IntegrationTests/castkit/fuzz_seeds.py [--out Fuzz/Seeds] [--seconds 6]
+    sudo Scripts/fuzz-seeds [--out Fuzz/Seeds] [--seconds 6]
 
-(Scripts/fuzz-seeds runs it.) It starts a local stack (Scripts/devstack), casts with the
+(the command is Scripts/fuzz_seeds.py; this module is what it calls: generate() and
+leaked_tokens()). It starts a local stack (Scripts/devstack), casts with the
 aiortc reference sender (castkit/ref_sender.py, H.264) to the aiortc answerer
 (castkit/receiver_answerer.py) through the stack's signaling, asks the answerer for a PLI
 and a FIR, and records on the loopback interface with an AF_PACKET socket (root):
@@ -22,7 +23,6 @@ passwords become dummies, so committed seeds hold no credential, even a throw-aw
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import hashlib
@@ -360,8 +360,18 @@ def stun_attributes(m: bytes) -> bytes:
 
 
 def build(seeds: Seeds, sniff: Sniffer, stack, clear_rtp: list[bytes], sdps: list[str], rows: list[dict]) -> None:
-    gw_port = int(stack.api_url.rsplit(":", 1)[1].split("/")[0])
-    # --- UDP -------------------------------------------------------------
+    """Every target's seeds from one capture, group by group."""
+    udp_seeds(seeds, sniff)
+    clear_rtp_seeds(seeds, clear_rtp)
+    h264_seeds(seeds)
+    sdp_seeds(seeds, sdps, rows)
+    gateway_seeds(seeds, sniff, int(stack.api_url.rsplit(":", 1)[1].split("/")[0]))
+    pairing_seeds(seeds, rows)
+    mdns_seeds(seeds, sniff)
+
+
+def udp_seeds(seeds: Seeds, sniff: Sniffer) -> None:
+    """STUN, the ICE agent's records, DTLS flights and SRTP/SRTCP from the captured datagrams."""
     flows: dict[tuple, list[bytes]] = defaultdict(list)
     for src, dst, p in sniff.udp:
         flows[(src, dst)].append(p)
@@ -399,14 +409,20 @@ def build(seeds: Seeds, sniff: Sniffer, stack, clear_rtp: list[bytes], sdps: lis
         bit = 2 if kind(p) == "rtcp" else 0
         seeds.add("DTLSSRTP", bytes([bit]) + p)
         seeds.add("DTLSSRTP", bytes([bit | 1]) + p)
-    # --- clear RTP / RTCP --------------------------------------------------
+
+
+def clear_rtp_seeds(seeds: Seeds, clear_rtp: list[bytes]) -> None:
+    """aiortc's RTP and RTCP taken in the clear before SRTP."""
     rtp = [p for p in clear_rtp if kind(p) == "rtp"]
     rtcp = [p for p in clear_rtp if kind(p) == "rtcp"]
     for p in rtp[:20] + [p for p in rtp if p[1] & 0x80][:20]:  # first packets and marker packets
         seeds.add("RTP", p)
     for p in rtcp:
         seeds.add("RTPRTCP", p)
-    # --- H.264 access units -------------------------------------------------
+
+
+def h264_seeds(seeds: Seeds) -> None:
+    """Access units of ffmpeg's libx264 in four profiles, each behind a budget byte."""
     aus = []
     for extra in (["-profile:v", "baseline", "-tune", "zerolatency", "-g", "10"],
                   ["-profile:v", "main", "-tune", "zerolatency", "-g", "10"],
@@ -416,7 +432,10 @@ def build(seeds: Seeds, sniff: Sniffer, stack, clear_rtp: list[bytes], sdps: lis
     budgets = [0, 60, 61, 63, 17, 33, 5, 40]
     for n, au in enumerate(aus):
         seeds.add("RTPH264", bytes([budgets[n % len(budgets)]]) + au)
-    # --- SDP / candidates / fingerprints -----------------------------------------
+
+
+def sdp_seeds(seeds: Seeds, sdps: list[str], rows: list[dict]) -> None:
+    """The SDPs of the cast and the Chromium fixtures; their candidates and fingerprints."""
     fixtures = sorted((REPO / "Tests" / "CastWebRTCTests" / "Fixtures").glob("*.sdp"))
     texts = sdps + [f.read_text() for f in fixtures]
     for t in texts:
@@ -431,85 +450,100 @@ def build(seeds: Seeds, sniff: Sniffer, stack, clear_rtp: list[bytes], sdps: lis
         c = (r.get("payload") or {}).get("candidate") if isinstance(r.get("payload"), dict) else None
         if isinstance(c, str) and c:
             seeds.add("SDPCandidate", c.encode())
-    # --- gateway traffic -------------------------------------------------------
+
+
+def gateway_seeds(seeds: Seeds, sniff: Sniffer, gw_port: int) -> None:
+    """Every TCP stream from the gateway: HTTP answers, then the WebSocket that follows an upgrade."""
     streams = sniff.streams()
     for (src, dst), data in streams.items():
         if src[1] != gw_port:
             continue
         reqs, _ = split_http(streams.get((dst, src), b""), responses=False)
         resps, rest = split_http(data, responses=True)
-        for n, (start, headers, body, head) in enumerate(resps):
-            status = int(start.split(" ")[1])
-            path = reqs[n][0].split(" ")[1] if n < len(reqs) else ""
-            body = scrub_bytes(body)
-            if status == 101:
-                seeds.add("SignalingWebSocket", b"\x00" + head)
-                continue
-            # The development HTTP client's parser: the whole answer as the gateway framed it
-            # (scrubbed, so Content-Length / the chunk size follow the new body), read as GET in
-            # 1- and 8-byte pieces, and its head alone as the answer to a HEAD.
-            raw = http_answer(scrub_bytes(head), headers, body)
-            for mode in (0x00, 0x0E):
-                seeds.add("SignalingHTTP", bytes([mode]) + raw)
-            seeds.add("SignalingHTTP", b"\x01" + scrub_bytes(head))
-            if "json" not in headers.get("content-type", ""):
-                continue
-            if path.startswith("/auth/"):
-                seeds.add("SignalingJSON", (b"\x04" if status < 300 else b"\x03") + body)
-            elif path.startswith("/rest/"):
-                if status >= 300:
-                    seeds.add("SignalingJSON", b"\x02" + body)
-                else:
-                    try:
-                        items = json.loads(body)
-                    except ValueError:
-                        items = []
-                    for it in items if isinstance(items, list) else [items]:
-                        seeds.add("SignalingJSON", b"\x00" + json.dumps(it).encode())
-            else:
-                seeds.add("SignalingJSON", (b"\x05" if status < 300 else b"\x01") + body)
-        if not rest:
+        http_seeds(seeds, reqs, resps)
+        if rest:
+            websocket_seeds(seeds, rest)
+
+
+def http_seeds(seeds: Seeds, reqs: list, resps: list) -> None:
+    """The gateway's HTTP answers: the client's parser (SignalingHTTP) and the JSON bodies by path."""
+    for n, (start, headers, body, head) in enumerate(resps):
+        status = int(start.split(" ")[1])
+        path = reqs[n][0].split(" ")[1] if n < len(reqs) else ""
+        body = scrub_bytes(body)
+        if status == 101:
+            seeds.add("SignalingWebSocket", b"\x00" + head)
             continue
-        frames = ws_frames(rest)
-        texts = [scrub_bytes(p) for b0, _m, p in frames if b0 & 0x0F == 1]
-        # The Python client speaks Phoenix's object form; castd asks for the array form
-        # (vsn 2.0.0) on topic realtime:castd-<session>, as the harness subscribes (s1).
-        arrays = []
-        for t in texts:
-            try:
-                m = json.loads(t)
-            except ValueError:
-                continue
-            if isinstance(m, dict):
-                m = [m.get("join_ref"), m.get("ref"), m.get("topic"), m.get("event"), m.get("payload")]
-            if not (isinstance(m, list) and len(m) == 5):
-                continue
-            if isinstance(m[2], str) and m[2].startswith("realtime:"):
-                m[0], m[2] = m[0] and "1", "realtime:castd-s1"
-            arrays.append(json.dumps(m, separators=(",", ":")).encode())
-            if isinstance(m[4], dict):
-                seeds.add("SignalingJSON", b"\x09" + json.dumps(m[4]).encode())
-                rec = (m[4].get("data") or {}).get("record")
-                if isinstance(rec, dict):
-                    seeds.add("SignalingJSON", b"\x00" + json.dumps(rec).encode())
-        for t in arrays:
-            seeds.add("SignalingPhoenix", t)
-        for k in range(0, len(arrays), 8):  # a conversation: several frames, one per line
-            seeds.add("SignalingPhoenix", b"\n".join(arrays[k:k + 8]))
-        if texts:
-            seeds.add("SignalingPhoenix", texts[0])  # one in the object form castd does not ask for
-        reframed = [ws_encode(b0, scrub_bytes(p) if b0 & 0x0F == 1 else p) for b0, _m, p in frames]
-        for k in range(0, len(reframed), 6):
-            chunk = b"".join(reframed[k:k + 6])
-            seeds.add("SignalingWebSocket", b"\x01" + chunk)
-            seeds.add("SignalingWebSocket", b"\x02" + chunk)
-        # a fragmented text message and a close, both as the server would send them
-        if texts:
-            t = texts[0]
-            half = len(t) // 2
-            seeds.add("SignalingWebSocket", b"\x02" + ws_encode(0x01, t[:half]) + ws_encode(0x80, t[half:])
-                      + ws_encode(0x88, struct.pack("!H", 1000) + b"bye"))
-    # --- pairing and timestamps ----------------------------------------------------
+        # The development HTTP client's parser: the whole answer as the gateway framed it
+        # (scrubbed, so Content-Length / the chunk size follow the new body), read as GET in
+        # 1- and 8-byte pieces, and its head alone as the answer to a HEAD.
+        raw = http_answer(scrub_bytes(head), headers, body)
+        for mode in (0x00, 0x0E):
+            seeds.add("SignalingHTTP", bytes([mode]) + raw)
+        seeds.add("SignalingHTTP", b"\x01" + scrub_bytes(head))
+        if "json" not in headers.get("content-type", ""):
+            continue
+        if path.startswith("/auth/"):
+            seeds.add("SignalingJSON", (b"\x04" if status < 300 else b"\x03") + body)
+        elif path.startswith("/rest/"):
+            if status >= 300:
+                seeds.add("SignalingJSON", b"\x02" + body)
+            else:
+                try:
+                    items = json.loads(body)
+                except ValueError:
+                    items = []
+                for it in items if isinstance(items, list) else [items]:
+                    seeds.add("SignalingJSON", b"\x00" + json.dumps(it).encode())
+        else:
+            seeds.add("SignalingJSON", (b"\x05" if status < 300 else b"\x01") + body)
+
+
+def websocket_seeds(seeds: Seeds, rest: bytes) -> None:
+    """The gateway's Realtime WebSocket after the upgrade: frames, Phoenix messages, their JSON."""
+    frames = ws_frames(rest)
+    texts = [scrub_bytes(p) for b0, _m, p in frames if b0 & 0x0F == 1]
+    # The Python client speaks Phoenix's object form; castd asks for the array form
+    # (vsn 2.0.0) on topic realtime:castd-<session>, as the harness subscribes (s1).
+    arrays = []
+    for t in texts:
+        try:
+            m = json.loads(t)
+        except ValueError:
+            continue
+        if isinstance(m, dict):
+            m = [m.get("join_ref"), m.get("ref"), m.get("topic"), m.get("event"), m.get("payload")]
+        if not (isinstance(m, list) and len(m) == 5):
+            continue
+        if isinstance(m[2], str) and m[2].startswith("realtime:"):
+            m[0], m[2] = m[0] and "1", "realtime:castd-s1"
+        arrays.append(json.dumps(m, separators=(",", ":")).encode())
+        if isinstance(m[4], dict):
+            seeds.add("SignalingJSON", b"\x09" + json.dumps(m[4]).encode())
+            rec = (m[4].get("data") or {}).get("record")
+            if isinstance(rec, dict):
+                seeds.add("SignalingJSON", b"\x00" + json.dumps(rec).encode())
+    for t in arrays:
+        seeds.add("SignalingPhoenix", t)
+    for k in range(0, len(arrays), 8):  # a conversation: several frames, one per line
+        seeds.add("SignalingPhoenix", b"\n".join(arrays[k:k + 8]))
+    if texts:
+        seeds.add("SignalingPhoenix", texts[0])  # one in the object form castd does not ask for
+    reframed = [ws_encode(b0, scrub_bytes(p) if b0 & 0x0F == 1 else p) for b0, _m, p in frames]
+    for k in range(0, len(reframed), 6):
+        chunk = b"".join(reframed[k:k + 6])
+        seeds.add("SignalingWebSocket", b"\x01" + chunk)
+        seeds.add("SignalingWebSocket", b"\x02" + chunk)
+    # a fragmented text message and a close, both as the server would send them
+    if texts:
+        t = texts[0]
+        half = len(t) // 2
+        seeds.add("SignalingWebSocket", b"\x02" + ws_encode(0x01, t[:half]) + ws_encode(0x80, t[half:])
+                  + ws_encode(0x88, struct.pack("!H", 1000) + b"bye"))
+
+
+def pairing_seeds(seeds: Seeds, rows: list[dict]) -> None:
+    """PINs, QR tokens and timestamps of the signaling rows; the dummy JWT."""
     for r in rows:
         if r.get("pin"):
             seeds.add("SignalingJSON", b"\x07" + str(r["pin"]).encode())
@@ -519,7 +553,10 @@ def build(seeds: Seeds, sniff: Sniffer, stack, clear_rtp: list[bytes], sdps: lis
         if r.get("created_at"):
             seeds.add("SignalingJSON", b"\x09" + str(r["created_at"]).encode())
     seeds.add("SignalingJSON", b"\x08" + DUMMY_JWT.encode())
-    # --- mDNS: castkit/mdns_responder answers (Chromium-like announcements) ----------------
+
+
+def mdns_seeds(seeds: Seeds, sniff: Sniffer) -> None:
+    """castkit/mdns_responder's answers (Chromium-like announcements) and what was captured on 5353."""
     from castkit import mdns_responder as mr
     names = ["87c85f0a-3708-455f-894d-a0a402bf58a9.local", "4f0c3f5e-1b2a-4c3d-9e8f-0a1b2c3d4e5f.local"]
     for name in names:
@@ -584,28 +621,3 @@ def leaked_tokens(out: Path) -> list[Path]:
     """Seed files holding a JWT-shaped string other than the dummy."""
     return [p for p in out.rglob("*") if p.is_file()
             and any(m != DUMMY_JWT for m in JWT_RE.findall(p.read_bytes().decode("latin-1")))]
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=str(REPO / "Fuzz" / "Seeds"))
-    ap.add_argument("--seconds", type=float, default=4.0, help="cast time after the first frames")
-    args = ap.parse_args()
-    from castkit.devstack import devstack_down, devstack_up
-    stack = devstack_up()
-    try:
-        counts, summary = generate(stack, Path(args.out), args.seconds)
-    finally:
-        devstack_down(stack.state_dir)
-    print(summary)
-    for t, n in counts.items():
-        print(f"  {t:22s} {n:3d} seeds")
-    bad = leaked_tokens(Path(args.out))
-    if bad:
-        print("fuzz-seeds: a token survived in", bad, file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """The parent's side of the receiver processes: receiver_proc.py (aiortc) or, with
 chromium=True, chromium_proc.py (the receiver pages in headless Chromium), started inside a
-network namespace and driven by JSON lines on their stdin and stdout. Scripts/faults (faultkit)
+network namespace and driven by JSON lines on their stdin and stdout. Scripts/faults (castkit.faults)
 and the TURN casts (turn_cast.py) use it."""
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ in the public namespace (its ice-config carries coturn's REST credentials: `Scri
 up --turn URL --turn-secret SECRET`), `castd pair` + `castd --session` in castd's namespace
 casting an Xvfb screen, and the receiver (aiortc: receiver_proc.py, or the receiver
 pages in headless Chromium: chromium_proc.py) in the receiver's namespace. Used by
-test_turn_daemon.py (the quick aiortc row) and Scripts/faultkit/turn.py (the full-set rows).
+test_turn_daemon.py (the quick aiortc row) and IntegrationTests/castkit/faults/turn.py (the full-set rows).
 
 Every address lives in the namespaces TurnWorld makes; the stack listens on 0.0.0.0 there
 (203.0.113.1/.5 and 198.51.100.1), and both sides reach it through their own NAT.

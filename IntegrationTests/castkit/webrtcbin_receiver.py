@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchkit.gst import Gst  # (Debian's GStreamer bindings, initialised)
-from benchkit.gst_sender import ecdsa_identity
+from castkit.bench.gst import Gst  # (Debian's GStreamer bindings, initialised)
+from castkit.bench.gst_sender import ecdsa_identity
 from castkit.receiver_answerer import ReceiverAnswerer
 from castkit.trickle import add_remote_candidate
 

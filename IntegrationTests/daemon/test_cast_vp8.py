@@ -37,7 +37,7 @@ from castkit.confine import confined, rerun_confined
 from castkit.firefox import Firefox
 from castkit.paths import REPO
 from castkit.xscreen import BARS, XScreen
-from benchkit import proctree
+from castkit.bench import proctree
 
 SIZE = (1920, 1080)
 
@@ -137,7 +137,7 @@ async def busy_then_pli(viewer, daemon, screen: XScreen, browser) -> dict:
     screen.painter.terminate()
     screen.painter.wait(5)
     screen.painter = subprocess.Popen(
-        [sys.executable, "-m", "benchkit.painter", "--display", screen.display, "--background", "busy", "--fps", "30"],
+        [sys.executable, "-m", "castkit.bench.painter", "--display", screen.display, "--background", "busy", "--fps", "30"],
         cwd=REPO / "Scripts", stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
     line = await asyncio.get_running_loop().run_in_executor(None, screen.painter.stdout.readline)
     assert b"drawing on" in line, line

@@ -2,7 +2,7 @@
 bounded number of times, then ends the cast cleanly. Faults come from CASTD_TEST_FAULT (a test-only
 hook, `MediaFault`); the screen is Xvfb, the receiver aiortc through the local stack.
 
-CI runs the same three faults as quick rows of Scripts/faults (faultkit/media.py), so these are
+CI runs the same three faults as quick rows of Scripts/faults (castkit/faults/media.py), so these are
 long rows (the full fault set runs them)."""
 import contextlib
 import time

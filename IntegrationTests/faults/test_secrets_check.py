@@ -1,7 +1,7 @@
-"""faultkit.checks.secret_hits, the fault run's "secrets in logs" row: a 6-digit PIN that equals
+"""castkit.faults.checks.secret_hits, the fault run's "secrets in logs" row: a 6-digit PIN that equals
 a measured value of castd's debug log by chance is no leak; a PIN anywhere else, and any token,
 is one."""
-from faultkit.checks import secret_hits
+from castkit.faults.checks import secret_hits
 
 PIN = "482913"
 

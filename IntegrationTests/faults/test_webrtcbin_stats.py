@@ -15,7 +15,7 @@ from castkit.paths import PYTHON
 
 CHILD = r"""
 import time
-from benchkit.gst import Gst
+from castkit.bench.gst import Gst
 from castkit.webrtcbin_receiver import session_sent_nacks
 
 pipe = Gst.parse_launch("appsrc name=src format=time caps=application/x-rtp,media=video,"

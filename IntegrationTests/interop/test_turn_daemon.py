@@ -2,7 +2,7 @@
 local stack whose ice-config carries coturn's REST credentials, castd and aiortc each
 behind its own symmetric NAT with no direct path. castd's selected pair must be `relay`
 (its log), the bars of the Xvfb screen must arrive at 1080p, and coturn must have seen the
-allocation and the channel. The Chromium rows and the faults are in Scripts/faultkit/turn.py.
+allocation and the channel. The Chromium rows and the faults are in IntegrationTests/castkit/faults/turn.py.
 """
 import pytest
 

@@ -1,7 +1,7 @@
 """The Debian package (Scripts/package) built from the release build CI already has: what it
 holds, its fields, that its binary runs without the Swift toolchain, that its man pages
 render, and that lintian finds no error. The install into a fresh Debian 12 root, a cast from
-there and the purge are the full fault set's row (Scripts/faultkit/package.py)."""
+there and the purge are the full fault set's row (IntegrationTests/castkit/faults/package.py)."""
 from __future__ import annotations
 
 import configparser

@@ -82,12 +82,9 @@ public final class PipeWireAudioSource: @unchecked Sendable {
     private let clock: any MonotonicClock
     private let onSinkChange: @Sendable (String) -> Void
     private var connection: PipeWireConnection! = nil
-    private var stream: OpaquePointer? = nil
-    private let hook: UnsafeMutablePointer<spa_hook>
-    private let events: UnsafeMutablePointer<pw_stream_events>
-    private var registry: OpaquePointer? = nil
-    private let registryHook: UnsafeMutablePointer<spa_hook>
-    private let registryEvents: UnsafeMutablePointer<pw_registry_events>
+    private var pw = PipeWireStream()
+    private var stream: OpaquePointer? { pw.pointer }
+    private var registry = PipeWireRegistry()
     private let coreHook: UnsafeMutablePointer<spa_hook>
     private let coreEvents: UnsafeMutablePointer<pw_core_events>
     private var syncSeq: Int32 = 0
@@ -106,10 +103,6 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         let capacity = Int(options.bufferDuration.totalNanoseconds * Int64(Self.sampleRate) / 1_000_000_000)
         shared = Mutex(Shared(ring: AudioRing(channels: options.channels, sampleRate: Self.sampleRate,
                                               capacity: max(960, capacity))))
-        hook = .cell(spa_hook())
-        events = .cell(pw_stream_events())
-        registryHook = .cell(spa_hook())
-        registryEvents = .cell(pw_registry_events())
         coreHook = .cell(spa_hook())
         coreEvents = .cell(pw_core_events())
         do {
@@ -186,36 +179,32 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         // node.latency 960/48000: one 20 ms Opus frame per graph cycle. The graph
         // runs at the smallest latency any node asks for, so asking for less would
         // tighten every client's cycle (players' too) for little gain.
-        let props = pw_properties_new_string(
-            "media.type=Audio media.category=Capture media.role=Music stream.capture.sink=true node.name=castd-audio app.name=castd node.latency=960/48000")
-        guard let s = pw_stream_new(connection.core, "castd-audio", props) else {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let created = pw.create(core: connection.core, name: "castd-audio",
+                                properties: "media.type=Audio media.category=Capture media.role=Music stream.capture.sink=true node.name=castd-audio app.name=castd node.latency=960/48000",
+                                userData: me) { events in
+            events.state_changed = { data, _, new, error in
+                PipeWireAudioSource.borrow(data) { $0.stateChanged(new, error: error.map { String(cString: $0) }) }
+            }
+            events.param_changed = { data, id, param in
+                PipeWireAudioSource.borrow(data) { $0.paramChanged(id, param) }
+            }
+            events.process = { data in
+                PipeWireAudioSource.borrow(data) { $0.process() }
+            }
+        }
+        guard created != nil else {
             throw CastError.posix(.capture) { "PipeWire: cannot create the audio stream (\($0))" }
         }
-        stream = s
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        events.pointee.version = UInt32(PW_VERSION_STREAM_EVENTS)
-        events.pointee.state_changed = { data, _, new, error in
-            PipeWireAudioSource.borrow(data) { $0.stateChanged(new, error: error.map { String(cString: $0) }) }
-        }
-        events.pointee.param_changed = { data, id, param in
-            PipeWireAudioSource.borrow(data) { $0.paramChanged(id, param) }
-        }
-        events.pointee.process = { data in
-            PipeWireAudioSource.borrow(data) { $0.process() }
-        }
-        pw_stream_add_listener(s, hook, events, me)
 
-        if let r = castd_pw_core_get_registry(connection.core) {
-            registry = r
-            registryEvents.pointee.version = castd_pw_version_registry_events()
-            registryEvents.pointee.global = { data, id, _, type, _, props in
+        registry.listen(core: connection.core, userData: me) { events in
+            events.global = { data, id, _, type, _, props in
                 guard let type else { return }
                 PipeWireAudioSource.borrow(data) { $0.global(id: id, type: String(cString: type), props: props) }
             }
-            registryEvents.pointee.global_remove = { data, id in
+            events.global_remove = { data, id in
                 PipeWireAudioSource.borrow(data) { $0.globalRemoved(id: id) }
             }
-            _ = castd_pw_registry_add_listener(r, registryHook, registryEvents, me)
         }
         coreEvents.pointee.version = UInt32(PW_VERSION_CORE_EVENTS)
         coreEvents.pointee.done = { data, id, seq in
@@ -232,9 +221,7 @@ public final class PipeWireAudioSource: @unchecked Sendable {
                                            UInt32(Self.sampleRate), channels) }
         // Not RT_PROCESS: the callback runs on the loop thread, like video's, and takes a lock.
         let flags = pw_stream_flags(PW_STREAM_FLAG_AUTOCONNECT.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
-        let r = params.withPods { pods, count in
-            pw_stream_connect(s, SPA_DIRECTION_INPUT, UInt32.max, flags, pods, count)
-        }
+        let r = pw.connect(SPA_DIRECTION_INPUT, target: UInt32.max, flags: flags, params: params)
         guard r >= 0 else {
             throw CastError.posix(.capture, errno: -r) { "PipeWire: cannot connect the audio stream (\($0))" }
         }
@@ -273,13 +260,8 @@ public final class PipeWireAudioSource: @unchecked Sendable {
         // tables from under the stream. Leave it to the owner's call.
         guard !pw_thread_loop_in_thread(connection.loop) else { return }
         connection.shutDown {
-            if let stream { destroyStream(stream, hook: hook) }
-            stream = nil
-            if let registry {
-                spa_hook_remove(registryHook)
-                castd_pw_registry_destroy(registry)
-            }
-            registry = nil
+            pw.destroy()
+            registry.destroy()
             spa_hook_remove(coreHook)
         }
         self.connection = nil
@@ -290,10 +272,8 @@ public final class PipeWireAudioSource: @unchecked Sendable {
     private func freeCells() {
         guard !cellsFreed else { return }
         cellsFreed = true
-        hook.deallocate()
-        events.deallocate()
-        registryHook.deallocate()
-        registryEvents.deallocate()
+        pw.deallocate()
+        registry.deallocate()
         coreHook.deallocate()
         coreEvents.deallocate()
     }

@@ -258,10 +258,83 @@ extension UnsafeMutablePointer {
     }
 }
 
-/// Takes a stream out of the graph and frees it: its listener first (no
-/// callback after this), then the stream. Call from `shutDown`'s `destroy`.
-func destroyStream(_ stream: OpaquePointer, hook: UnsafeMutablePointer<spa_hook>) {
-    spa_hook_remove(hook)
-    pw_stream_disconnect(stream)
-    pw_stream_destroy(stream)
+/// One `pw_stream` and the cells libpipewire keeps pointers to while it lives (its listener
+/// hook and event table): the one place the capture sources and the pattern producer make,
+/// connect and tear down a stream. Owned by one object, which creates and connects it with
+/// the loop locked, destroys it in `PipeWireConnection.shutDown`'s body and frees the cells
+/// once nothing can call back.
+struct PipeWireStream {
+    private(set) var pointer: OpaquePointer? = nil
+    private let hook: UnsafeMutablePointer<spa_hook> = .cell(spa_hook())
+    private let events: UnsafeMutablePointer<pw_stream_events> = .cell(pw_stream_events())
+
+    /// Creates the stream on `core`, named `name`, with `properties` ("key=value …"), and
+    /// listens to it with the callbacks `setEvents` fills in, each called with `userData`.
+    /// nil when PipeWire refuses (errno says why).
+    mutating func create(core: OpaquePointer, name: String, properties: String, userData: UnsafeMutableRawPointer,
+                         events setEvents: (inout pw_stream_events) -> Void) -> OpaquePointer? {
+        guard let s = pw_stream_new(core, name, pw_properties_new_string(properties)) else { return nil }
+        pointer = s
+        events.pointee.version = UInt32(PW_VERSION_STREAM_EVENTS)
+        setEvents(&events.pointee)
+        pw_stream_add_listener(s, hook, events, userData)
+        return s
+    }
+
+    /// Connects the stream to `target` (`UInt32.max`: any) offering `params`: PipeWire's
+    /// result, a negative errno on failure.
+    func connect(_ direction: spa_direction, target: UInt32, flags: pw_stream_flags, params: PodList) -> Int32 {
+        guard let pointer else { return -EINVAL }
+        return params.withPods { pw_stream_connect(pointer, direction, target, flags, $0, $1) }
+    }
+
+    /// Takes the stream out of the graph and frees it: its listener first (no callback
+    /// after this), then the stream. Call from `shutDown`'s body; a second call does nothing.
+    mutating func destroy() {
+        guard let s = pointer else { return }
+        spa_hook_remove(hook)
+        pw_stream_disconnect(s)
+        pw_stream_destroy(s)
+        pointer = nil
+    }
+
+    /// Frees the cells, once, when no stream uses them any more (after `destroy` and the
+    /// loop's stop, or when none was made).
+    func deallocate() {
+        hook.deallocate()
+        events.deallocate()
+    }
+}
+
+/// The core's registry with one listener, kept like `PipeWireStream`: the capture sources
+/// watch it for the nodes that come and go (the end of a cast, the sinks audio follows).
+struct PipeWireRegistry {
+    private var pointer: OpaquePointer? = nil
+    private let hook: UnsafeMutablePointer<spa_hook> = .cell(spa_hook())
+    private let events: UnsafeMutablePointer<pw_registry_events> = .cell(pw_registry_events())
+
+    /// Gets the registry of `core` (the loop locked) and listens to it with the callbacks
+    /// `setEvents` fills in, each called with `userData`; nothing when PipeWire has none.
+    mutating func listen(core: OpaquePointer, userData: UnsafeMutableRawPointer,
+                         events setEvents: (inout pw_registry_events) -> Void) {
+        guard let r = castd_pw_core_get_registry(core) else { return }
+        pointer = r
+        events.pointee.version = castd_pw_version_registry_events()
+        setEvents(&events.pointee)
+        _ = castd_pw_registry_add_listener(r, hook, events, userData)
+    }
+
+    /// Removes the listener and lets the registry go; from `shutDown`'s body, idempotent.
+    mutating func destroy() {
+        guard let r = pointer else { return }
+        spa_hook_remove(hook)
+        castd_pw_registry_destroy(r)
+        pointer = nil
+    }
+
+    /// Frees the cells, once, after `destroy` and the loop's stop.
+    func deallocate() {
+        hook.deallocate()
+        events.deallocate()
+    }
 }

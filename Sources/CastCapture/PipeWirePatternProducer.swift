@@ -49,9 +49,8 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
 
     public let options: Options
     private var connection: PipeWireConnection! = nil
-    private var stream: OpaquePointer? = nil
-    private let hook: UnsafeMutablePointer<spa_hook>
-    private let events: UnsafeMutablePointer<pw_stream_events>
+    private var pw = PipeWireStream()
+    private var stream: OpaquePointer? { pw.pointer }
     private var size: FrameSize
     private var picture: [UInt8] = []
     private let state = Mutex<(node: UInt32?, sent: UInt64, failure: String?)>((nil, 0, nil))
@@ -63,8 +62,6 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
     public init(remote: PipeWireRemote = .daemon, options: Options) throws {
         self.options = options
         size = options.size
-        hook = .cell(spa_hook())
-        events = .cell(pw_stream_events())
         picture = Self.render(size, options.format)
         connection = try PipeWireConnection(remote: remote) { [weak self] message in
             self?.state.withLock { $0.failure = message }
@@ -97,14 +94,24 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
     }
 
     private func connect() throws {
-        let props = pw_properties_new_string(
-            "media.class=Video/Source media.type=Video media.category=Source media.role=Screen node.name=\(options.nodeName)")
-        guard let s = pw_stream_new(connection.core, options.nodeName, props) else {
+        let created = pw.create(core: connection.core, name: options.nodeName,
+                                properties: "media.class=Video/Source media.type=Video media.category=Source media.role=Screen node.name=\(options.nodeName)",
+                                userData: Unmanaged.passUnretained(self).toOpaque()) { events in
+            Self.setEvents(&events)
+        }
+        guard created != nil else {
             throw CastError(.capture, "PipeWire: cannot create the pattern stream")
         }
-        stream = s
-        events.pointee.version = UInt32(PW_VERSION_STREAM_EVENTS)
-        events.pointee.state_changed = { data, _, new, _ in
+        var params = PodList()
+        defer { params.free() }
+        formatPod(&params)
+        let flags = pw_stream_flags(PW_STREAM_FLAG_DRIVER.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
+        let r = pw.connect(SPA_DIRECTION_OUTPUT, target: UInt32.max, flags: flags, params: params)
+        guard r >= 0 else { throw CastError(.capture, "PipeWire: cannot connect the pattern stream (\(r))") }
+    }
+
+    private static func setEvents(_ events: inout pw_stream_events) {
+        events.state_changed = { data, _, new, _ in
             let me = Unmanaged<PipeWirePatternProducer>.fromOpaque(data!).takeUnretainedValue()
             if new == PW_STREAM_STATE_PAUSED || new == PW_STREAM_STATE_STREAMING, let s = me.stream {
                 let id = pw_stream_get_node_id(s)
@@ -112,7 +119,7 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
             }
             me.changed.signal()
         }
-        events.pointee.param_changed = { data, id, param in
+        events.param_changed = { data, id, param in
             let me = Unmanaged<PipeWirePatternProducer>.fromOpaque(data!).takeUnretainedValue()
             guard id == SPA_PARAM_Format.rawValue, param != nil, let s = me.stream else { return }
             let stride = UInt32(me.size.width * 4), bytes = stride * UInt32(me.size.height)
@@ -128,16 +135,9 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
                                              castd_pw_cursor_meta_size(1, 1), castd_pw_cursor_meta_size(256, 256)) }
             _ = params.withPods { pw_stream_update_params(s, $0, $1) }
         }
-        events.pointee.process = { data in
+        events.process = { data in
             Unmanaged<PipeWirePatternProducer>.fromOpaque(data!).takeUnretainedValue().fill()
         }
-        pw_stream_add_listener(s, hook, events, Unmanaged.passUnretained(self).toOpaque())
-        var params = PodList()
-        defer { params.free() }
-        formatPod(&params)
-        let flags = pw_stream_flags(PW_STREAM_FLAG_DRIVER.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
-        let r = params.withPods { pw_stream_connect(s, SPA_DIRECTION_OUTPUT, UInt32.max, flags, $0, $1) }
-        guard r >= 0 else { throw CastError(.capture, "PipeWire: cannot connect the pattern stream (\(r))") }
     }
 
     /// The node id consumers connect to, once the daemon gave one.
@@ -221,15 +221,13 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         guard running.exchange(false, ordering: .relaxed) else { return }
         tickerDone.wait()
         connection.shutDown {
-            if let stream { destroyStream(stream, hook: hook) }
-            stream = nil
+            pw.destroy()
         }
         connection = nil
     }
 
     deinit {
         stop()
-        hook.deallocate()
-        events.deallocate()
+        pw.deallocate()
     }
 }

@@ -143,13 +143,10 @@ final class PipeWireInputStream: @unchecked Sendable {
     private let options: PipeWireSource.Options
     private let clock: any MonotonicClock
     private var connection: PipeWireConnection! = nil
-    private var stream: OpaquePointer? = nil
-    private let hook: UnsafeMutablePointer<spa_hook>
-    private let events: UnsafeMutablePointer<pw_stream_events>
+    private var pw = PipeWireStream()
+    private var stream: OpaquePointer? { pw.pointer }
     /// The registry, watched for the target node's removal (the end of a cast).
-    private var registry: OpaquePointer? = nil
-    private let registryHook: UnsafeMutablePointer<spa_hook>
-    private let registryEvents: UnsafeMutablePointer<pw_registry_events>
+    private var registry = PipeWireRegistry()
     private var ring: FrameRing<MemorySlot>? = nil
     private var assembler = PipeWireFrameAssembler()
     private let damageScratch = UnsafeMutablePointer<Int32>.allocate(capacity: 4 * PipeWireFrameAssembler.maxDamageRects)
@@ -157,42 +154,36 @@ final class PipeWireInputStream: @unchecked Sendable {
     init(options: PipeWireSource.Options, clock: any MonotonicClock) throws {
         self.options = options
         self.clock = clock
-        hook = .cell(spa_hook())
-        events = .cell(pw_stream_events())
-        registryHook = .cell(spa_hook())
-        registryEvents = .cell(pw_registry_events())
         assembler.cursorEnabled = options.cursor
         connection = try PipeWireConnection(remote: options.remote) { [weak self] message in self?.fail(message) }
         try connection.withLock { try connect() }
     }
 
     private func connect() throws {
-        let props = pw_properties_new_string(
-            "media.type=Video media.category=Capture media.role=Screen node.name=castd-capture app.name=castd")
-        guard let s = pw_stream_new(connection.core, "castd-capture", props) else {
+        let created = pw.create(core: connection.core, name: "castd-capture",
+                                properties: "media.type=Video media.category=Capture media.role=Screen node.name=castd-capture app.name=castd",
+                                userData: Unmanaged.passUnretained(self).toOpaque()) { events in
+            events.state_changed = { data, _, new, error in
+                Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue()
+                    .stateChanged(new, error: error.map { String(cString: $0) })
+            }
+            events.param_changed = { data, id, param in
+                Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().paramChanged(id, param)
+            }
+            events.process = { data in
+                Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().process()
+            }
+        }
+        guard created != nil else {
             throw CastError.posix(.capture) { "PipeWire: cannot create a stream (\($0))" }
         }
-        stream = s
-        events.pointee.version = UInt32(PW_VERSION_STREAM_EVENTS)
-        events.pointee.state_changed = { data, _, new, error in
-            Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue()
-                .stateChanged(new, error: error.map { String(cString: $0) })
-        }
-        events.pointee.param_changed = { data, id, param in
-            Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().paramChanged(id, param)
-        }
-        events.pointee.process = { data in
-            Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().process()
-        }
-        pw_stream_add_listener(s, hook, events, Unmanaged.passUnretained(self).toOpaque())
-        if options.node != nil, let r = castd_pw_core_get_registry(connection.core) {
-            registry = r
-            registryEvents.pointee.version = castd_pw_version_registry_events()
-            registryEvents.pointee.global_remove = { data, id in
-                let me = Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue()
-                if id == me.options.node { me.fail(PipeWireInputStream.endedMessage) }
+        if options.node != nil {
+            registry.listen(core: connection.core, userData: Unmanaged.passUnretained(self).toOpaque()) { events in
+                events.global_remove = { data, id in
+                    let me = Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue()
+                    if id == me.options.node { me.fail(PipeWireInputStream.endedMessage) }
+                }
             }
-            _ = castd_pw_registry_add_listener(r, registryHook, registryEvents, Unmanaged.passUnretained(self).toOpaque())
         }
 
         var params = PodList()
@@ -206,9 +197,7 @@ final class PipeWireInputStream: @unchecked Sendable {
             }
         }
         let flags = pw_stream_flags(PW_STREAM_FLAG_AUTOCONNECT.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
-        let r = params.withPods { pods, count in
-            pw_stream_connect(s, SPA_DIRECTION_INPUT, options.node ?? UInt32.max, flags, pods, count)
-        }
+        let r = pw.connect(SPA_DIRECTION_INPUT, target: options.node ?? UInt32.max, flags: flags, params: params)
         guard r >= 0 else {
             throw CastError.posix(.capture, errno: -r) { "PipeWire: cannot connect the capture stream to node \(options.node.map(String.init) ?? "any") (\($0))" }
         }
@@ -285,19 +274,12 @@ final class PipeWireInputStream: @unchecked Sendable {
     func close() {
         guard let connection else { return }
         connection.shutDown {
-            if let stream { destroyStream(stream, hook: hook) }
-            stream = nil
-            if let registry {
-                spa_hook_remove(registryHook)
-                castd_pw_registry_destroy(registry)
-            }
-            registry = nil
+            pw.destroy()
+            registry.destroy()
         }
         self.connection = nil
-        hook.deallocate()
-        events.deallocate()
-        registryHook.deallocate()
-        registryEvents.deallocate()
+        pw.deallocate()
+        registry.deallocate()
         damageScratch.deallocate()
     }
 

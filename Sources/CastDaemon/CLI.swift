@@ -1,4 +1,5 @@
 import CastCore
+import CastSession
 
 #if canImport(Glibc)
 import Glibc
@@ -16,7 +17,7 @@ public enum CLI {
         /// The session is over for good (already ended, expired, denied, authorization
         /// expired, the receiver gave up): only a new pairing helps, so the systemd unit
         /// does not restart on it (`RestartPreventExitStatus=`).
-        public static let sessionOver: Int32 = 3
+        public static let sessionOver: Int32 = SessionMachine.sessionOverExitCode
         /// A part of castd that is not built yet was asked for.
         public static let unavailable: Int32 = 69
     }

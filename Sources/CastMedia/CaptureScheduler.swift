@@ -40,13 +40,14 @@ import CastCore
 /// sets the minimum interval, so a change still goes out at once when the last
 /// frame is old enough.
 ///
-/// Sans-IO contract (str0m's shape, the one every new pure component follows):
-/// the owner feeds each input with `handle(_:now:)` (`.timeout` when nothing
-/// happened but a deadline passed), then calls `poll()` until it answers
-/// `.wait(until:)`: every `.capture` before that is to be done now, in order.
-/// The owner sleeps until that instant or until the next input, whichever comes
-/// first. Pure: no clock reads, time is what `handle` was last given.
-public struct CaptureScheduler: Sendable {
+/// The one sans-IO contract (`SansIO` in CastCore): the owner feeds each input with
+/// `handle(_:now:)` (`handleTimeout(now:)` when nothing happened but the deadline passed),
+/// then calls `poll()` until it answers nil: every `.capture` before that is to be done now,
+/// in order (the owner hands in `.captured` or what else came of it before polling again:
+/// the next decision depends on it). Then `nextDeadline()`, the instant the last `poll()`
+/// that answered nil decided, is when to come back, unless an input comes first. Pure: no
+/// clock reads, time is what `handle` was last given.
+public struct CaptureScheduler: SansIO, Sendable {
     public enum Input: Equatable, Sendable {
         /// The source reported a change.
         case changed
@@ -63,8 +64,6 @@ public struct CaptureScheduler: Sendable {
         /// last frame again, so that the next real change is not held back by a look that
         /// produced nothing.
         case nothingChanged
-        /// Only time passed.
-        case timeout
     }
 
     /// Why a capture is due; `onlyIfChanged` is what to ask the source.
@@ -76,7 +75,11 @@ public struct CaptureScheduler: Sendable {
     public enum Output: Equatable, Sendable {
         /// Read the screen now.
         case capture(Reason)
-        /// Nothing to do before this instant (unless an input comes first).
+    }
+
+    /// What `decide` found: a capture now, or nothing before an instant.
+    private enum Decision {
+        case capture(Reason)
         case wait(until: Instant)
     }
 
@@ -120,6 +123,9 @@ public struct CaptureScheduler: Sendable {
     /// How much of the minimum interval the capture begun last gives back: how late it began
     /// after it was due (a wait for a fresher change, a late wake-up), at most half an interval.
     private var credit: Duration = .zero
+    /// Nothing to do before this instant (unless an input comes first): what the last `poll()`
+    /// that answered nil decided.
+    private var waitUntil: Instant?
 
     /// Notifications closer than this are one change.
     public static let burst = Duration.milliseconds(2)
@@ -167,8 +173,12 @@ public struct CaptureScheduler: Sendable {
             lastProbe = self.now
             credit = .zero
         case .nothingChanged: lastCapture = frameAnchor
-        case .timeout: break
         }
+    }
+
+    /// Only time passed: what is due is decided at the next `poll()` (early or twice, nothing is).
+    public mutating func handleTimeout(now: Instant) {
+        self.now = max(self.now, now)
     }
 
     /// Whether a change or a keyframe is waiting for the minimum interval to pass (or, phase
@@ -178,8 +188,23 @@ public struct CaptureScheduler: Sendable {
     /// reports each change once) and feeds every change in.
     public var pending: Bool { changed || keyframe }
 
+    /// The next capture due now, or nil: then `nextDeadline()` says when to come back.
+    public mutating func poll() -> Output? {
+        switch decide() {
+        case .capture(let reason):
+            waitUntil = nil
+            return .capture(reason)
+        case .wait(let until):
+            waitUntil = until
+            return nil
+        }
+    }
+
+    /// The instant the last `poll()` that answered nil decided to come back at.
+    public func nextDeadline() -> Instant? { waitUntil }
+
     /// The next thing to do: a capture due now, or the instant to come back at.
-    public mutating func poll() -> Output {
+    private mutating func decide() -> Decision {
         let earliest = lastCapture.map { $0 + minimumInterval } ?? now
         if changed || keyframe {
             guard now >= earliest else { return .wait(until: earliest) }
@@ -212,7 +237,7 @@ public struct CaptureScheduler: Sendable {
     /// A capture due since `due`. The next interval counts from then (see the type's comment),
     /// from the attempt: a capture that yields nothing (every ring slot busy) is retried an
     /// interval later, not in a tight loop.
-    private mutating func begin(_ reason: Reason, due: Instant) -> Output {
+    private mutating func begin(_ reason: Reason, due: Instant) -> Decision {
         credit = min(max(.zero, now - due), minimumInterval / 2)
         holdUntil = nil
         lastCapture = now - credit

@@ -90,7 +90,6 @@ public final class SSLEngine {
     /// A DTLS 1.2 endpoint for WebRTC: certificate required both ways and
     /// checked only against `remoteFingerprint`; use_srtp offered/selected.
     public init(dtls options: DTLSOptions) throws {
-        guard let ctx = SSL_CTX_new(DTLS_method()) else { throw OpenSSLError.drain("SSL_CTX_new(DTLS)") }
         isDTLS = true
         role = options.role
         hostname = nil
@@ -100,42 +99,20 @@ public final class SSLEngine {
         let verifier = PeerVerifier(expected: options.remoteFingerprint)
         self.verifier = verifier
         timerControlled = DTLSTimerControl.supported
-        do {
+        (ctx, ssl) = try SSLContextBuilder(
+            method: .dtls,
             // DTLS 1.2 only (RFC 8827 §6.5; DTLS 1.0 is obsolete).
-            guard SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(DTLS1_2_VERSION), nil) == 1,
-                  SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MAX_PROTO_VERSION, Int(DTLS1_2_VERSION), nil) == 1 else {
-                throw OpenSSLError.drain("limiting DTLS to 1.2")
-            }
-            guard SSL_CTX_use_certificate(ctx, options.certificate.x509) == 1,
-                  SSL_CTX_use_PrivateKey(ctx, options.certificate.key) == 1,
-                  SSL_CTX_check_private_key(ctx) == 1 else {
-                throw OpenSSLError.drain("loading the DTLS certificate")
-            }
+            minVersion: Int(DTLS1_2_VERSION), maxVersion: Int(DTLS1_2_VERSION),
+            certificate: options.certificate,
             // ECDHE and an AEAD only. ECDSA first (castd's own certificate,
             // and Chrome's default); RSA for a peer that is the DTLS server
             // with an RSA certificate.
-            guard SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305") == 1 else {
-                throw OpenSSLError.drain("setting the DTLS cipher list")
-            }
-            if let profiles = options.srtpProfiles {
-                // Returns 0 on success (sic).
-                guard SSL_CTX_set_tlsext_use_srtp(ctx, profiles) == 0 else {
-                    throw OpenSSLError.drain("enabling use_srtp")
-                }
-            }
+            ciphers: "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305",
+            srtpProfiles: options.srtpProfiles,
             // RFC 5763 §5: both sides present certificates; only the
             // fingerprint decides (PeerVerifier).
-            SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, PeerVerifier.callback)
-        } catch {
-            SSL_CTX_free(ctx)
-            throw error
-        }
-        self.ctx = ctx
-        guard let ssl = SSL_new(ctx) else {
-            SSL_CTX_free(ctx)
-            throw OpenSSLError.drain("SSL_new(DTLS)")
-        }
-        self.ssl = ssl
+            verify: .fingerprint
+        ).build()
         SSL_set_ex_data(ssl, 0, Unmanaged.passUnretained(verifier).toOpaque())
         // SSL_OP_NO_QUERY_MTU (bit 12): use our MTU, never ask the BIO.
         SSL_set_options(ssl, UInt64(1) << 12)
@@ -151,7 +128,6 @@ public final class SSLEngine {
     /// and the name against `hostname` (DNS name or IP literal), sends SNI
     /// for DNS names (RFC 6066 §3 forbids IP literals there).
     public init(tlsClientFor hostname: String, trust: Trust = .system) throws {
-        guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw OpenSSLError.drain("SSL_CTX_new(TLS)") }
         isDTLS = false
         role = .client
         self.hostname = hostname
@@ -160,34 +136,7 @@ public final class SSLEngine {
         verifier = nil
         timerControlled = false
         pipe = PacketPipe(datagram: false, mtu: 16_384)
-        do {
-            guard SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil) == 1 else {
-                throw OpenSSLError.drain("requiring TLS 1.2")
-            }
-            switch trust {
-            case .system:
-                guard SSL_CTX_set_default_verify_paths(ctx) == 1 else {
-                    throw OpenSSLError.drain("loading the system CA store")
-                }
-            case .pem(let pem):
-                try Self.addTrustAnchors(pem, to: ctx)
-            case .systemAnd(let pem):
-                guard SSL_CTX_set_default_verify_paths(ctx) == 1 else {
-                    throw OpenSSLError.drain("loading the system CA store")
-                }
-                try Self.addTrustAnchors(pem, to: ctx)
-            }
-            SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
-        } catch {
-            SSL_CTX_free(ctx)
-            throw error
-        }
-        self.ctx = ctx
-        guard let ssl = SSL_new(ctx) else {
-            SSL_CTX_free(ctx)
-            throw OpenSSLError.drain("SSL_new(TLS)")
-        }
-        self.ssl = ssl
+        (ctx, ssl) = try SSLContextBuilder(method: .tlsClient, minVersion: Int(TLS1_2_VERSION), verify: .chain(trust)).build()
         if Self.isIPLiteral(hostname) {
             guard X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), hostname) == 1 else {
                 throw OpenSSLError.drain("setting the expected IP address")
@@ -209,25 +158,6 @@ public final class SSLEngine {
     private func attachPipe() throws {
         guard let bio = pipe.makeBIO() else { throw OpenSSLError.drain("creating the packet BIO") }
         SSL_set_bio(ssl, bio, bio)  // one BIO for both directions: one reference
-    }
-
-    private static func addTrustAnchors(_ pem: String, to ctx: OpaquePointer) throws {
-        let bytes = Array(pem.utf8)
-        guard let store = SSL_CTX_get_cert_store(ctx) else { throw OpenSSLError.drain("SSL_CTX_get_cert_store") }
-        var added = 0
-        try bytes.withUnsafeBytes { buf in
-            guard let bio = BIO_new_mem_buf(buf.baseAddress, Int32(buf.count)) else {
-                throw OpenSSLError.drain("BIO_new_mem_buf")
-            }
-            defer { BIO_free(bio) }
-            while let x = PEM_read_bio_X509(bio, nil, nil, nil) {
-                defer { X509_free(x) }
-                guard X509_STORE_add_cert(store, x) == 1 else { throw OpenSSLError.drain("adding a trust anchor") }
-                added += 1
-            }
-        }
-        ERR_clear_error()  // PEM_read_bio_X509's end-of-input "no start line"
-        guard added > 0 else { throw CastError(.malformed, "no PEM certificate in the trust anchors given") }
     }
 
     private static func isIPLiteral(_ s: String) -> Bool {

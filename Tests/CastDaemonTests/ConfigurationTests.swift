@@ -164,7 +164,7 @@ import CastSignaling
                                                                     "CASTD_MAX_BITRATE_KBPS": "1000"], file: nil)
         var o = SessionOptions(sessionId: "x")
         c.apply(to: &o)
-        // The receiver asks for 1080p60: the pipeline's caps for it, then the encoder's config (CapturePipeline.encodeLoop).
+        // The receiver asks for 1080p60: the pipeline's caps for it, then the encoder's config (EncodeLoop.run).
         let caps = CapturePipeline.caps(for: StreamPrefs(resolution: "1080p", frameRate: 60), under: o.caps)
         let config = EncoderConfig(caps: caps, captured: FrameSize(width: 2560, height: 1440))
         #expect(config == EncoderConfig(size: FrameSize(width: 1280, height: 720), frameRate: 15, bitrate: 1_000_000))

@@ -1,5 +1,6 @@
 import Testing
 import CastCore
+import CastSession
 import CastSignaling
 @testable import CastDaemon
 

@@ -1,22 +1,24 @@
 import Testing
 import CastCore
 import CastMedia
+import SansIOContract
 
 @Suite struct CaptureSchedulerTests {
     let t0 = Instant(nanoseconds: 5_000_000_000)
     let interval30 = Duration.nanoseconds(33_333_333)
 
-    /// Feeds `input` at `now` and drains the outputs up to the deadline (the contract).
-    func step(_ s: inout CaptureScheduler, _ input: CaptureScheduler.Input, at now: Instant)
+    /// Feeds `input` at `now` (nil: the timeout) and drains the outputs, then asks the
+    /// deadline (the contract).
+    func step(_ s: inout CaptureScheduler, _ input: CaptureScheduler.Input?, at now: Instant)
         -> (captures: [CaptureScheduler.Reason], wait: Instant) {
-        s.handle(input, now: now)
+        if let input { s.handle(input, now: now) } else { s.handleTimeout(now: now) }
         var captures: [CaptureScheduler.Reason] = []
-        while true {
-            switch s.poll() {
-            case .capture(let r): captures.append(r)
-            case .wait(let until): return (captures, until)
-            }
+        while case .capture(let r)? = s.poll() { captures.append(r) }
+        guard let until = s.nextDeadline() else {
+            Issue.record("no deadline after draining")
+            return (captures, now)
         }
+        return (captures, until)
     }
 
     /// A scheduler that has just published its first frame at t0.
@@ -30,7 +32,7 @@ import CastMedia
     @Test func changeAfterAQuietSpellIsCapturedAtOnce() {
         var s = started()
         // 250 ms of nothing: the next thing due is the refresh, 900 ms after the first frame.
-        #expect(step(&s, .timeout, at: t0 + .milliseconds(250)) == ([], t0 + .milliseconds(900)))
+        #expect(step(&s, nil, at: t0 + .milliseconds(250)) == ([], t0 + .milliseconds(900)))
         // A change at 261 ms is read at 261 ms, not on a 30 fps grid (which would say 266.7 ms).
         let r = step(&s, .changed, at: t0 + .milliseconds(261))
         #expect(r.captures == [.changed])
@@ -43,7 +45,7 @@ import CastMedia
         // 10 ms after a frame: held until one interval after it, then captured once for both changes.
         #expect(step(&s, .changed, at: t0 + .milliseconds(10)) == ([], t0 + interval30))
         #expect(step(&s, .changed, at: t0 + .milliseconds(20)) == ([], t0 + interval30))
-        #expect(step(&s, .timeout, at: t0 + interval30).captures == [.changed])
+        #expect(step(&s, nil, at: t0 + interval30).captures == [.changed])
         s.handle(.captured, now: t0 + interval30)
         // Changes all the time: exactly the frame rate, never faster.
         var now = t0 + interval30
@@ -60,12 +62,12 @@ import CastMedia
 
     @Test func stillScreenIsRefreshedOncePerInterval() {
         var s = started()
-        #expect(step(&s, .timeout, at: t0 + .milliseconds(899)).captures.isEmpty)
-        let r = step(&s, .timeout, at: t0 + .milliseconds(900))
+        #expect(step(&s, nil, at: t0 + .milliseconds(899)).captures.isEmpty)
+        let r = step(&s, nil, at: t0 + .milliseconds(900))
         #expect(r.captures == [.refresh])
         #expect(CaptureScheduler.Reason.refresh.onlyIfChanged == false)
         s.handle(.captured, now: t0 + .milliseconds(900))
-        #expect(step(&s, .timeout, at: t0 + .milliseconds(901)).wait == t0 + .milliseconds(1800))
+        #expect(step(&s, nil, at: t0 + .milliseconds(901)).wait == t0 + .milliseconds(1800))
     }
 
     @Test func aCaptureThatYieldsNothingIsRetriedAnIntervalLaterNotAtOnce() {
@@ -74,11 +76,12 @@ import CastMedia
         #expect(step(&s, .changed, at: t1).captures == [.changed])
         // Every ring slot was busy: the owner says the change is still pending.
         #expect(step(&s, .changed, at: t1) == ([], t1 + interval30))
-        #expect(step(&s, .timeout, at: t1 + interval30).captures == [.changed])
+        #expect(step(&s, nil, at: t1 + interval30).captures == [.changed])
         // A refresh that yields nothing (no .captured) is due again an interval later.
         var r = CaptureScheduler(frameRate: 10, now: t0)
         #expect(r.poll() == .capture(.refresh))
-        #expect(r.poll() == .wait(until: t0 + .milliseconds(100)))
+        #expect(r.poll() == nil)
+        #expect(r.nextDeadline() == t0 + .milliseconds(100))
     }
 
     @Test func aLookThatFoundNothingDoesNotHoldTheNextChangeBack() {
@@ -101,7 +104,7 @@ import CastMedia
         #expect(!s.pending)
         #expect(step(&s, .changed, at: t0 + .milliseconds(10)).captures.isEmpty)
         #expect(s.pending)
-        #expect(step(&s, .timeout, at: t0 + interval30).captures == [.changed])
+        #expect(step(&s, nil, at: t0 + interval30).captures == [.changed])
         #expect(!s.pending)
         #expect(step(&s, .keyframeWanted, at: t0 + interval30 + .milliseconds(1)).captures.isEmpty)
         #expect(s.pending)
@@ -113,7 +116,7 @@ import CastMedia
         #expect(r == ([], t0 + interval30))
         #expect(step(&s, .changed, at: t0 + .milliseconds(6)).captures.isEmpty)
         // Both pending: one capture, the keyframe kind (which reads even an unchanged screen).
-        #expect(step(&s, .timeout, at: t0 + interval30).captures == [.keyframe])
+        #expect(step(&s, nil, at: t0 + interval30).captures == [.keyframe])
         #expect(CaptureScheduler.Reason.keyframe.onlyIfChanged == false)
     }
 
@@ -121,7 +124,7 @@ import CastMedia
         var s = started()
         #expect(step(&s, .frameRate(10), at: t0 + .milliseconds(1)).wait == t0 + .milliseconds(900))
         #expect(step(&s, .changed, at: t0 + .milliseconds(40)) == ([], t0 + .milliseconds(100)))
-        #expect(step(&s, .timeout, at: t0 + .milliseconds(100)).captures == [.changed])
+        #expect(step(&s, nil, at: t0 + .milliseconds(100)).captures == [.changed])
         s.handle(.captured, now: t0 + .milliseconds(100))
         // Back to 30 fps: 34 ms after the last frame is allowed again.
         #expect(step(&s, .frameRate(30), at: t0 + .milliseconds(120)).captures.isEmpty)
@@ -134,20 +137,20 @@ import CastMedia
 
     @Test func probesLookAtTheFrameRateWithoutHoldingChangesBack() {
         var s = started(probes: true)
-        #expect(step(&s, .timeout, at: t0 + .milliseconds(1)).wait == t0 + interval30)
-        #expect(step(&s, .timeout, at: t0 + interval30).captures == [.probe])
+        #expect(step(&s, nil, at: t0 + .milliseconds(1)).wait == t0 + interval30)
+        #expect(step(&s, nil, at: t0 + interval30).captures == [.probe])
         #expect(CaptureScheduler.Reason.probe.onlyIfChanged)
         // The probe found nothing (no .captured): a change 2 ms later is read at once.
         let t1 = t0 + interval30 + .milliseconds(2)
         #expect(step(&s, .changed, at: t1).captures == [.changed])
         // Without probes a still screen wakes only for its refresh.
         var quiet = started(probes: false)
-        #expect(step(&quiet, .timeout, at: t0 + interval30).wait == t0 + .milliseconds(900))
+        #expect(step(&quiet, nil, at: t0 + interval30).wait == t0 + .milliseconds(900))
     }
 
     @Test func timeNeverGoesBack() {
         var s = started()
-        s.handle(.timeout, now: t0 + .milliseconds(50))
+        s.handleTimeout(now: t0 + .milliseconds(50))
         // An input stamped earlier than what was seen is taken as happening at 50 ms.
         #expect(step(&s, .changed, at: t0 + .milliseconds(10)).captures == [.changed])
     }
@@ -168,17 +171,17 @@ import CastMedia
         var reads: [Read] = []
         var next = changes.firstIndex { $0 >= start } ?? changes.count
         var now = start
-        s.handle(.timeout, now: now)
+        s.handleTimeout(now: now)
         while now < end {
             var wait: Instant
             drain: while true {
                 switch s.poll() {
-                case .capture(let r):
+                case .capture(let r)?:
                     let drawn = changes[..<next].last ?? start
                     reads.append(Read(at: now, reason: r, age: now - drawn))
                     s.handle(.captured, now: now)
-                case .wait(let until):
-                    wait = until
+                case nil:
+                    wait = s.nextDeadline() ?? now
                     break drain
                 }
             }
@@ -192,7 +195,7 @@ import CastMedia
                 next += 1
                 heard = true
             }
-            s.handle(heard ? .changed : .timeout, now: now)
+            if heard { s.handle(.changed, now: now) } else { s.handleTimeout(now: now) }
         }
         return reads
     }
@@ -458,5 +461,23 @@ import CastMedia
         s.handle(.changeUnread, now: t0 + .milliseconds(503))
         #expect(s.pending)
         #expect(s.cadence == cadence)
+    }
+}
+
+/// The scheduler keeps the one sans-IO contract (each capture is decided when polled, after
+/// the owner said what came of the last: so the outputs are drained after every input).
+@Suite struct CaptureSchedulerContractTests {
+    @Test func theSharedContractHolds() {
+        let t0 = Instant(nanoseconds: 5_000_000_000)
+        // The first frame published, then a change 10 ms later held for the minimum interval.
+        let v = SansIOContract.violations({ CaptureScheduler(frameRate: 30, now: t0) },
+                                          inputs: [(.captured, t0), (.changed, t0 + .milliseconds(10))],
+                                          expected: [.capture(.refresh)], queuesAcrossInputs: false)
+        #expect(v.isEmpty, "\(v)")
+        // A still screen: only the refresh is due.
+        let still = SansIOContract.violations({ CaptureScheduler(frameRate: 30, now: t0, probes: true) },
+                                              inputs: [(.captured, t0)], expected: [.capture(.refresh)],
+                                              queuesAcrossInputs: false)
+        #expect(still.isEmpty, "\(still)")
     }
 }

@@ -233,3 +233,67 @@ extension CongestionScenarioTests {
         #expect(stepUpAt.map { $0 <= 50 } == true)
     }
 }
+
+extension CongestionScenarioTests {
+    /// What one fall in capacity did to the frames: captured from `at` to the next change.
+    struct Fall: CustomStringConvertible {
+        var at: Double
+        var to: Int64
+        /// Seconds from the fall until every later frame of the segment took under the bound.
+        var drainedAfter: Double?
+        /// The slowest frame captured from one second after the fall to the next change.
+        var worstAfterOneSecond: Duration
+        /// The longest time between two frames' arrivals in the segment (a frozen picture).
+        var longestGap: Duration
+        var description: String {
+            "\(at) s → \(Double(to / 10_000) / 100)M: drained after \(drainedAfter.map { String(format: "%.2f s", $0) } ?? "never"), "
+                + "worst after 1 s \(worstAfterOneSecond.totalNanoseconds / 1_000_000) ms, longest gap \(longestGap.totalNanoseconds / 1_000_000) ms"
+        }
+    }
+
+    /// Runs a link schedule (capacity from each start time on) and judges every fall in it.
+    func falls(_ schedule: [(at: Double, bitsPerSecond: Int64)], until end: Double, bound: Duration) throws -> [Fall] {
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(),
+                                     link: LinkEmulator(bitsPerSecond: schedule[0].bitsPerSecond, buffer: .milliseconds(200),
+                                                        delay: .milliseconds(20)))
+        try sim.run(until: seconds(end)) { link, now in
+            link.bitsPerSecond = schedule.last { seconds($0.at) <= now }!.bitsPerSecond
+        }
+        var result: [Fall] = []
+        for (i, step) in schedule.enumerated() where i > 0 && step.bitsPerSecond < schedule[i - 1].bitsPerSecond {
+            let next = i + 1 < schedule.count ? schedule[i + 1].at : end
+            let frames = sim.frameDelays(from: seconds(step.at), to: seconds(next))
+            let lastSlow = frames.lastIndex { $0.delay >= bound }
+            let drained = lastSlow.map { $0 + 1 < frames.count ? frames[$0 + 1].captured : nil } ?? frames.first?.captured
+            let arrivals = frames.map { $0.captured + $0.delay }.sorted()
+            result.append(Fall(at: step.at, to: step.bitsPerSecond,
+                               drainedAfter: drained.map { Double(($0 - seconds(step.at)).totalNanoseconds) / 1e9 },
+                               worstAfterOneSecond: frames.filter { $0.captured >= seconds(step.at + 1) }.map(\.delay).max() ?? .zero,
+                               longestGap: zip(arrivals, arrivals.dropFirst()).map { $1 - $0 }.max() ?? .zero))
+        }
+        return result
+    }
+
+    @Test func everySharpFallDrainsWithinASecondAlsoWhenTheyRepeat() throws {
+        // Capture to arrival under 80 ms leaves the ~16 ms that encode and decode take on a free
+        // link: glass to glass under 100 ms. At 4.4 Mbit/s until the estimate reaches the 4 Mbit/s
+        // cap, then a fall to 1.2 Mbit/s every 6 s (3 s down, 3 s up), then one from a long
+        // stretch at the cap to 1 Mbit/s and a second fall, 1.5 → 0.7, from an already low rate.
+        var schedule: [(at: Double, bitsPerSecond: Int64)] = [(0, 4_400_000)]
+        for k in 0..<5 { schedule += [(15 + 6 * Double(k), 1_200_000), (18 + 6 * Double(k), 4_400_000)] }
+        schedule += [(55, 1_000_000), (60, 4_400_000), (75, 1_500_000), (80, 700_000), (85, 4_400_000)]
+        let result = try falls(schedule, until: 88, bound: .milliseconds(80))
+        print("falls (bound 80 ms):\n  " + result.map(\.description).joined(separator: "\n  "))
+        #expect(result.count == 8)
+        for f in result { #expect(f.longestGap < .milliseconds(1000), "\(f)") }
+        // Not met yet (measured: drained after 1.1–3.3 s; after a fall from the cap a frame
+        // captured 1.5 s later still took ~1 s, its lost packets' retransmissions waiting behind
+        // the queue): the goal stays asserted, as a known issue until the sender meets it.
+        withKnownIssue("the queue drains in 1.1–3.3 s after a sharp fall, not within 1 s") {
+            for f in result {
+                #expect(f.drainedAfter.map { $0 <= 1.0 } == true, "\(f)")
+                #expect(f.worstAfterOneSecond < .milliseconds(80), "\(f)")
+            }
+        }
+    }
+}

@@ -1,4 +1,5 @@
 import Testing
+import SansIOContract
 import CastCore
 @testable import CastRTP
 
@@ -192,6 +193,13 @@ import CastCore
         #expect(e.poll() == nil)
         #expect(e.target == t)
         #expect(e.nextDeadline() == ms(140))
+    }
+
+    @Test func theSharedContractHolds() {
+        let v = SansIOContract.violations(
+            { SendSideBandwidthEstimator(configuration: .init(startBitrate: 1_000_000, maximumBitrate: 10_000_000)) },
+            inputs: [(.packetSent(transportSequenceNumber: 1, size: 1200, probeCluster: nil), ms(0))])
+        #expect(v.isEmpty, "\(v)")
     }
 }
 

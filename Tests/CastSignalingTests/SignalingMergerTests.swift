@@ -1,5 +1,6 @@
 import CastCore
 import Testing
+import SansIOContract
 @testable import CastSignaling
 
 func row(_ n: Int, to recipient: String = "sender", session: String = "s1", type: String = "ice_candidate",
@@ -13,6 +14,30 @@ func row(_ n: Int, to recipient: String = "sender", session: String = "s1", type
 
 func ids(_ out: [SignalingMerger.Output]) -> [String] {
     out.compactMap { if case .row(let r) = $0 { return r.id }; return nil }
+}
+
+/// The tests' words for one input at a fixed instant, each answering the outputs it drained
+/// (the `SansIO` contract); the retry's timing is tested with its own clock below.
+extension SignalingMerger {
+    mutating func step(_ input: Input, now: Instant = .zero) -> [Output] {
+        handle(input, now: now)
+        var out: [Output] = []
+        while let o = poll() { out.append(o) }
+        return out
+    }
+    mutating func subscribed() -> [Output] { step(.subscribed) }
+    mutating func channelClosed() { #expect(step(.channelClosed) == []) }
+    mutating func realtimeRow(_ r: SignalingRow) -> [Output] { step(.realtimeRow(r)) }
+    mutating func realtimeStatus(_ s: SessionStatus) -> [Output] { step(.realtimeStatus(s)) }
+    mutating func backfillCompleted(epoch: Int, rows: [SignalingRow], status: SessionStatus?) -> [Output] {
+        step(.backfillCompleted(epoch: epoch, rows: rows, status: status))
+    }
+    /// A failed backfill, then the timeout at its retry deadline: what the retry asks.
+    mutating func backfillFailed(epoch: Int) -> [Output] {
+        var out = step(.backfillFailed(epoch: epoch))
+        if let due = nextDeadline() { handleTimeout(now: due); while let o = poll() { out.append(o) } }
+        return out
+    }
 }
 
 @Suite struct SignalingMergerTests {
@@ -137,5 +162,64 @@ func ids(_ out: [SignalingMerger.Output]) -> [String] {
                 }
             }
         }
+    }
+}
+
+/// The merger keeps the one sans-IO contract, and its one deadline is the failed backfill's retry.
+@Suite struct SignalingMergerContractTests {
+    let t0 = Instant(nanoseconds: 7_000_000_000)
+
+    @Test func theSharedContractHolds() {
+        // Subscribed, a row held, the backfill failed: the retry is the deadline.
+        let v = SansIOContract.violations({ SignalingMerger(sessionID: "s1") },
+                                          inputs: [(.subscribed, t0), (.realtimeRow(row(3)), t0 + .milliseconds(5)),
+                                                   (.realtimeStatus(.pairing), t0 + .milliseconds(6)),
+                                                   (.backfillFailed(epoch: 1), t0 + .milliseconds(10))],
+                                          expected: [.backfill(epoch: 1), .status(.pairing)])
+        #expect(v.isEmpty, "\(v)")
+        // Live, with nothing waiting: no deadline, and a timeout gives nothing.
+        let live = SansIOContract.violations({ SignalingMerger(sessionID: "s1") },
+                                             inputs: [(.subscribed, t0), (.backfillCompleted(epoch: 1, rows: [row(1)], status: nil), t0),
+                                                      (.realtimeRow(row(2)), t0)],
+                                             expected: [.backfill(epoch: 1), .row(row(1)), .row(row(2))], expectsDeadline: false)
+        #expect(live.isEmpty, "\(live)")
+    }
+
+    @Test func aFailedBackfillIsAskedAgainAtTheDeadlineNotBefore() {
+        var m = SignalingMerger(sessionID: "s1", retryDelay: .seconds(2))
+        #expect(m.step(.subscribed, now: t0) == [.backfill(epoch: 1)])
+        #expect(m.nextDeadline() == nil)
+        #expect(m.step(.backfillFailed(epoch: 1), now: t0 + .milliseconds(300)) == [])
+        let due = t0 + .milliseconds(2300)
+        #expect(m.nextDeadline() == due)
+        // A row arrives while the retry waits: held, not delivered.
+        #expect(m.step(.realtimeRow(row(2)), now: t0 + .seconds(1)) == [])
+        m.handleTimeout(now: due - .milliseconds(1))   // the timer woke early: nothing yet
+        #expect(m.poll() == nil)
+        #expect(m.nextDeadline() == due)
+        m.handleTimeout(now: due)                      // due: the same epoch asked again, once
+        #expect(m.poll() == .backfill(epoch: 1))
+        #expect(m.poll() == nil)
+        #expect(m.nextDeadline() == nil)
+        m.handleTimeout(now: due)
+        #expect(m.poll() == nil)
+        // The retry's answer holds the row that arrived meanwhile too: each row once, in order.
+        let out = m.step(.backfillCompleted(epoch: 1, rows: [row(1, rest: true), row(2, rest: true)], status: nil), now: due + .milliseconds(80))
+        #expect(ids(out) == ["row-1", "row-2"])
+        #expect(m.step(.realtimeRow(row(2)), now: due + .milliseconds(90)) == [])
+    }
+
+    @Test func aNewSubscriptionOrADropCancelsTheRetry() {
+        var m = SignalingMerger(sessionID: "s1")
+        _ = m.step(.subscribed, now: t0)
+        _ = m.step(.backfillFailed(epoch: 1), now: t0)
+        #expect(m.nextDeadline() == t0 + .seconds(2))
+        #expect(m.step(.channelClosed, now: t0 + .seconds(1)) == [])
+        #expect(m.nextDeadline() == nil)
+        m.handleTimeout(now: t0 + .seconds(2))
+        #expect(m.poll() == nil)   // no backfill for a channel that is down
+        #expect(m.step(.subscribed, now: t0 + .seconds(3)) == [.backfill(epoch: 2)])
+        _ = m.step(.backfillFailed(epoch: 1), now: t0 + .seconds(3))   // a stale epoch's failure: nothing to retry
+        #expect(m.nextDeadline() == nil)
     }
 }

@@ -1,6 +1,7 @@
 import CastCore
 import CastOpenSSL
 import Testing
+import SansIOContract
 @testable import CastWebRTC
 
 /// The TURN client (RFC 8656) on a fake clock, against a scripted server that checks what
@@ -464,5 +465,16 @@ import Testing
         c.handleTimeout(now: due)                      // … once, not twice at the same instant
         #expect(c.poll() == nil)
         #expect(try #require(c.nextDeadline()) > due)
+    }
+
+    @Test func theSharedContractHolds() {
+        // Each fresh client draws its own transaction ids: requests compare by method.
+        func method(_ o: TURNOutput) -> String {
+            if case .transmit(let b) = o { return (try? StunMessage(decoding: b)).map { "\($0.method)" } ?? "not STUN" }
+            return "\(o)"
+        }
+        let v = SansIOContract.violations({ TURNClient(server: TURNClientTests.server()) }, inputs: [(.start, .zero)],
+                                          same: { method($0) == method($1) })
+        #expect(v.isEmpty, "\(v)")
     }
 }

@@ -11,6 +11,7 @@ import hashlib
 import json
 import secrets
 import time
+from functools import partial
 
 import jwt
 from aiohttp import web
@@ -92,108 +93,114 @@ async def read_json(request: web.Request):
         return None
 
 
-def setup(app: web.Application, ctx) -> None:
-    async def signup(request: web.Request) -> web.Response:
-        if (r := check_apikey(request, ctx.settings.anon_key)) is not None:
-            return r
-        body = await read_json(request)
-        if not isinstance(body, dict):
-            return auth_error(400, "bad_json", "Could not parse request body as JSON")
-        if body.get("email") or body.get("phone") or body.get("password"):
-            return auth_error(422, "email_provider_disabled", "Only anonymous sign-ins are enabled in this stand-in")
-        data = body.get("data") if isinstance(body.get("data"), dict) else {}
-        refresh = new_refresh_token()
-        async with as_service(ctx) as conn:
-            user = await conn.fetchrow(
-                "insert into auth.users (raw_user_meta_data, raw_app_meta_data, last_sign_in_at)"
-                " values ($1::jsonb, '{}'::jsonb, now()) returning *", json.dumps(data))
-            sid = await conn.fetchval("insert into auth.sessions (user_id) values ($1) returning id", user["id"])
-            await conn.execute(
-                "insert into auth.refresh_tokens (token_sha256, user_id, session_id) values ($1, $2, $3)",
-                sha256_hex(refresh), user["id"], sid)
-        return ok(session_body(ctx, user, str(sid), refresh, int(user["last_sign_in_at"].timestamp())))
+async def signup(ctx, request: web.Request) -> web.Response:
+    if (r := check_apikey(request, ctx.settings.anon_key)) is not None:
+        return r
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        return auth_error(400, "bad_json", "Could not parse request body as JSON")
+    if body.get("email") or body.get("phone") or body.get("password"):
+        return auth_error(422, "email_provider_disabled", "Only anonymous sign-ins are enabled in this stand-in")
+    data = body.get("data") if isinstance(body.get("data"), dict) else {}
+    refresh = new_refresh_token()
+    async with as_service(ctx) as conn:
+        user = await conn.fetchrow(
+            "insert into auth.users (raw_user_meta_data, raw_app_meta_data, last_sign_in_at)"
+            " values ($1::jsonb, '{}'::jsonb, now()) returning *", json.dumps(data))
+        sid = await conn.fetchval("insert into auth.sessions (user_id) values ($1) returning id", user["id"])
+        await conn.execute(
+            "insert into auth.refresh_tokens (token_sha256, user_id, session_id) values ($1, $2, $3)",
+            sha256_hex(refresh), user["id"], sid)
+    return ok(session_body(ctx, user, str(sid), refresh, int(user["last_sign_in_at"].timestamp())))
 
-    async def token(request: web.Request) -> web.Response:
-        if (r := check_apikey(request, ctx.settings.anon_key)) is not None:
-            return r
-        grant = request.query.get("grant_type")
-        if grant != "refresh_token":
-            return auth_error(400, "unsupported_grant_type", "Unsupported grant type: only refresh_token is served here")
-        body = await read_json(request)
-        if not isinstance(body, dict):
-            return auth_error(400, "bad_json", "Could not parse request body as JSON")
-        rt = body.get("refresh_token")
-        if not isinstance(rt, str) or not rt:
-            return auth_error(400, "validation_failed", "refresh_token required")
-        new_rt = new_refresh_token()
-        async with as_service(ctx) as conn:
-            row = await conn.fetchrow(
-                "select t.id, t.user_id, t.session_id, t.revoked, s.revoked_at"
-                " from auth.refresh_tokens t join auth.sessions s on s.id = t.session_id"
-                " where t.token_sha256 = $1 for update of t", sha256_hex(rt))
-            if row is None:
-                return auth_error(400, "refresh_token_not_found", "Invalid Refresh Token: Refresh Token Not Found")
-            if row["revoked_at"] is not None:
-                return auth_error(400, "session_not_found", "Invalid Refresh Token: Session Not Found")
-            if row["revoked"]:
-                # Reuse of a rotated token: revoke the whole family (GoTrue's reuse detection).
-                await conn.execute("update auth.refresh_tokens set revoked = true, updated_at = now()"
-                                   " where session_id = $1", row["session_id"])
-                await conn.execute("update auth.sessions set revoked_at = now() where id = $1", row["session_id"])
-                return auth_error(400, "refresh_token_already_used", "Invalid Refresh Token: Already Used")
-            await conn.execute("update auth.refresh_tokens set revoked = true, updated_at = now() where id = $1", row["id"])
-            await conn.execute(
-                "insert into auth.refresh_tokens (token_sha256, user_id, session_id, parent_id) values ($1, $2, $3, $4)",
-                sha256_hex(new_rt), row["user_id"], row["session_id"], row["id"])
-            await conn.execute("update auth.sessions set refreshed_at = now() where id = $1", row["session_id"])
-            user = await conn.fetchrow("select * from auth.users where id = $1", row["user_id"])
-            sess = await conn.fetchrow("select created_at from auth.sessions where id = $1", row["session_id"])
-        return ok(session_body(ctx, user, str(row["session_id"]), new_rt, int(sess["created_at"].timestamp())))
 
-    async def bearer_claims(request: web.Request):
-        h = request.headers.get("Authorization", "")
-        if not h.lower().startswith("bearer "):
-            return None, auth_error(401, "no_authorization", "This endpoint requires a Bearer token")
-        try:
-            claims = ctx.verify_jwt(h[7:].strip())
-        except jwt.ExpiredSignatureError:
-            return None, auth_error(403, "bad_jwt", "invalid JWT: unable to parse or verify signature, token has invalid claims: token is expired")
-        except jwt.InvalidTokenError:
-            return None, auth_error(403, "bad_jwt", "invalid JWT: unable to parse or verify signature")
-        if claims.get("role") != "authenticated" or not claims.get("sub"):
-            return None, auth_error(403, "bad_jwt", "invalid claim: missing sub claim")
-        return claims, None
-
-    async def user(request: web.Request) -> web.Response:
-        if (r := check_apikey(request, ctx.settings.anon_key)) is not None:
-            return r
-        claims, err = await bearer_claims(request)
-        if err is not None:
-            return err
-        async with as_service(ctx) as conn:
-            row = await conn.fetchrow("select * from auth.users where id = $1::uuid", claims["sub"])
-            live = await conn.fetchval("select revoked_at is null from auth.sessions where id = $1::uuid",
-                                       claims.get("session_id") or "00000000-0000-0000-0000-000000000000")
+async def token(ctx, request: web.Request) -> web.Response:
+    s = ctx.settings
+    if (r := check_apikey(request, ctx.settings.anon_key)) is not None:
+        return r
+    grant = request.query.get("grant_type")
+    if grant != "refresh_token":
+        return auth_error(400, "unsupported_grant_type", "Unsupported grant type: only refresh_token is served here")
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        return auth_error(400, "bad_json", "Could not parse request body as JSON")
+    rt = body.get("refresh_token")
+    if not isinstance(rt, str) or not rt:
+        return auth_error(400, "validation_failed", "refresh_token required")
+    new_rt = new_refresh_token()
+    async with as_service(ctx) as conn:
+        row = await conn.fetchrow(
+            "select t.id, t.user_id, t.session_id, t.revoked, s.revoked_at"
+            " from auth.refresh_tokens t join auth.sessions s on s.id = t.session_id"
+            " where t.token_sha256 = $1 for update of t", sha256_hex(rt))
         if row is None:
-            return auth_error(403, "user_not_found", "User from sub claim in JWT does not exist")
-        if not live:
-            return auth_error(403, "session_not_found", "Session from session_id claim in JWT does not exist")
-        return ok(user_object(row))
+            return auth_error(400, "refresh_token_not_found", "Invalid Refresh Token: Refresh Token Not Found")
+        if row["revoked_at"] is not None:
+            return auth_error(400, "session_not_found", "Invalid Refresh Token: Session Not Found")
+        if row["revoked"]:
+            # Reuse of a rotated token: revoke the whole family (GoTrue's reuse detection).
+            await conn.execute("update auth.refresh_tokens set revoked = true, updated_at = now()"
+                               " where session_id = $1", row["session_id"])
+            await conn.execute("update auth.sessions set revoked_at = now() where id = $1", row["session_id"])
+            return auth_error(400, "refresh_token_already_used", "Invalid Refresh Token: Already Used")
+        await conn.execute("update auth.refresh_tokens set revoked = true, updated_at = now() where id = $1", row["id"])
+        await conn.execute(
+            "insert into auth.refresh_tokens (token_sha256, user_id, session_id, parent_id) values ($1, $2, $3, $4)",
+            sha256_hex(new_rt), row["user_id"], row["session_id"], row["id"])
+        await conn.execute("update auth.sessions set refreshed_at = now() where id = $1", row["session_id"])
+        user = await conn.fetchrow("select * from auth.users where id = $1", row["user_id"])
+        sess = await conn.fetchrow("select created_at from auth.sessions where id = $1", row["session_id"])
+    return ok(session_body(ctx, user, str(row["session_id"]), new_rt, int(sess["created_at"].timestamp())))
 
-    async def logout(request: web.Request) -> web.Response:
-        if (r := check_apikey(request, ctx.settings.anon_key)) is not None:
-            return r
-        claims, err = await bearer_claims(request)
-        if err is not None:
-            return err
-        async with as_service(ctx) as conn:
-            if request.query.get("scope") == "global":
-                await conn.execute("update auth.sessions set revoked_at = now() where user_id = $1::uuid and revoked_at is null", claims["sub"])
-            elif claims.get("session_id"):
-                await conn.execute("update auth.sessions set revoked_at = now() where id = $1::uuid", claims["session_id"])
-        return web.Response(status=204, headers={"X-Supabase-Api-Version": AUTH_API_VERSION})
 
-    app.router.add_post("/auth/v1/signup", signup)
-    app.router.add_post("/auth/v1/token", token)
-    app.router.add_get("/auth/v1/user", user)
-    app.router.add_post("/auth/v1/logout", logout)
+async def bearer_claims(ctx, request: web.Request):
+    """(claims, None), or (None, the error response): the apikey, then the Bearer token."""
+    if (r := check_apikey(request, ctx.settings.anon_key)) is not None:
+        return None, r
+    h = request.headers.get("Authorization", "")
+    if not h.lower().startswith("bearer "):
+        return None, auth_error(401, "no_authorization", "This endpoint requires a Bearer token")
+    try:
+        claims = ctx.verify_jwt(h[7:].strip())
+    except jwt.ExpiredSignatureError:
+        return None, auth_error(403, "bad_jwt", "invalid JWT: unable to parse or verify signature, token has invalid claims: token is expired")
+    except jwt.InvalidTokenError:
+        return None, auth_error(403, "bad_jwt", "invalid JWT: unable to parse or verify signature")
+    if claims.get("role") != "authenticated" or not claims.get("sub"):
+        return None, auth_error(403, "bad_jwt", "invalid claim: missing sub claim")
+    return claims, None
+
+
+async def user(ctx, request: web.Request) -> web.Response:
+    claims, err = await bearer_claims(ctx, request)
+    if err is not None:
+        return err
+    async with as_service(ctx) as conn:
+        row = await conn.fetchrow("select * from auth.users where id = $1::uuid", claims["sub"])
+        live = await conn.fetchval("select revoked_at is null from auth.sessions where id = $1::uuid",
+                                   claims.get("session_id") or "00000000-0000-0000-0000-000000000000")
+    if row is None:
+        return auth_error(403, "user_not_found", "User from sub claim in JWT does not exist")
+    if not live:
+        return auth_error(403, "session_not_found", "Session from session_id claim in JWT does not exist")
+    return ok(user_object(row))
+
+
+async def logout(ctx, request: web.Request) -> web.Response:
+    claims, err = await bearer_claims(ctx, request)
+    if err is not None:
+        return err
+    async with as_service(ctx) as conn:
+        if request.query.get("scope") == "global":
+            await conn.execute("update auth.sessions set revoked_at = now() where user_id = $1::uuid and revoked_at is null", claims["sub"])
+        elif claims.get("session_id"):
+            await conn.execute("update auth.sessions set revoked_at = now() where id = $1::uuid", claims["session_id"])
+    return web.Response(status=204, headers={"X-Supabase-Api-Version": AUTH_API_VERSION})
+
+
+def setup(app: web.Application, ctx) -> None:
+    """The /auth/v1 routes (GoTrue's anonymous subset), each a handler above taking the gateway's context."""
+    app.router.add_post("/auth/v1/signup", partial(signup, ctx))
+    app.router.add_post("/auth/v1/token", partial(token, ctx))
+    app.router.add_get("/auth/v1/user", partial(user, ctx))
+    app.router.add_post("/auth/v1/logout", partial(logout, ctx))

@@ -1,4 +1,5 @@
 import CastCore
+import CastSession
 import CastSignaling
 import FoundationEssentials
 

@@ -3,6 +3,7 @@ import CastEncode
 import CastMedia
 import CastOpenSSL
 import CastRTP
+import CastSession
 import CastSignaling
 import CastSystemd
 import CastWebRTC

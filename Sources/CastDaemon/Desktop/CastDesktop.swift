@@ -1,4 +1,5 @@
 import CastCore
+import CastSession
 #if canImport(Glibc)
 import Glibc
 #endif

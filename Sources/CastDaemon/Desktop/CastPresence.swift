@@ -1,3 +1,5 @@
+import CastSession
+
 /// How a running cast shows itself on the desktop, decided without IO: the state name the
 /// runtime registry carries, and the notifications (org.freedesktop.Notifications) a person
 /// sees — one when the screen starts reaching the receiver, updated if what is shared changes,

@@ -1,6 +1,7 @@
 import CastCore
 import CastOpenSSL
 import CastRTP
+import CastSession
 import CastSignaling
 import CastWebRTC
 import FoundationEssentials

@@ -1,4 +1,5 @@
 import CastCore
+import CastSession
 import CastSignaling
 
 /// The actor that runs one cast: it owns the `SessionMachine`, feeds it what

@@ -1,4 +1,5 @@
 import CastCore
+import CastSession
 import CastSignaling
 
 /// What the session controller needs from the signaling layer. The real

@@ -118,11 +118,10 @@ public struct AudioSender: Sendable, SansIO {
     public let configuration: Configuration
     public private(set) var statistics = Statistics()
     private var packetizer: OpusPacketizer
-    private var reports: RTCPSenderState
     private var outputs = OutputQueue<Output>()
-    /// Buffers of sent datagrams given back by the owner (`recycle`), for later packets
-    /// and reports: no allocation per packet in steady state (issue 19).
-    private var buffers: BufferPool
+    /// Sender reports, and the buffers of sent datagrams given back by the owner
+    /// (`recycle`) that later packets and reports are built in.
+    private var reporter: SenderReporter
     /// What a pooled buffer holds: a 20 ms Opus frame at up to ~100 kbit/s with its
     /// header, extensions and SRTP's trailer (a larger frame grows its buffer once).
     static let bufferBytes = 320
@@ -141,9 +140,10 @@ public struct AudioSender: Sendable, SansIO {
         self.configuration = configuration
         packetizer = try OpusPacketizer(payloadType: configuration.payloadType, ssrc: ssrc,
                                         initialSequenceNumber: initialSequenceNumber, initialTimestamp: initialTimestamp)
-        reports = RTCPSenderState(ssrc: ssrc, cname: configuration.cname, interval: configuration.reportInterval,
-                                  wallclockOffset: configuration.wallclockOffset, clockRate: OpusPacketizer.clockRate)
-        buffers = BufferPool(limit: 8, minimumCapacity: Self.bufferBytes + configuration.trailerCapacity)
+        reporter = SenderReporter(
+            reports: RTCPSenderState(ssrc: ssrc, cname: configuration.cname, interval: configuration.reportInterval,
+                                     wallclockOffset: configuration.wallclockOffset, clockRate: OpusPacketizer.clockRate),
+            buffers: BufferPool(limit: 8, minimumCapacity: Self.bufferBytes + configuration.trailerCapacity))
     }
 
     /// Bytes the RTP packet of `frame` takes on the wire, SRTP tag included:
@@ -169,28 +169,28 @@ public struct AudioSender: Sendable, SansIO {
 
     /// A sender report when one is due (calling it early or twice is harmless).
     public mutating func handleTimeout(now: Instant) {
-        if reports.isReportDue(now: now), let bytes = reports.pollCompound(now: now, into: buffers.take()) {
+        if let report = reporter.reportIfDue(now: now) {
             statistics.senderReportsSent += 1
-            outputs.push(.transmit(.rtcp(bytes)))
+            outputs.push(.transmit(report))
         }
     }
 
     /// A datagram's bytes back once they are sent: later packets are built in them (bytes
     /// still referenced elsewhere get storage of their own first, copy on write). Too small
     /// a buffer, or one past the pool's bound, is let go.
-    public mutating func recycle(_ bytes: consuming [UInt8]) { buffers.give(consume bytes) }
+    public mutating func recycle(_ bytes: consuming [UInt8]) { reporter.recycle(consume bytes) }
 
     /// Whether `recycle` would keep a buffer of `capacity` bytes now.
-    public func wantsBuffer(capacity: Int) -> Bool { buffers.accepts(capacity: capacity) }
+    public func wantsBuffer(capacity: Int) -> Bool { reporter.wantsBuffer(capacity: capacity) }
 
     /// Datagram buffers reused from `recycle`, and ones made new (tests).
-    public var bufferCounts: (reused: Int, made: Int) { (buffers.reused, buffers.made) }
+    public var bufferCounts: (reused: Int, made: Int) { reporter.bufferCounts }
 
     /// The next output, datagrams and events in the order they were decided; nil when drained.
     public mutating func poll() -> Output? { outputs.pop() }
 
     /// When the next sender report is due (nil: only after new input).
-    public func nextDeadline() -> Instant? { reports.nextReportAt }
+    public func nextDeadline() -> Instant? { reporter.reports.nextReportAt }
 
     /// An RTCP BYE for our SSRC (RFC 3550 §6.6), for a clean stop.
     public func goodbye(reason: String = "") -> Datagram? {
@@ -210,8 +210,8 @@ public struct AudioSender: Sendable, SansIO {
         // Extensions stamped inline, the packet written into a pooled buffer with room for
         // SRTP's trailer: no allocation in steady state (issue 19).
         let bytes = try packet.serialize(extensions: extensions(transportSequence: transportSequence, level: frame.level),
-                                         trailerCapacity: configuration.trailerCapacity, into: buffers.take())
-        reports.packetSent(payloadLength: packet.payloadLength, rtpTimestamp: packet.header.timestamp,
+                                         trailerCapacity: configuration.trailerCapacity, into: reporter.takeBuffer())
+        reporter.reports.packetSent(payloadLength: packet.payloadLength, rtpTimestamp: packet.header.timestamp,
                            captureTime: frame.captureTime, now: now)
         statistics.framesSent += 1
         statistics.bytesSent += bytes.count
@@ -246,7 +246,7 @@ public struct AudioSender: Sendable, SansIO {
             default: continue   // transport-cc feedback belongs to the congestion controller; no NACK for audio
             }
             for b in blocks where b.ssrc == ssrc {
-                let s = reports.received(b, now: now)
+                let s = reporter.reports.received(b, now: now)
                 statistics.receiver = s
                 if let rtt = s.roundTripTime { statistics.roundTripTime = rtt }
                 outputs.push(.event(.receiverReport(s)))

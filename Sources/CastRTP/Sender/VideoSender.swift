@@ -244,12 +244,10 @@ public struct VideoSender: Sendable, SansIO {
     public private(set) var statistics = Statistics()
     private var rtx: RTXEncoder?
     private var history: PacketHistory
-    /// Buffers of sent datagrams given back by the owner (`recycle`): later packets and
-    /// reports are built in them, so that in steady state a datagram costs no allocation
-    /// (issue 19).
-    private var buffers: BufferPool
+    /// Sender reports, and the buffers of sent datagrams given back by the owner
+    /// (`recycle`) that later packets and reports are built in.
+    private var reporter: SenderReporter
     private var pacer: Pacer<PacedPacket>
-    private var reports: RTCPSenderState
     private var keyframes: KeyframeRequestLimiter
     private var transportCC: TransportCCTracker
     private var protection: LossProtection
@@ -311,11 +309,12 @@ public struct VideoSender: Sendable, SansIO {
                              initialSequenceNumber: UInt16.random(in: 0...UInt16.max, using: &random))
         }
         history = PacketHistory(limits: configuration.history)
-        buffers = BufferPool(minimumCapacity: configuration.mtu + configuration.trailerCapacity)
+        reporter = SenderReporter(
+            reports: RTCPSenderState(ssrc: packetizer.ssrc, cname: configuration.cname,
+                                     interval: configuration.reportInterval,
+                                     wallclockOffset: configuration.wallclockOffset),
+            buffers: BufferPool(minimumCapacity: configuration.mtu + configuration.trailerCapacity))
         pacer = Pacer(configuration: configuration.pacer)
-        reports = RTCPSenderState(ssrc: packetizer.ssrc, cname: configuration.cname,
-                                  interval: configuration.reportInterval,
-                                  wallclockOffset: configuration.wallclockOffset)
         keyframes = KeyframeRequestLimiter(minimumInterval: configuration.keyframeMinimumInterval)
         transportCC = TransportCCTracker(initialSequenceNumber: 1)
         // Copies must not repeat a sequence number of the media stream (SRTP replay): RTX only.
@@ -437,9 +436,9 @@ public struct VideoSender: Sendable, SansIO {
             }
         }
         sendProbe(now: now)
-        if reports.isReportDue(now: now), let bytes = reports.pollCompound(now: now, into: buffers.take()) {
+        if let report = reporter.reportIfDue(now: now) {
             statistics.senderReportsSent += 1
-            outputs.push(.transmit(.rtcp(bytes)))
+            outputs.push(.transmit(report))
         }
     }
 
@@ -447,18 +446,18 @@ public struct VideoSender: Sendable, SansIO {
     /// them. Bytes still referenced elsewhere are harmless here (the packet built in them
     /// then gets storage of its own, copy on write), so giving back is never a use after
     /// return. Too small a buffer, or one past the pool's bound, is let go.
-    public mutating func recycle(_ bytes: consuming [UInt8]) { buffers.give(consume bytes) }
+    public mutating func recycle(_ bytes: consuming [UInt8]) { reporter.recycle(consume bytes) }
 
     /// Whether `recycle` would keep a buffer of `capacity` bytes now.
-    public func wantsBuffer(capacity: Int) -> Bool { buffers.accepts(capacity: capacity) }
+    public func wantsBuffer(capacity: Int) -> Bool { reporter.wantsBuffer(capacity: capacity) }
 
     /// Datagram buffers reused from `recycle`, and ones made new (tests, the bench).
-    public var bufferCounts: (reused: Int, made: Int) { (buffers.reused, buffers.made) }
+    public var bufferCounts: (reused: Int, made: Int) { reporter.bufferCounts }
 
     /// When `handleTimeout` should be called next (nil: only when new input arrives).
     public func nextDeadline() -> Instant? {
         // Pairwise, not through an array: the driver asks on every turn.
-        var d = Instant.earliest(pacer.nextDeadline, reports.nextReportAt)
+        var d = Instant.earliest(pacer.nextDeadline, reporter.reports.nextReportAt)
         d = Instant.earliest(d, protection.nextDeadline)
         d = Instant.earliest(d, estimator.nextDeadline())
         d = Instant.earliest(d, probe?.next)
@@ -507,7 +506,7 @@ public struct VideoSender: Sendable, SansIO {
             stamps.append(id: id, value: RTPExtensionValue.playoutDelayValue(minimum: d.minimum, maximum: d.maximum), length: 3)
         }
         guard let bytes = try? packet.serialize(extensions: stamps, trailerCapacity: configuration.trailerCapacity,
-                                                into: buffers.take())
+                                                into: reporter.takeBuffer())
         else { return nil }
         estimator.handle(.packetSent(transportSequenceNumber: transportSeq, size: bytes.count + configuration.srtpOverhead,
                                      probeCluster: probeCluster), now: now)
@@ -528,7 +527,7 @@ public struct VideoSender: Sendable, SansIO {
             protection.sent(item.packet.header.sequenceNumber, bytes: bytes.count, kind: .retransmission, now: now)
         }
         if packet.header.ssrc == ssrc {
-            reports.packetSent(payloadLength: packet.payloadLength, rtpTimestamp: packet.header.timestamp,
+            reporter.reports.packetSent(payloadLength: packet.payloadLength, rtpTimestamp: packet.header.timestamp,
                                captureTime: item.captureTime, now: now, isRetransmission: item.isRetransmission)
         }
         statistics.packetsSent += 1
@@ -590,7 +589,7 @@ public struct VideoSender: Sendable, SansIO {
     private mutating func handle(_ blocks: [ReportBlock], now: Instant) {
         for b in blocks where b.ssrc == ssrc {
             if b.fractionLost > 0 { protection.lossSeen(now: now) }
-            let s = reports.received(b, now: now)
+            let s = reporter.reports.received(b, now: now)
             statistics.receiver = s
             if let rtt = s.roundTripTime { statistics.roundTripTime = rtt }
             estimator.handle(.receiverReport(fractionLost: s.fractionLost, roundTripTime: s.roundTripTime), now: now)

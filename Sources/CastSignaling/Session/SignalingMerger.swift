@@ -10,10 +10,30 @@ import CastCore
 /// backfill and the held rows are delivered together, oldest first, each
 /// row id once. After that Realtime rows flow straight through. When the
 /// channel closes, rows may be missed until the next SUBSCRIBED, whose
-/// backfill covers the gap. Pure: no clock, no IO.
-public struct SignalingMerger: Sendable {
+/// backfill covers the gap. A failed backfill is asked again `retryDelay`
+/// later: that is the merger's deadline, and the owner's timer calls
+/// `handleTimeout` then (rows arriving meanwhile are held, and merged once).
+/// Pure: no clock, no IO (the `SansIO` contract).
+public struct SignalingMerger: SansIO, Sendable {
+    public enum Input: Sendable, Equatable {
+        /// The channel reported SUBSCRIBED (a new epoch).
+        case subscribed
+        /// The channel closed; Realtime rows may be missed until the next SUBSCRIBED.
+        case channelClosed
+        /// A Realtime INSERT on `signaling_messages`.
+        case realtimeRow(SignalingRow)
+        /// A Realtime UPDATE of the session row.
+        case realtimeStatus(SessionStatus)
+        /// The REST answer for backfill `epoch`: rows (any order) and the
+        /// session's current status (nil if the select returned no row).
+        case backfillCompleted(epoch: Int, rows: [SignalingRow], status: SessionStatus?)
+        /// Backfill `epoch` failed: it is asked again at the deadline `retryDelay` from now.
+        case backfillFailed(epoch: Int)
+    }
+
     public enum Output: Sendable, Equatable {
-        /// Fetch rows and the session status over REST, then call `backfillCompleted(epoch:…)`.
+        /// Fetch rows and the session status over REST, then hand in `.backfillCompleted(epoch:…)`
+        /// (or `.backfillFailed(epoch:)`).
         case backfill(epoch: Int)
         case row(SignalingRow)
         case status(SessionStatus)
@@ -28,79 +48,89 @@ public struct SignalingMerger: Sendable {
     }
 
     public let sessionID: String
+    /// How long after a failed backfill it is asked again.
+    public let retryDelay: Duration
     private var phase: Phase = .unsubscribed
     private var epoch = 0
     private var held: [SignalingRow] = []
     private var delivered: Set<String> = []
     private var lastStatus: SessionStatus?
+    /// When the failed backfill of the current epoch is asked again (nil: no retry waiting).
+    private var retryAt: Instant?
+    private var outputs = OutputQueue<Output>()
 
-    public init(sessionID: String) { self.sessionID = sessionID }
+    public init(sessionID: String, retryDelay: Duration = .seconds(2)) {
+        self.sessionID = sessionID
+        self.retryDelay = retryDelay
+    }
 
     public var isLive: Bool { phase == .live }
     public var deliveredCount: Int { delivered.count }
 
-    /// The channel reported SUBSCRIBED (a new epoch).
-    public mutating func subscribed() -> [Output] {
-        epoch += 1
-        phase = .backfilling(epoch: epoch)
-        return [.backfill(epoch: epoch)]
-    }
-
-    /// The channel closed; Realtime rows may be missed until the next SUBSCRIBED.
-    public mutating func channelClosed() {
-        phase = .unsubscribed
-        // Held rows are kept: they are real rows, and the next backfill merges them.
-    }
-
-    /// The backfill failed; ask again (the owner decides when).
-    public mutating func backfillFailed(epoch e: Int) -> [Output] {
-        guard case .backfilling(let cur) = phase, cur == e else { return [] }
-        return [.backfill(epoch: e)]
-    }
-
-    /// A Realtime INSERT on `signaling_messages`.
-    public mutating func realtimeRow(_ row: SignalingRow) -> [Output] {
-        guard accepts(row), !delivered.contains(row.id) else { return [] }
-        switch phase {
-        case .live:
-            delivered.insert(row.id)
-            return [.row(row)]
-        case .backfilling, .unsubscribed:
-            // A row that arrives while not subscribed is still a real row (a
-            // late push): hold it for the next merge rather than drop it.
-            if !held.contains(where: { $0.id == row.id }) { held.append(row) }
-            return []
+    public mutating func handle(_ input: Input, now: Instant) {
+        switch input {
+        case .subscribed:
+            epoch += 1
+            phase = .backfilling(epoch: epoch)
+            retryAt = nil   // the new epoch's backfill replaces a retry of the old one
+            outputs.push(.backfill(epoch: epoch))
+        case .channelClosed:
+            phase = .unsubscribed
+            retryAt = nil
+            // Held rows are kept: they are real rows, and the next backfill merges them.
+        case .backfillFailed(let e):
+            guard case .backfilling(let cur) = phase, cur == e else { return }
+            retryAt = now + retryDelay
+        case .realtimeRow(let row):
+            guard accepts(row), !delivered.contains(row.id) else { return }
+            switch phase {
+            case .live:
+                delivered.insert(row.id)
+                outputs.push(.row(row))
+            case .backfilling, .unsubscribed:
+                // A row that arrives while not subscribed is still a real row (a
+                // late push): hold it for the next merge rather than drop it.
+                if !held.contains(where: { $0.id == row.id }) { held.append(row) }
+            }
+        case .realtimeStatus(let s):
+            status(s)
+        case .backfillCompleted(let e, let rows, let s):
+            // An answer for an older subscription: the newer backfill covers it.
+            guard case .backfilling(let cur) = phase, cur == e else { return }
+            retryAt = nil
+            if let s { status(s) }
+            var batch: [(key: Int64, seq: Int, row: SignalingRow)] = []
+            var seen = Set<String>()
+            for (i, r) in (rows + held).enumerated() where accepts(r) && !delivered.contains(r.id) && !seen.contains(r.id) {
+                seen.insert(r.id)
+                batch.append((Timestamp.microseconds(r.createdAt) ?? .max, i, r))
+            }
+            held = []
+            batch.sort { ($0.key, $0.seq) < ($1.key, $1.seq) }
+            for b in batch {
+                delivered.insert(b.row.id)
+                outputs.push(.row(b.row))
+            }
+            phase = .live
         }
     }
 
-    /// A Realtime UPDATE of the session row.
-    public mutating func realtimeStatus(_ s: SessionStatus) -> [Output] {
-        guard s != lastStatus else { return [] }
+    /// At the retry deadline, the failed backfill is asked again (once; early is nothing).
+    public mutating func handleTimeout(now: Instant) {
+        guard let at = retryAt, now >= at else { return }
+        retryAt = nil
+        guard case .backfilling(let cur) = phase else { return }
+        outputs.push(.backfill(epoch: cur))
+    }
+
+    public mutating func poll() -> Output? { outputs.pop() }
+
+    public func nextDeadline() -> Instant? { retryAt }
+
+    private mutating func status(_ s: SessionStatus) {
+        guard s != lastStatus else { return }
         lastStatus = s
-        return [.status(s)]
-    }
-
-    /// The REST answer for backfill `epoch`: rows (any order) and the
-    /// session's current status (nil if the select returned no row).
-    public mutating func backfillCompleted(epoch e: Int, rows: [SignalingRow], status: SessionStatus?) -> [Output] {
-        // An answer for an older subscription: the newer backfill covers it.
-        guard case .backfilling(let cur) = phase, cur == e else { return [] }
-        var out: [Output] = []
-        if let s = status { out += realtimeStatus(s) }
-        var batch: [(key: Int64, seq: Int, row: SignalingRow)] = []
-        var seen = Set<String>()
-        for (i, r) in (rows + held).enumerated() where accepts(r) && !delivered.contains(r.id) && !seen.contains(r.id) {
-            seen.insert(r.id)
-            batch.append((Timestamp.microseconds(r.createdAt) ?? .max, i, r))
-        }
-        held = []
-        batch.sort { ($0.key, $0.seq) < ($1.key, $1.seq) }
-        for b in batch {
-            delivered.insert(b.row.id)
-            out.append(.row(b.row))
-        }
-        phase = .live
-        return out
+        outputs.push(.status(s))
     }
 
     /// spec §5: keep rows of this session addressed to the sender.

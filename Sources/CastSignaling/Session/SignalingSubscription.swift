@@ -28,7 +28,6 @@ public final class SignalingSubscription: Sendable {
         case token(Redacted<String>)
         case backfilled(epoch: Int, rows: [SignalingRow], status: SessionStatus?)
         case backfillFailed(epoch: Int, String)
-        case retryBackfill(epoch: Int)
         case fatal(CastError)
         case stop
     }
@@ -151,18 +150,19 @@ public final class SignalingSubscription: Sendable {
                 if g == timerGeneration {
                     timerDeadline = nil   // fired: whatever the deadline is now, arm a new timer
                     client.handleTimeout(now: now)
+                    merger.handleTimeout(now: now)   // a failed backfill asked again, when due
+                    emit()
                     perform()
                 }
             case .token(let t):
                 feed(.accessToken(t), now: now)
             case .backfilled(let epoch, let rows, let status):
-                emit(merger.backfillCompleted(epoch: epoch, rows: rows, status: status))
+                merge(.backfillCompleted(epoch: epoch, rows: rows, status: status), now: now)
+                armTimer()
             case .backfillFailed(let epoch, let why):
-                owner.output.yield(.log(LogLine(.warning, "backfill_failed", [("error", why), ("retry_s", 2)])))
-                let input = owner.input
-                Task { try? await Task.sleep(for: .seconds(2)); input.yield(.retryBackfill(epoch: epoch)) }
-            case .retryBackfill(let epoch):
-                emit(merger.backfillFailed(epoch: epoch))
+                owner.output.yield(.log(LogLine(.warning, "backfill_failed", [("error", why), ("retry_s", Int(merger.retryDelay.components.seconds))])))
+                merge(.backfillFailed(epoch: epoch), now: now)   // asked again at the merger's deadline
+                armTimer()
             case .fatal(let e):
                 owner.output.yield(.failed(e))
                 return false
@@ -205,11 +205,11 @@ public final class SignalingSubscription: Sendable {
                     socket?.send(text: text)   // never logged: joins carry the access token
                 case .subscribed:
                     owner.output.yield(.subscribed)
-                    emit(merger.subscribed())
+                    merge(.subscribed)
                 case .change(let c):
-                    if let r = c.signalingRow { emit(merger.realtimeRow(r)) } else if let s = c.sessionStatus { emit(merger.realtimeStatus(s)) }
+                    if let r = c.signalingRow { merge(.realtimeRow(r)) } else if let s = c.sessionStatus { merge(.realtimeStatus(s)) }
                 case .closed(let reason):
-                    merger.channelClosed()
+                    merge(.channelClosed)
                     owner.output.yield(.interrupted(reason: reason))
                 case .reconnect(let d):
                     owner.output.yield(.log(LogLine(.notice, "realtime_reconnecting", [("delay_s", d.seconds)])))
@@ -220,9 +220,10 @@ public final class SignalingSubscription: Sendable {
             armTimer()
         }
 
-        /// One timer, for the client's next deadline; a deadline that has not moved keeps its timer.
+        /// One timer, for the earlier of the client's and the merger's deadlines; a deadline that
+        /// has not moved keeps its timer.
         mutating func armTimer() {
-            let deadline = client.nextDeadline()
+            let deadline = [client.nextDeadline(), merger.nextDeadline()].compactMap { $0 }.min()
             guard deadline != timerDeadline else { return }
             timer?.cancel()
             timerGeneration += 1
@@ -236,8 +237,15 @@ public final class SignalingSubscription: Sendable {
             }
         }
 
-        func emit(_ outs: [SignalingMerger.Output]) {
-            for o in outs {
+        /// One input to the merger, then its outputs carried out (the `SansIO` contract).
+        mutating func merge(_ input: SignalingMerger.Input, now: Instant? = nil) {
+            merger.handle(input, now: now ?? clock.now())
+            emit()
+        }
+
+        /// Drains the merger's outputs in order.
+        mutating func emit() {
+            while let o = merger.poll() {
                 switch o {
                 case .row(let r): owner.output.yield(.row(r))
                 case .status(let s): owner.output.yield(.status(s))

@@ -67,7 +67,7 @@ public struct ICEAgent: Sendable, SansIO {
     private var localEnded = false
     private var gatheringCompleteSent = false
     private var pendingHostnames: [String: [ICECandidate]] = [:]
-    private var transactions: [StunTransactionID: Transaction] = [:]
+    private var transactions = StunTransactions<Transaction>()
     private var triggered: [PairKey] = []
     private var nextCheckAt: Instant?
     private var firstValidAt: Instant?
@@ -95,13 +95,8 @@ public struct ICEAgent: Sendable, SansIO {
             case gather(base: SocketAddress, server: SocketAddress)
         }
         var kind: Kind
-        var request: [UInt8]
         var from: SocketAddress
         var to: SocketAddress
-        var transmissions: Int
-        var maxTransmissions: Int
-        var rto: Duration
-        var deadline: Instant
     }
 
     /// `transactionIDs` is replaceable for tests; the default draws from OpenSSL's RNG
@@ -143,7 +138,7 @@ public struct ICEAgent: Sendable, SansIO {
         if state == .closed || state == .failed { return nil }
         // Folded pairwise, not collected in an array: the driver asks on every turn (issue 19).
         var d: Instant? = nil
-        for t in transactions.values { d = Self.earliest(d, t.deadline) }
+        d = Self.earliest(d, transactions.nextDeadline)
         d = Self.earliest(d, nextCheckAt)
         d = Self.earliest(d, nominationDeadline)
         if selectedKey != nil, let last = lastConsent {
@@ -183,9 +178,8 @@ public struct ICEAgent: Sendable, SansIO {
         for server in config.stunServers where server.ip.isIPv6 == base.ip.isIPv6 && !base.ip.isLoopback {
             let tid = newTransactionID()
             let req = StunMessage(class: .request, transactionID: tid).encode(fingerprint: true)
-            start(Transaction(kind: .gather(base: base, server: server), request: req, from: base, to: server,
-                              transmissions: 0, maxTransmissions: config.maxTransmissions,
-                              rto: config.initialRTO, deadline: now), id: tid, now: now)
+            start(Transaction(kind: .gather(base: base, server: server), from: base, to: server), id: tid,
+                  request: req, maxTransmissions: config.maxTransmissions, now: now)
         }
         startCheckingIfReady(now: now)
     }
@@ -335,19 +329,12 @@ public struct ICEAgent: Sendable, SansIO {
     public mutating func handleTimeout(now: Instant) {
         guard state != .closed, state != .failed else { return }
         // Retransmissions (RFC 8489 §6.2.1).
-        for (id, t) in transactions.sorted(by: { $0.value.deadline < $1.value.deadline }) where t.deadline <= now {
-            if state == .failed { return }
-            if t.transmissions >= t.maxTransmissions {
-                transactions[id] = nil
-                transactionTimedOut(t, now: now)
-            } else {
-                var u = t
-                u.transmissions += 1
-                u.deadline = now + u.rto
-                u.rto = min(u.rto * 2, config.maxRTO)
-                transactions[id] = u
-                transmit(ICETransmit(from: t.from, to: t.to, datagram: t.request))
+        while let due = transactions.nextDue(now: now) {
+            switch due {
+            case .retransmit(let request, let t): transmit(ICETransmit(from: t.from, to: t.to, datagram: request))
+            case .timedOut(let t, _): transactionTimedOut(t, now: now)
             }
+            if state == .failed { return }
         }
         if state == .failed { return }
         if let t = nominationDeadline, t <= now { nominate(now: now) }
@@ -452,17 +439,13 @@ public struct ICEAgent: Sendable, SansIO {
             .encode(integrityKey: Array(pwd.utf8), fingerprint: true)
         var max = config.maxTransmissions
         if case .consent = kind { max = 3 }   // consent checks are repeated every ~5 s anyway
-        start(Transaction(kind: kind, request: req, from: key.local, to: key.remote, transmissions: 0,
-                          maxTransmissions: max, rto: config.initialRTO, deadline: now), id: tid, now: now)
+        start(Transaction(kind: kind, from: key.local, to: key.remote), id: tid, request: req, maxTransmissions: max, now: now)
     }
 
-    private mutating func start(_ t: Transaction, id: StunTransactionID, now: Instant) {
-        var t = t
-        t.transmissions = 1
-        t.deadline = now + t.rto
-        t.rto = min(t.rto * 2, config.maxRTO)
-        transactions[id] = t
-        transmit(ICETransmit(from: t.from, to: t.to, datagram: t.request))
+    private mutating func start(_ t: Transaction, id: StunTransactionID, request: [UInt8], maxTransmissions: Int, now: Instant) {
+        let schedule = StunRetransmission(initialRTO: config.initialRTO, maxRTO: config.maxRTO, maxTransmissions: maxTransmissions)
+        transactions.start(id, request: request, context: t, schedule: schedule, now: now)
+        transmit(ICETransmit(from: t.from, to: t.to, datagram: request))
     }
 
     private mutating func transactionTimedOut(_ t: Transaction, now: Instant) {
@@ -511,7 +494,7 @@ public struct ICEAgent: Sendable, SansIO {
         triggered.removeAll()
         nextCheckAt = nil
         // §8.1.2: no further checks; pending check transactions are dropped.
-        transactions = transactions.filter { if case .check = $0.value.kind { return false } else { return true } }
+        transactions.removeAll { if case .check = $0.kind { return true } else { return false } }
         lastConsent = now
         nextConsentAt = now + jitter.scale(config.consentInterval, lo: 0.8, hi: 1.2)
         emit(.selectedPair(local: k.local, remote: k.remote))
@@ -521,11 +504,11 @@ public struct ICEAgent: Sendable, SansIO {
     // MARK: Responses
 
     private mutating func handleResponse(_ m: StunMessage, from: SocketAddress, to: SocketAddress, now: Instant) {
-        guard let t = transactions[m.transactionID] else { droppedDatagrams += 1; return }
+        guard let t = transactions.context(for: m.transactionID) else { droppedDatagrams += 1; return }
         switch t.kind {
         case .gather(let base, let server):
             guard from == server, to == base else { droppedDatagrams += 1; return }
-            transactions[m.transactionID] = nil
+            transactions.finish(m.transactionID)
             if m.messageClass == .successResponse, let mapped = m.xorMappedAddress, mapped != base,
                !localCandidates.contains(where: { $0.candidate.socketAddress == mapped }),
                let host = localCandidates.first(where: { $0.base == base }) {
@@ -546,7 +529,7 @@ public struct ICEAgent: Sendable, SansIO {
                 droppedDatagrams += 1
                 return
             }
-            transactions[m.transactionID] = nil
+            transactions.finish(m.transactionID)
             var isConsent = false
             var nominatingCheck = false
             switch t.kind {
@@ -698,7 +681,7 @@ public struct ICEAgent: Sendable, SansIO {
 
     private mutating func maybeCompleteGathering() {
         guard localEnded, !gatheringCompleteSent else { return }
-        let gathering = transactions.values.contains { if case .gather = $0.kind { return true } else { return false } }
+        let gathering = transactions.contains { if case .gather = $0.kind { return true } else { return false } }
         if !gathering {
             gatheringCompleteSent = true
             emit(.gatheringComplete)

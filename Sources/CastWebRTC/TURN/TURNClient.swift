@@ -89,11 +89,6 @@ public struct TURNClient: Sendable, SansIO {
 
     private struct Transaction: Sendable {
         var kind: Kind
-        var request: [UInt8]
-        var transmissions: Int
-        var maxTransmissions: Int
-        var rto: Duration
-        var deadline: Instant
         var authRetried: Bool
         var staleRetries: Int
     }
@@ -114,7 +109,7 @@ public struct TURNClient: Sendable, SansIO {
     }
 
     private var auth: Auth?
-    private var transactions: [StunTransactionID: Transaction] = [:]
+    private var transactions = StunTransactions<Transaction>()
     private var allocationRefreshAt: Instant?
     private var permissions: [IPAddress: Permission] = [:]
     private var channels: [SocketAddress: Channel] = [:]
@@ -171,7 +166,7 @@ public struct TURNClient: Sendable, SansIO {
 
     public func nextDeadline() -> Instant? {
         guard phase != .closed, phase != .failed else { return nil }
-        var d = transactions.values.map(\.deadline)
+        var d = transactions.nextDeadline.map { [$0] } ?? []
         if let t = allocationRefreshAt { d.append(t) }
         d += permissions.values.compactMap(\.refreshAt)
         d += channels.values.compactMap(\.refreshAt)
@@ -185,10 +180,12 @@ public struct TURNClient: Sendable, SansIO {
         let request = build(kind, tid: tid)
         let stream = server.transport.isStream
         let max = kind == .refresh(lifetime: 0) ? min(timing.closeTransmissions, timing.maxTransmissions) : timing.maxTransmissions
-        var t = Transaction(kind: kind, request: request, transmissions: 1, maxTransmissions: stream ? 1 : max,
-                            rto: timing.initialRTO, deadline: now, authRetried: authRetried, staleRetries: staleRetries)
-        t.deadline = stream ? now + timing.reliableTimeout : now + t.rto
-        transactions[tid] = t
+        // Rm·RTO follows a retransmission; a request sent only once waits one RTO, as before.
+        let schedule = stream ? .reliable(timeout: timing.reliableTimeout)
+            : StunRetransmission(initialRTO: timing.initialRTO, maxTransmissions: max,
+                                 lastWait: max > 1 ? timing.initialRTO * timing.lastWaitMultiplier : nil)
+        transactions.start(tid, request: request, context: Transaction(kind: kind, authRetried: authRetried, staleRetries: staleRetries),
+                           schedule: schedule, now: now)
         emit(.transmit(request))
     }
 
@@ -323,7 +320,7 @@ public struct TURNClient: Sendable, SansIO {
     }
 
     private mutating func response(_ m: StunMessage, now: Instant) {
-        guard let t = transactions[m.transactionID] else { dropped += 1; return }
+        guard let t = transactions.context(for: m.transactionID) else { dropped += 1; return }
         // RFC 8489 §9.2.5: a response that carries integrity must pass it with our key; one
         // that fails is discarded as if never received (the retransmission timer runs on).
         if let auth {
@@ -333,7 +330,7 @@ public struct TURNClient: Sendable, SansIO {
                 guard ok else { dropped += 1; return }
             }
         }
-        transactions[m.transactionID] = nil
+        transactions.finish(m.transactionID)
         if m.messageClass == .successResponse {
             success(m, t, now: now)
         } else {
@@ -472,23 +469,17 @@ public struct TURNClient: Sendable, SansIO {
 
     private mutating func timeout(now: Instant) {
         guard phase != .closed, phase != .failed, phase != .idle else { return }
-        for (id, t) in transactions.sorted(by: { $0.value.deadline < $1.value.deadline }) where t.deadline <= now {
-            guard transactions[id] != nil else { continue }
-            if t.transmissions >= t.maxTransmissions {
-                transactions[id] = nil
+        // RFC 8489 §6.2.1: retransmit at RTO, 2·RTO, …; after the Rc-th, wait Rm·RTO.
+        while let due = transactions.nextDue(now: now) {
+            switch due {
+            case .retransmit(let request, _):
+                emit(.transmit(request))
+            case .timedOut(let t, let transmissions):
                 finish(t.kind, CastError(.turnTimeout,
-                    "TURN server \(server.name) did not answer \(Self.name(t.kind)) (\(t.transmissions) "
-                    + (t.transmissions == 1 ? "request" : "requests") + " over \(server.transport.rawValue.uppercased()))"))
+                    "TURN server \(server.name) did not answer \(Self.name(t.kind)) (\(transmissions) "
+                    + (transmissions == 1 ? "request" : "requests") + " over \(server.transport.rawValue.uppercased()))"))
                 if phase == .failed || phase == .closed { return }
-                continue
             }
-            // RFC 8489 §6.2.1: retransmit at RTO, 2·RTO, …; after the Rc-th, wait Rm·RTO.
-            var u = t
-            u.transmissions += 1
-            u.rto = u.rto * 2
-            u.deadline = u.transmissions >= u.maxTransmissions ? now + timing.initialRTO * timing.lastWaitMultiplier : now + u.rto
-            transactions[id] = u
-            emit(.transmit(t.request))
         }
         if let at = allocationRefreshAt, at <= now, relayedAddress != nil {
             allocationRefreshAt = nil

@@ -143,6 +143,22 @@ struct CallSimulation {
     }
 }
 
+extension CallSimulation {
+    /// Each frame captured in [from, to) that reached the receiver, with the time from its capture
+    /// to the arrival of its last packet (retransmissions included): the network's share of glass
+    /// to glass (the pacer, the bottleneck's queue, the path). The first frame is captured at zero,
+    /// so a frame's capture time is its RTP timestamp's distance from the first one's.
+    func frameDelays(from: Instant, to: Instant) -> [(captured: Instant, delay: Duration)] {
+        guard let first = receiver.firstTimestamp else { return [] }
+        return receiver.frameLastArrival.map { ts, at in
+            (Instant(nanoseconds: Int64(ts &- first) * 1_000_000_000 / 90_000), at)
+        }
+        .filter { $0.0 >= from && $0.0 < to }
+        .sorted { $0.0 < $1.0 }
+        .map { (captured: $0.0, delay: $0.1 - $0.0) }
+    }
+}
+
 func seconds(_ s: Double) -> Instant { Instant(nanoseconds: Int64(s * 1e9)) }
 
 extension Array where Element == Duration {

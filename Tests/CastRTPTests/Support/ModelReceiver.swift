@@ -40,6 +40,10 @@ struct ModelReceiver {
     private(set) var mediaBytes = 0
     /// (arrival, bytes) of every packet, for rate measurements.
     private(set) var log: [(at: Instant, bytes: Int)] = []
+    /// When the last packet of each frame to arrive (retransmissions included) arrived, by RTP
+    /// timestamp, and the timestamp of the first media packet (the first frame's).
+    private(set) var frameLastArrival: [UInt32: Instant] = [:]
+    private(set) var firstTimestamp: UInt32?
 
     init(mediaSSRC: UInt32, rtxSSRC: UInt32?, transportCCID: UInt8?) {
         self.mediaSSRC = mediaSSRC
@@ -68,6 +72,7 @@ struct ModelReceiver {
         if p.header.ssrc == rtxSSRC {
             rtxPackets += 1
             p = try RTXEncoder.unwrap(p, originalSSRC: mediaSSRC, originalPayloadType: p.header.payloadType)
+            frameLastArrival[p.header.timestamp] = now
             missing[p.header.sequenceNumber] = nil
             received.insert(p.header.sequenceNumber)
             return []
@@ -75,6 +80,8 @@ struct ModelReceiver {
         guard p.header.ssrc == mediaSSRC else { return [] }
         mediaPackets += 1
         mediaBytes += bytes.count
+        if firstTimestamp == nil { firstTimestamp = p.header.timestamp }
+        frameLastArrival[p.header.timestamp] = now
         let seq = p.header.sequenceNumber
         let wasMissing = missing.removeValue(forKey: seq) != nil
         if !wasMissing { receivedInInterval += 1 }

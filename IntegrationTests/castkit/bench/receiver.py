@@ -1,0 +1,237 @@
+"""The bench's receiver: the integration tests' aiortc answerer, reading the
+on-glass timecode of every decoded frame.
+
+Four changes to aiortc for measuring, all on the receiving side only and the
+same for every sender:
+- it sends transport-cc feedback every 100 ms and no REMB, as Chromium does
+  (castkit/twcc_feedback.py: aiortc's own REMB, computed in Python on this
+  loaded machine, reads scheduling delays as queueing and would cap a sender
+  that honours it far below what loopback carries);
+- a video frame leaves the jitter buffer when its last packet (RTP marker
+  bit) is in, not when the first packet of the next frame arrives (aiortc's
+  rule, which would add one frame interval to every latency);
+- the video packet buffer holds 2048 packets, as Chrome's grows to, not
+  aiortc's 128: a frame of more than 128 packets (150 KB at castd's 1200-byte
+  MTU) could never be assembled there, and aiortc answered every packet past
+  the 128th with a PLI. Key frames of the bench's busy 1080p field are that
+  large in VP8 (about 200 KB from libvpx at its coarsest quantizer, from castd
+  and from GStreamer's vp8enc alike), so the VP8 row decoded no frame at all;
+- every media RTP packet's arrival time, payload size and RTP timestamp are
+  recorded (the bitrate figures and the largest frame; retransmissions are
+  not counted); audio packets apart (AUDIO_PACKETS), and decoded audio is
+  counted and its level measured (the audio rows: proof that audio flowed).
+
+For the latency breakdown (issue 19) it also records when each video frame
+left the jitter buffer (FRAMES_OUT) and when aiortc's decoder thread began
+and finished decoding it (DECODES), keyed by RTP timestamp, and each decoded
+frame carries its RTP timestamp and when its timecode had been read
+(`breakdown()` joins them per frame). Recording costs a list append each.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import aiortc.rtcrtpreceiver as rtcrtpreceiver
+import aiortc.codecs.h264 as aiortc_h264
+import aiortc.codecs.vpx as aiortc_vpx
+from aiortc.jitterbuffer import JitterBuffer, JitterFrame
+from aiortc.mediastreams import MediaStreamError
+
+from castkit.bench import timecode
+from castkit import twcc_feedback
+from castkit.receiver_answerer import ReceiverAnswerer
+
+twcc_feedback.install()
+
+# (time.monotonic(), RTP payload bytes, RTP timestamp) of every video packet
+PACKETS: list[tuple[float, int, int]] = []
+# (time.monotonic(), RTP payload bytes) of every audio packet
+AUDIO_PACKETS: list[tuple[float, int]] = []
+VIDEO_CAPACITY = 2048   # packets (a power of two, as aiortc requires)
+# (time.monotonic(), RTP timestamp) of every video frame the jitter buffer released
+FRAMES_OUT: list[tuple[float, int]] = []
+# (decode start, decode end, RTP timestamp) of every video frame, on aiortc's decoder thread
+DECODES: list[tuple[float, float, int]] = []
+
+
+def _timed(decode):
+    def wrapper(self, encoded_frame):
+        t0 = time.monotonic()
+        out = decode(self, encoded_frame)
+        DECODES.append((t0, time.monotonic(), encoded_frame.timestamp))   # list.append: one step under the GIL
+        return out
+    return wrapper
+
+
+aiortc_h264.H264Decoder.decode = _timed(aiortc_h264.H264Decoder.decode)
+aiortc_vpx.Vp8Decoder.decode = _timed(aiortc_vpx.Vp8Decoder.decode)
+
+
+class MarkerJitterBuffer(JitterBuffer):
+    def __init__(self, capacity: int, prefetch: int = 0, is_video: bool = False) -> None:
+        super().__init__(max(capacity, VIDEO_CAPACITY) if is_video else capacity, prefetch, is_video)
+
+    def add(self, packet):
+        if self._is_video:
+            PACKETS.append((time.monotonic(), len(packet.payload), packet.timestamp))
+        else:
+            AUDIO_PACKETS.append((time.monotonic(), len(packet.payload)))
+        return super().add(packet)
+
+    def _remove_frame(self, sequence_number: int):
+        if not self._is_video:
+            return super()._remove_frame(sequence_number)
+        frame = self._assemble()
+        if frame is not None:
+            FRAMES_OUT.append((time.monotonic(), frame.timestamp))
+        return frame
+
+    def _assemble(self):
+        packets, timestamp = [], None
+        for count in range(self.capacity):
+            packet = self._packets[(self._origin + count) % self._capacity]
+            if packet is None:
+                return None
+            if timestamp is not None and packet.timestamp != timestamp:
+                # the previous frame ended without a marker (lost or absent): aiortc's rule
+                frame = JitterFrame(data=b"".join(p._data for p in packets), timestamp=timestamp)
+                self.remove(count)
+                return frame
+            timestamp = packet.timestamp
+            packets.append(packet)
+            if packet.marker:
+                frame = JitterFrame(data=b"".join(p._data for p in packets), timestamp=timestamp)
+                self.remove(count + 1)
+                return frame
+        return None
+
+
+rtcrtpreceiver.JitterBuffer = MarkerJitterBuffer
+
+
+@dataclass
+class Sample:
+    decoded: float             # time.monotonic() when the decoded frame reached us
+    drawn: float | None        # when the painter drew the code it shows (None: unreadable)
+    painter_frame: int | None
+    width: int
+    height: int
+    rtp_timestamp: int | None = None   # the decoded frame's pts (aiortc: the RTP timestamp)
+    read: float | None = None          # time.monotonic() once its timecode had been read
+
+
+@dataclass
+class Recording:
+    samples: list[Sample] = field(default_factory=list)
+    # (time.monotonic(), samples per channel, RMS dBFS of channel 0) of every decoded audio frame
+    audio: list[tuple[float, int, float]] = field(default_factory=list)
+    # the quality bench: (time.monotonic(), timecode value, painter frame, decoded luma h × w) of
+    # decoded frames with a readable timecode, at most one per `keep_luma_every` seconds
+    lumas: list[tuple[float, int, int, np.ndarray]] = field(default_factory=list)
+
+
+class TimecodeReceiver(ReceiverAnswerer):
+    """Answers like the tests' receiver; for each decoded frame reads the timecode
+    from the luma plane (no RGB conversion: cheap enough for 1080p30 in Python)."""
+
+    def __init__(self, client, session_id: str, screen_width: int, codec: str | None = None,
+                 keep_luma_every: float | None = None):
+        super().__init__(client, session_id, keep_frames=1, codec=codec)
+        self.screen_width = screen_width
+        self.rec = Recording()
+        self.keep_luma_every = keep_luma_every   # seconds; None: keep no pictures
+        self._kept_at = 0.0
+
+    async def _consume(self, track, nid: str) -> None:
+        try:
+            while True:
+                frame = await track.recv()
+                now = time.monotonic()
+                drawn, n = None, None
+                if frame.format.name in ("yuv420p", "yuvj420p"):
+                    plane = frame.planes[0]
+                    y = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
+                    got = timecode.read_luma(y, frame.width / self.screen_width)
+                    if got:
+                        us = timecode.unwrap(got[0], int(now * 1e6))
+                        drawn, n = us / 1e6, got[1]
+                        if self.keep_luma_every is not None and now - self._kept_at >= self.keep_luma_every:
+                            self._kept_at = now   # compared after the round (quality.py): too slow here
+                            self.rec.lumas.append((now, got[0], got[1], y[:frame.height, :frame.width].copy()))
+                self.rec.samples.append(Sample(now, drawn, n, frame.width, frame.height, frame.pts,
+                                               time.monotonic()))
+                self.recent_frames[:] = [frame]
+                self.frame_event.set()
+        except MediaStreamError:
+            return
+
+    def _on_audio_track(self, track) -> None:
+        self._tasks.append(asyncio.create_task(self._consume_audio(track)))
+
+    async def _consume_audio(self, track) -> None:
+        try:
+            while True:
+                frame = await track.recv()
+                # aiortc decodes Opus to packed s16 at 48 kHz: (1, samples × channels)
+                pcm = frame.to_ndarray().reshape(-1, len(frame.layout.channels))[:, 0].astype(np.float64) / 32768
+                rms = float(np.sqrt(np.mean(np.square(pcm)))) if len(pcm) else 0.0
+                self.rec.audio.append((time.monotonic(), len(pcm), 20 * np.log10(max(rms, 1e-9))))
+        except MediaStreamError:
+            return
+
+
+# The stages of glass-to-glass one frame went through, in order, as (name, from, to) on the
+# receiver's clock (the same CLOCK_MONOTONIC the painter stamps): their sum is the latency.
+STAGES = (
+    ("drawn_to_first_packet", "drawn", "first_packet"),     # the sender's whole share, and loopback
+    ("first_to_last_packet", "first_packet", "last_packet"),  # the frame's packets spread (pacing)
+    ("last_packet_to_jitter_out", "last_packet", "jitter_out"),
+    ("jitter_out_to_decode_start", "jitter_out", "decode_start"),   # to aiortc's decoder thread
+    ("decode", "decode_start", "decode_end"),                 # PyAV (libavcodec) decoding
+    ("decode_end_to_consumer", "decode_end", "decoded"),      # back to the event loop, track.recv()
+)
+
+
+def breakdown(samples: list[Sample], packets=None, frames_out=None, decodes=None) -> list[dict]:
+    """Per decoded frame with a readable timecode: the instant of each stage (see STAGES),
+    joined by RTP timestamp. aiortc hands its decoder (and the decoded frame's pts) the RTP
+    timestamp less the first frame's (its TimestampMapper), so packets and frames out of the
+    jitter buffer are mapped the same way, from the first frame out. A frame whose timestamp
+    is missing from a record is left out (one that came in twice keeps its first record)."""
+    packets = PACKETS if packets is None else packets
+    frames_out = FRAMES_OUT if frames_out is None else frames_out
+    decodes = DECODES if decodes is None else decodes
+    if not frames_out:
+        return []
+    origin = frames_out[0][1]
+    out_at: dict[int, float] = {}
+    for t, raw in frames_out:
+        out_at.setdefault((raw - origin) % 2**32, t)
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for t, _, raw in packets:
+        ts = (raw - origin) % 2**32
+        if ts in out_at and t > out_at[ts]:
+            continue   # a copy or retransmission of a packet the frame had already
+        first.setdefault(ts, t)
+        last[ts] = t
+    dec: dict[int, tuple[float, float]] = {}
+    for t0, t1, ts in decodes:
+        dec.setdefault(ts, (t0, t1))
+    rows = []
+    for s in samples:
+        ts = s.rtp_timestamp
+        if s.drawn is None or ts is None or ts not in first or ts not in out_at or ts not in dec:
+            continue
+        at = {"drawn": s.drawn, "first_packet": first[ts], "last_packet": last[ts], "jitter_out": out_at[ts],
+              "decode_start": dec[ts][0], "decode_end": dec[ts][1], "decoded": s.decoded}
+        row = {name: (at[b] - at[a]) * 1000 for name, a, b in STAGES}
+        row["glass_to_glass"] = (s.decoded - s.drawn) * 1000
+        if s.read is not None:
+            row["timecode_read"] = (s.read - s.decoded) * 1000   # after the latency was taken: not in it
+        rows.append(row)
+    return rows

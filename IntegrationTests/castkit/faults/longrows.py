@@ -1,0 +1,46 @@
+"""The integration tests marked `long` (IntegrationTests/pytest.ini), as one row of the full
+fault set.
+
+CI runs the quick row of each capability; a capability's long pytest rows (a real systemd user
+manager, §11's give-up after three re-offers on a cut path, a static Mutter screen watched for
+a minute, Chromium forced to VP8) are skipped there and run here instead, in a child pytest on
+the host (each brings its own stack, screens and namespaces, all on loopback) with
+CASTD_LONG=1. The row passes when pytest passes and ran at least one test; the per-test results
+are in its log.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+import time
+
+from castkit.paths import IT, REPO
+from castkit.faults.world import Result, World, check
+
+NAME = "long integration rows (pytest -m long)"
+
+
+async def long_rows(w: World) -> Result:
+    r = Result(NAME, "every test marked long passes (at least one ran)", "")
+    out = w.out / "long-rows"
+    out.mkdir(parents=True, exist_ok=True)
+    t = time.monotonic()
+    p = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(IT / "pytest.ini"),
+        "-m", "long", str(IT), cwd=str(REPO), env=dict(os.environ, CASTD_LONG="1"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    text, _ = await asyncio.wait_for(p.communicate(), 1800)
+    log = text.decode(errors="replace")
+    (out / "pytest.log").write_text(log)
+    m = re.search(r"(\d+) passed", log)
+    passed = int(m[1]) if m else 0
+    tail = next((l for l in reversed(log.splitlines()) if " passed" in l or " failed" in l or "error" in l), "")
+    return check(r, p.returncode == 0 and passed > 0, tail.strip("= ") or f"pytest exited {p.returncode}",
+                 seconds=round(time.monotonic() - t, 1), tests_passed=passed)
+
+
+def rows() -> list[tuple]:
+    """The row in Scripts/faults' SCENARIOS shape (full set only)."""
+    return [(NAME, False, long_rows, (), {})]
