@@ -263,8 +263,11 @@ extension CongestionScenarioTests {
         for (i, step) in schedule.enumerated() where i > 0 && step.bitsPerSecond < schedule[i - 1].bitsPerSecond {
             let next = i + 1 < schedule.count ? schedule[i + 1].at : end
             let frames = sim.frameDelays(from: seconds(step.at), to: seconds(next))
-            let lastSlow = frames.lastIndex { $0.delay >= bound }
-            let drained = lastSlow.map { $0 + 1 < frames.count ? frames[$0 + 1].captured : nil } ?? frames.first?.captured
+            // The frame after the last slow one (the first frame if none was slow; none if the last one was).
+            let drained: Instant? = switch frames.lastIndex(where: { $0.delay >= bound }) {
+            case nil: frames.first?.captured
+            case let i?: i + 1 < frames.count ? frames[i + 1].captured : nil
+            }
             let arrivals = frames.map { $0.captured + $0.delay }.sorted()
             result.append(Fall(at: step.at, to: step.bitsPerSecond,
                                drainedAfter: drained.map { Double(($0 - seconds(step.at)).totalNanoseconds) / 1e9 },

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import statistics
 import time
 from pathlib import Path
 
 from castkit.faults.bottleneck import _tbf
-from castkit.faults.world import TOKEN_STACK, Result, World, casting, check
+from castkit.faults.world import TOKEN_STACK, Result, World, casting, check, process_sample
 
 CYCLE_KBIT = (8000, 4000, 2000, 1500, 3000)
 SEGMENT_S = 120
@@ -27,23 +26,6 @@ WINDOW_S = 600                # the first and the last ten minutes
 WARM_UP_S = 300               # memory and descriptors are judged after this
 SAMPLE_S = 10
 MAX_GAP_S = 1.0
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _sample(pid: int) -> tuple[int, int, float]:
-    """(resident KiB, open descriptors, CPU seconds) of a process now."""
-    rss = int(re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{pid}/status").read_text()).group(1))
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / TICKS          # utime + stime
-    return rss, len(os.listdir(f"/proc/{pid}/fd")), cpu
-
-
-def _frames_sent(lines: list[str], times: list[float], t0: float, t1: float) -> tuple[float, int] | None:
-    """castd's own frames_sent counter between its first and last stats line in [t0, t1]:
-    (seconds between them, frames)."""
-    got = [(t, int(m.group(1))) for t, l in zip(times, lines)
-           if t0 <= t <= t1 and (m := re.search(r"event=stats .*\bframes_sent=(\d+)", l))]
-    return (got[-1][0] - got[0][0], got[-1][1] - got[0][1]) if len(got) >= 2 else None
 
 
 def _per_hour(points: list[tuple[float, float]]) -> float:
@@ -85,7 +67,7 @@ async def meeting(w: World) -> Result:
                     for key, at in (("start", 0), ("first_end", window), ("last_start", total_s - window)):
                         if key not in snaps and el >= at:
                             snaps[key] = (now, (await c.report())["stats"] or {})
-                    samples.append((round(el, 1), *_sample(pid)))
+                    samples.append((round(el, 1), *process_sample(pid)))
                     await asyncio.sleep(SAMPLE_S)
                 t_end = time.monotonic()
                 rep = await c.report()
@@ -105,7 +87,7 @@ async def meeting(w: World) -> Result:
 
     def cpu_per_frame(t_a: float, t_b: float) -> float | None:
         cpu = [s for s in samples if t_a - t0 <= s[0] <= t_b - t0]
-        sent = _frames_sent(lines, times, t_a, t_b)
+        sent = c.frames_sent(t_a, t_b)
         return round((cpu[-1][3] - cpu[0][3]) / sent[1] * 1000, 3) if len(cpu) >= 2 and sent and sent[1] else None
 
     frames = rep["frames"]

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import statistics
 import time
-from pathlib import Path
 
-from castkit.faults.world import LOSSY, Result, World, casting, check, frame_figures
+from castkit.faults.world import LOSSY, Result, World, casting, check, frame_figures, process_sample
 
 
 async def soak(w: World) -> Result:
@@ -23,8 +20,8 @@ async def soak(w: World) -> Result:
         samples = []
         t0 = time.monotonic()
         while time.monotonic() - t0 < minutes * 60 and c.daemon.proc.returncode is None:
-            rss = int(re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{pid}/status").read_text()).group(1))
-            samples.append((round(time.monotonic() - t0, 1), rss, len(os.listdir(f"/proc/{pid}/fd"))))
+            rss, fds, _ = process_sample(pid)
+            samples.append((round(time.monotonic() - t0, 1), rss, fds))
             await asyncio.sleep(10)
         (c.dir / "samples.json").write_text(json.dumps(samples))
         warm = [x for x in samples if x[0] >= min(120, minutes * 60 * 0.2)]

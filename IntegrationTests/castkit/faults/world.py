@@ -24,6 +24,13 @@ from castkit import rxproc
 from castkit.paths import DEVSTACK
 
 
+def process_sample(pid: int) -> tuple[int, int, float]:
+    """(resident KiB, open descriptors, CPU seconds: user + system) of a running process, from /proc."""
+    rss = int(re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{pid}/status").read_text()).group(1))
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return rss, len(os.listdir(f"/proc/{pid}/fd")), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 C_VETH, R_VETH = "10.78.9.1", "10.78.9.2"
 C_TUN, R_TUN = "10.77.0.1", "10.77.0.2"
 VICTIM = "10.77.0.9"          # inside the TUN subnet, held by nobody: the "victim" of hostile candidates
@@ -214,12 +221,18 @@ class Cast:
             await asyncio.sleep(0.1)
         return None
 
-    def sent_fps(self, t0: float, t1: float) -> float | None:
-        """Frames castd sent per second between its first and last stats line in [t0, t1]."""
+    def frames_sent(self, t0: float, t1: float) -> tuple[float, int] | None:
+        """castd's own frames_sent counter between its first and last stats line in [t0, t1]:
+        (seconds between those lines, frames sent), or None with fewer than two lines."""
         d = self.daemon
         got = [(t, int(m.group(1))) for t, l in zip(d.stderr_times, d.stderr_lines)
                if t0 <= t <= t1 and (m := re.search(r"event=stats .*\bframes_sent=(\d+)", l))]
-        return round((got[-1][1] - got[0][1]) / (got[-1][0] - got[0][0]), 1) if len(got) >= 2 else None
+        return (got[-1][0] - got[0][0], got[-1][1] - got[0][1]) if len(got) >= 2 else None
+
+    def sent_fps(self, t0: float, t1: float) -> float | None:
+        """Frames castd sent per second between its first and last stats line in [t0, t1]."""
+        sent = self.frames_sent(t0, t1)
+        return round(sent[1] / sent[0], 1) if sent else None
 
     def stats_lines(self) -> list[dict]:
         out = []

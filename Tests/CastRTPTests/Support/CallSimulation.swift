@@ -150,12 +150,13 @@ extension CallSimulation {
     /// so a frame's capture time is its RTP timestamp's distance from the first one's.
     func frameDelays(from: Instant, to: Instant) -> [(captured: Instant, delay: Duration)] {
         guard let first = receiver.firstTimestamp else { return [] }
-        return receiver.frameLastArrival.map { ts, at in
-            (Instant(nanoseconds: Int64(ts &- first) * 1_000_000_000 / 90_000), at)
-        }
-        .filter { $0.0 >= from && $0.0 < to }
-        .sorted { $0.0 < $1.0 }
-        .map { (captured: $0.0, delay: $0.1 - $0.0) }
+        return receiver.frameLastArrival
+            .map { ts, at in
+                let captured = Instant(nanoseconds: Int64(ts &- first) * 1_000_000_000 / 90_000)
+                return (captured: captured, delay: at - captured)
+            }
+            .filter { $0.captured >= from && $0.captured < to }
+            .sorted { $0.captured < $1.captured }
     }
 }
 
