@@ -8,12 +8,13 @@ from castkit.xscreen import XScreen, bar_colours, bars_match
 
 
 @contextlib.asynccontextmanager
-async def xvfb_cast(stack, tmp_path, width: int, height: int, **kwargs):
+async def xvfb_cast(stack, tmp_path, width: int, height: int, *daemon_args: str, **kwargs):
     """An Xvfb screen of that size and castd casting it to an aiortc answerer (castd_proc.answered_cast,
-    `kwargs` passed on). Yields (answerer, daemon); stops everything after."""
+    `daemon_args` and `kwargs` passed on). Yields (answerer, daemon); stops everything after."""
     screen = await XScreen(width, height).start()
     try:
-        async with answered_cast(stack, tmp_path, castd_env(stack, tmp_path, DISPLAY=screen.display), **kwargs) as cast:
+        async with answered_cast(stack, tmp_path, castd_env(stack, tmp_path, DISPLAY=screen.display), *daemon_args,
+                                 **kwargs) as cast:
             yield cast
     finally:
         screen.stop()
