@@ -22,9 +22,10 @@ import CastCore
         // VA-API writes Constrained Baseline only: --encoder vaapi offers it alone.
         #expect(C.profiles(.high, encoder: .vaapi, vaapiUsable: true) == [.constrainedBaseline])
         #expect(C.profiles(.auto, encoder: .vaapi, vaapiUsable: true) == [.constrainedBaseline])
-        // auto: High first when x264 encodes (measured better: docs/quality.md).
-        #expect(C.autoPrefersHigh)
-        let x264First: [H264ProfileLevel] = [.high, .constrainedBaseline]
+        // auto: Constrained Baseline first, High after it (High not measured better in every
+        // cell: docs/quality.md).
+        #expect(!C.autoPrefersHigh)
+        let x264First: [H264ProfileLevel] = [.constrainedBaseline, .high]
         #expect(C.profiles(.auto, encoder: .x264, vaapiUsable: true) == x264First)
         #expect(C.profiles(.auto, encoder: .auto, vaapiUsable: false) == x264First)
         #expect(C.profiles(.auto, encoder: .auto, vaapiUsable: true) == [.constrainedBaseline, .high])

@@ -100,7 +100,7 @@ public enum ConfigKey: String, CaseIterable, Sendable, Comparable {
         case .source: "What to cast: monitor (a whole screen) or window (one window, see `window`)."
         case .window: "The window to cast when source is window: its title (or part of it) or its id."
         case .encoder: "H.264 encoder: auto (VA-API, falling back to x264), vaapi or x264."
-        case .h264Profile: "H.264 profile castd asks for first: auto (High when x264 encodes, as measured sharper for fewer bits; Constrained Baseline first when VA-API encodes), high, or baseline (Constrained Baseline only). A receiver that cannot decode High gets Constrained Baseline either way."
+        case .h264Profile: "H.264 profile castd asks for first: auto (Constrained Baseline first, High after it: High was sharper for fewer bits but slower at the 95th percentile on scrolling text), high, or baseline (Constrained Baseline only). A receiver that cannot decode High gets Constrained Baseline either way."
         case .audio: "Desktop audio: auto (sent when PipeWire has a sink to capture and the receiver takes audio) or off."
         case .cursor: "Draw the mouse pointer into the picture (true or false)."
         case .notify: "Desktop notifications when a cast starts and ends (true or false)."

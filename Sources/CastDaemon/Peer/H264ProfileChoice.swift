@@ -6,8 +6,9 @@ import CastCore
 enum H264ProfileChoice {
     /// Whether `auto` offers High first: set from `Scripts/bench --quality`, castd Baseline
     /// against castd High on the same content (docs/quality.md, "High against Constrained Baseline"):
-    /// High gave the same frame rate and latency, equal or higher SSIM and PSNR-Y, in fewer bits.
-    static let autoPrefersHigh = true
+    /// High was as sharp or sharper in fewer bits, but its glass-to-glass p95 on scrolling text
+    /// was higher in every pair measured, so `auto` keeps Constrained Baseline first.
+    static let autoPrefersHigh = false
 
     /// - `baseline`: Constrained Baseline alone (today's offer).
     /// - `high`: High, then Constrained Baseline for receivers without High.
