@@ -92,3 +92,43 @@ async def test_a_viewer_refresh_gets_a_fresh_offer_and_the_cast_resumes(request,
         rc, _ = await daemon.wait(timeout=5)
         assert rc == 0
 
+
+
+# The H.264 profile-level-ids a Chromium page can receive (RTCRtpReceiver.getCapabilities).
+RECEIVE_H264 = ("[...new Set(RTCRtpReceiver.getCapabilities('video').codecs.filter(c => c.mimeType === 'video/H264')"
+                ".map(c => (c.sdpFmtpLine.match(/profile-level-id=([0-9a-f]+)/i) || [])[1]))]")
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("profile", ["high", "baseline"])
+async def test_chromium_gets_the_first_h264_profile_of_castds_offer_it_decodes(request, tmp_path, profile):
+    """--h264-profile high offers High (640c1f) before Constrained Baseline: a Chromium that
+    receives High takes it (its getStats names 640c1f, castd's encoder says profile=high); one
+    that does not (Debian's Chromium 156 lists 42001f, 42e01f, 4d001f and f4001f only) takes
+    Constrained Baseline, the offer's second H.264. baseline offers 42e01f alone. Either way
+    the picture is right."""
+    if not confined():
+        rerun_confined(request, tmp_path, timeout=220)
+        return
+    stack = request.getfixturevalue("stack")
+    size = (1280, 720)
+    async with chromium_cast(stack, tmp_path, size=size, castd_args=("--h264-profile", profile)) as (viewer, daemon):
+        receives = await viewer.page.evaluate(RECEIVE_H264)
+        first = await viewer.wait_frames(10, timeout=40)
+        later = await viewer.wait_frames(first["framesDecoded"] + 30, timeout=20)
+        samples = []
+        for i, want in enumerate(BARS):
+            x = int((i + 0.5) * size[0] / 7) - 8
+            samples.append((await viewer.sample(x, int(size[1] * 0.3), 16, 16), want))
+        daemon.signal()
+        rc, _ = await daemon.wait(timeout=5)
+    takes_high = profile == "high" and any(p.lower().startswith("640c") for p in receives)
+    plid, made = ("640c1f", "high") if takes_high else ("42e01f", "baseline")
+    assert "H264" in (later.get("codec") or "")
+    assert f"profile-level-id={plid}" in (later.get("sdpFmtpLine") or ""), (receives, later)
+    assert any("event=video_codec" in l and f"profile={made}" in l for l in daemon.stderr_lines), \
+        (receives, [l for l in daemon.stderr_lines if "video_codec" in l])
+    assert later["framesDecoded"] >= first["framesDecoded"] + 30
+    for got, want in samples:
+        assert max(abs(got[k] - w) for k, w in zip("rgb", want)) <= 16, (got, want)
+    assert rc == 0

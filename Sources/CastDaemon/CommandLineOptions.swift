@@ -65,11 +65,14 @@ public struct PairOptions: Equatable, Sendable {
 public struct SessionOptions: Equatable, Sendable {
     public enum Capture: String, Equatable, Sendable, CaseIterable { case auto, x11, portal, mutter }
     public enum Encoder: String, Equatable, Sendable, CaseIterable { case auto, vaapi, x264 }
+    /// `--h264-profile`: which H.264 profile castd offers first (`H264ProfileChoice`).
+    public enum H264Profile: String, Equatable, Sendable, CaseIterable { case auto, high, baseline }
     /// auto: desktop audio when PipeWire has a sink to capture (issue 18); off: video only.
     public enum Audio: String, Equatable, Sendable, CaseIterable { case auto, off }
     public var sessionId: String
     public var capture: Capture = .auto
     public var encoder: Encoder = .auto
+    public var h264Profile: H264Profile = .auto
     public var display: String? = nil
     public var output: String? = nil
     /// What is shared (issue 31): a monitor (the screen, or `--output`) or one window (`--window`
@@ -268,6 +271,7 @@ public enum CommandLineParser {
                 case "--session": sessionId = try value(a, &rest)
                 case "--capture": o.capture = try choice(a, &rest)
                 case "--encoder": o.encoder = try choice(a, &rest)
+                case "--h264-profile": o.h264Profile = try choice(a, &rest)
                 case "--audio": o.audio = try choice(a, &rest)
                 case "--display": o.display = try value(a, &rest)
                 case "--output": o.output = try value(a, &rest)

@@ -35,6 +35,10 @@ public final class VAAPIEncoder: VideoEncoder {
     /// Opens the first render node the probe found usable. `allowMain`: the
     /// receiver was offered Main (else only Constrained Baseline is used).
     public convenience init(config: EncoderConfig, probe: VAAPIProbe = .run(), allowMain: Bool = false) throws {
+        // `config.h264Profile` is not read: this path writes Constrained Baseline (or Main)
+        // headers only. Under a negotiated High payload type that stream is still valid (every
+        // High decoder decodes Constrained Baseline), and castd offers High first only when
+        // x264 will encode (docs/encoding.md).
         guard let node = probe.usable else {
             throw CastError(.encoderUnavailable, probe.unavailableReason ?? probe.summary)
         }

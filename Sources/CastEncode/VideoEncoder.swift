@@ -14,17 +14,20 @@ public struct EncoderConfig: Equatable, Sendable {
     public var frameRate: Int
     /// Target bitrate in bits per second (spec §7: ≈ 4 Mbps at 1080p, 2.5 Mbps at 720p).
     public var bitrate: Int
+    /// The H.264 profile the answer's payload type stands for (spec §7); VP8 ignores it.
+    public var h264Profile: H264ProfileLevel
 
-    public init(size: FrameSize, frameRate: Int, bitrate: Int) {
+    public init(size: FrameSize, frameRate: Int, bitrate: Int, h264Profile: H264ProfileLevel = .constrainedBaseline) {
         self.size = size
         self.frameRate = frameRate
         self.bitrate = bitrate
+        self.h264Profile = h264Profile
     }
 
     /// The config `caps` gives a captured size.
-    public init(caps: CaptureCaps, captured: FrameSize) {
+    public init(caps: CaptureCaps, captured: FrameSize, h264Profile: H264ProfileLevel = .constrainedBaseline) {
         let size = caps.targetSize(for: captured)
-        self.init(size: size, frameRate: caps.maxFrameRate, bitrate: caps.bitrate(for: size))
+        self.init(size: size, frameRate: caps.maxFrameRate, bitrate: caps.bitrate(for: size), h264Profile: h264Profile)
     }
 }
 

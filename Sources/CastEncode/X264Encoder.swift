@@ -6,8 +6,9 @@ import Glibc
 #endif
 
 /// H.264 through libx264, set up for interactive screen streaming to a
-/// browser: Constrained Baseline (what every Chrome decodes, spec §7 prefers
-/// 42e01f), zero latency, CBR with a one-frame VBV buffer, IDR only on demand.
+/// browser: the negotiated profile (`EncoderConfig.h264Profile`: Constrained
+/// Baseline 42e01f, what every receiver decodes, or Constrained High 640c1f, CABAC
+/// and the 8×8 transform), zero latency, CBR with a one-frame VBV buffer, IDR only on demand.
 public final class X264Encoder: VideoEncoder {
     public let kind = EncoderKind.x264
     public let inputFormat = PixelFormat.i420
@@ -87,8 +88,11 @@ public final class X264Encoder: VideoEncoder {
         Self.applyRate(&p, bitrate: config.bitrate, frameRate: config.frameRate, openedFrameRate: config.frameRate)
         p.rc.i_qp_min = Int32(minimumQP)
         // Constrained Baseline: no CABAC, no 8×8 transform, no B-frames, no interlace.
-        guard x264_param_apply_profile(&p, "baseline") == 0 else {
-            throw CastError(.encoder, "x264: the baseline profile rejected these settings")
+        // High keeps the preset's CABAC and 8×8 transform; with no B-frames and progressive
+        // pictures x264 marks it Constrained High (constraint_set4 and 5: 640c).
+        let profile = Self.x264ProfileName(config.h264Profile)
+        guard x264_param_apply_profile(&p, profile) == 0 else {
+            throw CastError(.encoder, "x264: the \(profile) profile rejected these settings")
         }
         // Memory (issue 7): without huge pages x264's worst-case-sized bitstream buffers
         // cost only the pages a frame writes, not 2 MiB each; its picture buffers are
@@ -104,6 +108,28 @@ public final class X264Encoder: VideoEncoder {
     }
 
     deinit { x264_encoder_close(handle) }
+
+    /// Sets constraint_set4 and constraint_set5 in the SPS whose start code begins at `start`
+    /// (H.264 A.2.4.2, Constrained High: progressive pictures only, no B slices, both true
+    /// of castd's stream). x264 writes High's constraint flags as 0 (profile-level-id 6400xx);
+    /// with them the SPS says 640c, what castd offered. The byte after (level_idc) is never 0,
+    /// so no emulation-prevention byte depends on this one.
+    static func markConstrainedHigh(_ bytes: inout [UInt8], at start: Int) {
+        var i = start
+        while i < bytes.count, bytes[i] == 0 { i += 1 }   // the start code's zeros, then its 1
+        let header = i + 1
+        guard header + 2 < bytes.count, bytes[i] == 1, bytes[header] & 0x1f == 7, bytes[header + 1] == 100 else { return }
+        bytes[header + 2] |= 0x0c
+    }
+
+    /// x264's name for a negotiated profile (`x264_param_apply_profile`).
+    static func x264ProfileName(_ p: H264ProfileLevel) -> String {
+        switch p {
+        case .constrainedBaseline: "baseline"
+        case .main: "main"
+        case .high: "high"
+        }
+    }
 
     /// CBR: ABR with the VBV max rate at the target and a buffer of one frame
     /// at that rate, so that no frame can be more than one interval's worth
@@ -164,7 +190,12 @@ public final class X264Encoder: VideoEncoder {
         keyframePending = false
         guard size > 0, let nals, count > 0 else { return nil }
         // x264 lays the NAL payloads out back to back, start codes included (b_annexb).
-        let bytes = Array(UnsafeBufferPointer(start: nals[0].p_payload, count: Int(size)))
+        var bytes = Array(UnsafeBufferPointer(start: nals[0].p_payload, count: Int(size)))
+        if config.h264Profile == .high {
+            for i in 0..<Int(count) where nals[i].i_type == Int32(NAL_SPS.rawValue) {
+                Self.markConstrainedHigh(&bytes, at: nals[0].p_payload.distance(to: nals[i].p_payload))
+            }
+        }
         let capture = ptsByIndex.removeValue(forKey: out.i_pts) ?? pts
         return EncodedAccessUnit(bytes: bytes, isKeyframe: out.b_keyframe != 0, pts: capture)
     }

@@ -87,6 +87,7 @@ import CastCore
         // Every fixed-choice option names its choices in their declared order, as it always did.
         #expect(error(["--capture", "wayland"]) == "--capture takes auto, x11, portal or mutter (got wayland)")
         #expect(error(["--encoder", "nvenc"]) == "--encoder takes auto, vaapi or x264 (got nvenc)")
+        #expect(error(["--h264-profile", "main"]) == "--h264-profile takes auto, high or baseline (got main)")
         #expect(error(["--log-level", "loud"]) == "--log-level takes debug, info, notice, warning or error (got loud)")
         #expect(error(["--window", " "]) == "--window takes a window's title or id (castd doctor lists them)")
         #expect(error(["--source", "monitor", "--window", "0x2a"]) == "--window shares one window; it cannot go with --source monitor")

@@ -49,6 +49,30 @@ import CastMedia
         #expect(slices <= 4)
     }
 
+    /// The negotiated profile (spec §7) is the one in the SPS of a real encode: High gives
+    /// profile_idc 100 with constraint_set4 and 5 (progressive, no B-frames: Constrained High,
+    /// the 640c1f castd offers) and CABAC in the PPS; Constrained Baseline gives 66 and CAVLC.
+    @Test(arguments: [(H264ProfileLevel.high, UInt8(100), UInt8(0x0c), UInt8(1)),
+                      (H264ProfileLevel.constrainedBaseline, UInt8(66), UInt8(0xc0), UInt8(0))])
+    func theSPSCarriesTheNegotiatedProfile(profile: H264ProfileLevel, idc: UInt8, constraints: UInt8, cabac: UInt8) throws {
+        var config = p720
+        config.h264Profile = profile
+        let enc = try X264Encoder(config: config)
+        let img = PlanarImage(format: .i420, size: config.size)
+        let aus = try encodeBusy(enc, frames: 0..<2, busy: BusyFrames(size: config.size), img: img)
+        let nals = AnnexB.nalUnits(aus[0].bytes)
+        let sps = try #require(nals.first { $0[0] & 0x1f == 7 })
+        let pps = try #require(nals.first { $0[0] & 0x1f == 8 })
+        #expect(sps[1] == idc)
+        // constraint_set0..5 are the top six bits; the offer's profile-level-id byte 2 says which.
+        #expect(sps[2] & 0xfc == constraints)
+        #expect(H264ProfileLevel(profileLevelID: String(format: "%02x%02x1f", sps[1], sps[2])) == profile)
+        // PPS: pic_parameter_set_id ue(v) = 0 and seq_parameter_set_id ue(v) = 0 are one bit
+        // each ("1"), then entropy_coding_mode_flag (1: CABAC).
+        #expect(pps[1] >> 6 == 0b11)
+        #expect((pps[1] >> 5) & 1 == cabac)
+    }
+
     /// x264 would put its worst-case bitstream buffers on 2 MiB huge pages (issue 7):
     /// opening an encoder turns transparent huge pages off for the process.
     @Test func openingAnEncoderTurnsTransparentHugePagesOff() throws {

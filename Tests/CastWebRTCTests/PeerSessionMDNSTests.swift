@@ -143,7 +143,7 @@ import Testing
         #expect(s.poll() == nil)
         // The answer's codec first; then ICE asks for the name, and only then the resolver's
         // query for it goes to the group.
-        #expect(outputs.first == .event(.videoCodec(.h264)))
+        #expect(outputs.first == .event(.videoCodec(.h264, h264Profile: .constrainedBaseline)))
         let query = try MDNS.query(for: PeerSessionMDNSTests.name, id: 0, unicastResponse: false)
         let asked = try #require(outputs.firstIndex(of: .event(.needsResolution(hostname: PeerSessionMDNSTests.name))))
         let sent = try #require(outputs.firstIndex { if case .transmit(let t) = $0 { t.bytes == query } else { false } })

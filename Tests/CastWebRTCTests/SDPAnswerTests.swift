@@ -203,3 +203,77 @@ enum ChromeFixture {
         #expect(stereo.audio?.receiverWantsStereo == true)
     }
 }
+
+/// spec §7 with `--h264-profile`: castd offers High (106/107) and Constrained Baseline
+/// (102/103) and VP8; the payload type the answer takes decides the profile the encoder makes.
+@Suite struct H264ProfileAnswerTests {
+    static func offer(_ profiles: [H264ProfileLevel]) -> Offer {
+        var o = SDPFixtures.options(vp8: true)
+        o.h264Profiles = profiles
+        return OfferBuilder.build(o)
+    }
+
+    /// Chromium's answer with its video section rewritten: the H.264 payload types and lines
+    /// castd's fixture answer has, moved to `pt` with `profile`, in the order of `formats`.
+    static func answer(h264 pt: UInt8, profile: String, formats: String) throws -> String {
+        try ChromeFixture.text("chrome-answer-mdns.sdp")
+            .replacingOccurrences(of: "SAVPF 102 103", with: "SAVPF \(formats)")
+            .replacingOccurrences(of: "a=rtpmap:102 ", with: "a=rtpmap:\(pt) ")
+            .replacingOccurrences(of: "a=rtcp-fb:102 ", with: "a=rtcp-fb:\(pt) ")
+            .replacingOccurrences(of: "a=fmtp:102 ", with: "a=fmtp:\(pt) ")
+            .replacingOccurrences(of: "a=rtpmap:103 ", with: "a=rtpmap:\(pt + 1) ")
+            .replacingOccurrences(of: "a=fmtp:103 apt=102", with: "a=fmtp:\(pt + 1) apt=\(pt)")
+            .replacingOccurrences(of: "profile-level-id=42e01f", with: "profile-level-id=\(profile)")
+    }
+
+    @Test func anAnswerWithOnlyConstrainedBaselineGetsBaseline() throws {
+        let a = try AnswerParser.parse(try Self.answer(h264: 102, profile: "42e01f", formats: "102 103"),
+                                       offer: Self.offer([.high, .constrainedBaseline]))
+        #expect(a.video.codec == .h264)
+        #expect(a.video.payloadType == 102)
+        #expect(a.video.rtxPayloadType == 103)
+        #expect(a.video.h264Profile == .constrainedBaseline)
+    }
+
+    @Test func anAnswerTakingHighGetsHigh() throws {
+        let a = try AnswerParser.parse(try Self.answer(h264: 106, profile: "640c1f", formats: "106 107"),
+                                       offer: Self.offer([.high, .constrainedBaseline]))
+        #expect(a.video.payloadType == 106)
+        #expect(a.video.rtxPayloadType == 107)
+        #expect(a.video.profileLevelID == "640c1f")
+        #expect(a.video.h264Profile == .high)
+        // Offered after Baseline, High is still what an answer listing only it gets.
+        let b = try AnswerParser.parse(try Self.answer(h264: 106, profile: "640c1f", formats: "106 107"),
+                                       offer: Self.offer([.constrainedBaseline, .high]))
+        #expect(b.video.h264Profile == .high)
+    }
+
+    /// aiortc answers the H.264 formats it decodes (42001f, 42e01f) in the offer's order, then VP8:
+    /// for High-then-Baseline it takes 102 and VP8 only, so it gets Constrained Baseline.
+    @Test func anAiortcStyleAnswerGetsBaseline() throws {
+        var text = try Self.answer(h264: 102, profile: "42e01f", formats: "102 103 96 97")
+        text = text.replacingOccurrences(of: "a=fmtp:103 apt=102\r\n",
+                                         with: "a=fmtp:103 apt=102\r\na=rtpmap:96 VP8/90000\r\na=rtpmap:97 rtx/90000\r\na=fmtp:97 apt=96\r\n")
+        let a = try AnswerParser.parse(text, offer: Self.offer([.high, .constrainedBaseline]))
+        #expect(a.video.codec == .h264)
+        #expect(a.video.h264Profile == .constrainedBaseline)
+    }
+
+    /// Firefox ESR without H.264 takes VP8 out of the same offer; no H.264 profile is negotiated.
+    @Test func aFirefoxAnswerGetsVP8() throws {
+        let a = try AnswerParser.parse(try ChromeFixture.text("firefox-answer-vp8.sdp"),
+                                       offer: Self.offer([.high, .constrainedBaseline]))
+        #expect(a.video.codec == .vp8)
+        #expect(a.video.h264Profile == nil)
+    }
+
+    @Test func profileLevelIDsNameTheirProfiles() {
+        #expect(H264ProfileLevel(profileLevelID: "42e01f") == .constrainedBaseline)
+        #expect(H264ProfileLevel(profileLevelID: "42C01F") == .constrainedBaseline)
+        #expect(H264ProfileLevel(profileLevelID: "42001f") == nil)   // Baseline, not constrained
+        #expect(H264ProfileLevel(profileLevelID: "640c1f") == .high)
+        #expect(H264ProfileLevel(profileLevelID: "4d001f") == .main)
+        #expect(H264ProfileLevel(profileLevelID: "f4001f") == nil)
+        #expect(H264ProfileLevel(profileLevelID: "640c") == nil)
+    }
+}

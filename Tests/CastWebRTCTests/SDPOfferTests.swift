@@ -86,6 +86,32 @@ enum SDPFixtures {
         ])
     }
 
+    /// spec §7 (`--h264-profile`): High (640c1f) and Constrained Baseline (42e01f), each its
+    /// own payload type with its RTX, in the order asked, then VP8.
+    @Test func highAndBaselineAreOfferedInTheOrderAsked() throws {
+        var o = SDPFixtures.options(vp8: true)
+        o.h264Profiles = [.high, .constrainedBaseline]
+        let offer = OfferBuilder.build(o)
+        let v = offer.description.media[0]
+        #expect(v.formats == ["106", "107", "102", "103", "96", "97"])
+        #expect(v.values("rtpmap") == ["106 H264/90000", "107 rtx/90000", "102 H264/90000", "103 rtx/90000",
+                                       "96 VP8/90000", "97 rtx/90000"])
+        #expect(v.values("fmtp") == [
+            "106 profile-level-id=640c1f;level-asymmetry-allowed=1;packetization-mode=1",
+            "107 apt=106",
+            "102 profile-level-id=42e01f;level-asymmetry-allowed=1;packetization-mode=1",
+            "103 apt=102",
+            "97 apt=96",
+        ])
+        #expect(v.values("rtcp-fb").filter { $0.hasPrefix("106 ") } == ["106 goog-remb", "106 transport-cc", "106 ccm fir", "106 nack", "106 nack pli"])
+        #expect(offer.videoCodecs.map(\.h264Profile) == [.high, .constrainedBaseline, nil])
+        o.h264Profiles = [.constrainedBaseline, .high]
+        #expect(OfferBuilder.build(o).description.media[0].formats == ["102", "103", "106", "107", "96", "97"])
+        // Main, where an encoder can do it, still follows Constrained Baseline.
+        o.encoderCanDoMain = true
+        #expect(OfferBuilder.build(o).description.media[0].formats == ["102", "103", "104", "105", "106", "107", "96", "97"])
+    }
+
     /// spec §7: H.264 first, then VP8 as the fallback, each with its RTX (RFC 4588 apt).
     @Test func vp8IsOfferedAfterH264WithItsOwnRTXAndFeedback() throws {
         #expect(OfferOptions(iceUfrag: "u", icePwd: "p", fingerprint: SDPFixtures.fingerprint, streamID: "s",

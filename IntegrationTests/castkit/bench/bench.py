@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -77,6 +78,8 @@ SENDERS = ("castd", "gstreamer")
 PREFS = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
 FREEZE_S = 0.2
 CASTD: str | None = None   # --castd: another build of castd (before/after comparisons); default this tree's release build
+H264_PROFILE: str | None = None   # --h264-profile: castd's, passed on; the receiver then takes High too
+MAX_KBPS: int | None = None       # --max-bitrate-kbps: castd's max-bitrate-kbps (CASTD_MAX_BITRATE_KBPS)
 
 
 def castd_binary() -> str:
@@ -122,8 +125,10 @@ class SenderProc:
                        asyncio.create_task(_read_lines(p.stderr, self.err))]
 
     async def start(self, pin: str, session_id: str) -> int:
-        env = castd_env(self.stack, self.home, DISPLAY=self.screen.display, **(self.rig.env() if self.rig else {}))
+        env = castd_env(self.stack, self.home, DISPLAY=self.screen.display, **(self.rig.env() if self.rig else {}),
+                        **({"CASTD_MAX_BITRATE_KBPS": str(MAX_KBPS)} if MAX_KBPS else {}))
         audio_flag = [] if self.rig is None else ["--audio", "auto" if self.audio else "off"]
+        profile_flag = ["--h264-profile", H264_PROFILE] if H264_PROFILE else []
         if self.kind == "castd":
             pair = await asyncio.create_subprocess_exec(castd_binary(), "pair", "--pin", pin, "--json", env=env,
                                                         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -132,7 +137,7 @@ class SenderProc:
             await _wait_for(self.out, '"paired"', pair, 30)
             daemon = await asyncio.create_subprocess_exec(castd_binary(), "--session", session_id, "--log-level",
                                                           os.environ.get("CASTD_LOG_LEVEL", "info"),
-                                                          *audio_flag, env=env, stdout=asyncio.subprocess.PIPE,
+                                                          *audio_flag, *profile_flag, env=env, stdout=asyncio.subprocess.PIPE,
                                                           stderr=asyncio.subprocess.PIPE)
             self.procs.append(daemon)
             self._spawn_readers(daemon)
@@ -275,6 +280,9 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "rss_by_mapping_mib": rss_kinds_map, "rss_map_kib": rss_detail,
         "mean_bitrate_bps": int(sum(n for _, n, _ in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
         "decoded_sizes": sizes, "castd_stats": stats, "codecs": answerer.codecs,
+        # castd's `video_codec` line: what its encoder made of the answer (codec=h264 profile=high)
+        "video_codec": next((l.split("event=video_codec", 1)[1].strip() for l in reversed(sender.err)
+                             if "event=video_codec" in l), None),
         "largest_frame_kb": round(largest[0] / 1000, 1), "largest_frame_packets": largest[1],
     }
 
@@ -386,7 +394,8 @@ async def run(args) -> dict:
     stack = devstack_up()
     out = {"command": " ".join(["Scripts/bench"] + sys.argv[1:]), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "config": {"castd": castd_binary(), "rounds": args.rounds, "seconds_per_round": args.seconds, "warmup_s": args.warmup,
-                      "painter_fps": args.painter_fps, "freeze_threshold_ms": FREEZE_S * 1000, "prefs": PREFS},
+                      "painter_fps": args.painter_fps, "freeze_threshold_ms": FREEZE_S * 1000, "prefs": PREFS,
+                      "h264_profile": H264_PROFILE, "max_bitrate_kbps": MAX_KBPS},
            "scenarios": []}
     try:
         for name in args.scenario:
@@ -484,10 +493,16 @@ def main() -> int:
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
     ap.add_argument("--castd", help="the castd binary to run (default: this tree's release build), "
                                      "e.g. another checkout's, to compare before and after a change")
+    ap.add_argument("--h264-profile", choices=("auto", "high", "baseline"),
+                    help="castd's --h264-profile; the receiver then answers H.264 Constrained High (640c1f) too, "
+                         "so castd High against castd Baseline is two runs differing in this option only")
+    ap.add_argument("--max-bitrate-kbps", type=int,
+                    help="castd's max-bitrate-kbps (150-4000): a lower cap on its rate (not a link: the loopback "
+                         "path stays free)")
     ap.add_argument("--out", default=str(REPO / "artifacts" / "bench"), help="directory for bench.json and the plots")
     args = ap.parse_args()
-    global CASTD
-    CASTD = args.castd
+    global CASTD, H264_PROFILE, MAX_KBPS
+    CASTD, H264_PROFILE, MAX_KBPS = args.castd, args.h264_profile, args.max_bitrate_kbps
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.seconds = args.seconds or (8.0 if args.quick else 20.0)
     if args.content and not args.quality:
@@ -496,7 +511,8 @@ def main() -> int:
         args.scenario = (args.scenario or []) + [f"quality-1080p-{c}" for c in (args.content or contents.CONTENTS)]
     args.scenario = args.scenario or DEFAULT_SCENARIOS
     args.sender = tuple(k for k in SENDERS if k in (args.sender or SENDERS))
-    result = asyncio.run(run(args))
+    with receiver.accepting_h264_high() if H264_PROFILE else contextlib.nullcontext():
+        result = asyncio.run(run(args))
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
     (outdir / "bench.json").write_text(json.dumps(result, indent=1, sort_keys=True))

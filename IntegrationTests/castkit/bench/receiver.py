@@ -30,14 +30,17 @@ frame carries its RTP timestamp and when its timecode had been read
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import aiortc.rtcrtpreceiver as rtcrtpreceiver
+import aiortc.codecs as aiortc_codecs
 import aiortc.codecs.h264 as aiortc_h264
 import aiortc.codecs.vpx as aiortc_vpx
+from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.mediastreams import MediaStreamError
 
@@ -69,6 +72,29 @@ def _timed(decode):
 
 aiortc_h264.H264Decoder.decode = _timed(aiortc_h264.H264Decoder.decode)
 aiortc_vpx.Vp8Decoder.decode = _timed(aiortc_vpx.Vp8Decoder.decode)
+
+
+@contextlib.contextmanager
+def accepting_h264_high():
+    """While inside, aiortc answerers in this process take H.264 Constrained High (640c1f) as
+    well as aiortc's own 42001f and 42e01f (the bench's High-against-Baseline rows): aiortc
+    answers the offer's codecs, in the offer's order, that match its list by profile
+    (rtcpeerconnection.is_codec_compatible), and its decoder is libavcodec's, which decodes
+    High. H.264 decoding is exact, so the luma compared is the one any conforming decoder
+    (Chromium's included) makes of the same stream. Aiortc's list is restored on the way out."""
+    video = aiortc_codecs.CODECS["video"]
+    before = list(video)
+    pt = max(c.payloadType for c in video) + 1
+    h264 = next(c for c in video if c.mimeType == "video/H264")
+    video += [RTCRtpCodecParameters(mimeType="video/H264", clockRate=90000, payloadType=pt,
+                                    rtcpFeedback=list(h264.rtcpFeedback),
+                                    parameters=dict(h264.parameters) | {"profile-level-id": "640c1f"}),
+              RTCRtpCodecParameters(mimeType="video/rtx", clockRate=90000, payloadType=pt + 1,
+                                    parameters={"apt": pt})]
+    try:
+        yield
+    finally:
+        video[:] = before
 
 
 class MarkerJitterBuffer(JitterBuffer):

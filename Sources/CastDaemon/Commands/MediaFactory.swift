@@ -12,8 +12,8 @@ public protocol MediaPipeline: MediaPort {
     func setTargetBitrate(_ bitsPerSecond: Int)
     /// How much earlier media the sink still holds (the peer's pacer queue, as time).
     func attach(backlog: @escaping @Sendable () -> Duration)
-    /// The answer chose this video codec (spec §7): encode it from the next frame on.
-    func setCodec(_ codec: VideoCodec)
+    /// The answer chose this video codec (spec §7), for H.264 in this profile: encode it from the next frame on.
+    func setCodec(_ codec: VideoCodec, h264Profile: H264ProfileLevel?)
     /// Who hears that capture cannot start without a person (the portal's dialog waits, nobody is there).
     func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void)
     /// Who hears that the encoder or the capture failed for good in this run (issue 17).

@@ -94,6 +94,10 @@ enum SessionCommand {
         peerOptions.turnServers = turn
         peerOptions.turnTrust = backend.trust
         peerOptions.includeLoopback = TestHooks.iceLoopback(environment)
+        // spec §7: which H.264 profiles to offer, in order (--h264-profile; VA-API writes Constrained Baseline).
+        let vaapiUsable = o.encoder == .auto && o.h264Profile == .auto && H264ProfileChoice.autoPrefersHigh
+            ? VAAPIProbe.run().usable != nil : false
+        peerOptions.h264Profiles = H264ProfileChoice.profiles(o.h264Profile, encoder: o.encoder, vaapiUsable: vaapiUsable)
         // A lowered max-bitrate-kbps bounds the congestion controller too (its probes included).
         if o.caps.maxBitrate < CaptureCaps.default.maxBitrate { peerOptions.maximumVideoBitrate = Int64(o.caps.maxBitrate) }
         // Issue 18: desktop audio when PipeWire has a sink to capture (probed now; captured only
@@ -107,7 +111,7 @@ enum SessionCommand {
         let peer = LivePeerPort(options: peerOptions, certificate: certificate, clock: clock, log: log,
                                 onKeyframeRequest: { media.requestKeyframe() },
                                 onTargetBitrate: { bps in media.setTargetBitrate(bps) },
-                                onVideoCodec: { media.setCodec($0) },
+                                onVideoCodec: { media.setCodec($0, h264Profile: $1) },
                                 onAudioWanted: { audio?.setWanted($0); desktopBox.value?.audioChanged($0) })
         peerBox.value = peer
         media.attach(sink: { au, t in peer.send(accessUnit: au, captureTime: t) })

@@ -7,7 +7,9 @@ public enum ConfigKey: String, CaseIterable, Sendable, Comparable {
     case apiURL = "api-url"
     case supabaseURL = "supabase-url"
     case supabaseKey = "supabase-key"
-    case capture, output, display, source, window, encoder, audio, cursor, notify
+    case capture, output, display, source, window, encoder
+    case h264Profile = "h264-profile"
+    case audio, cursor, notify
     case maxFPS = "max-fps"
     case maxBitrateKbps = "max-bitrate-kbps"
     case maxHeight = "max-height"
@@ -38,6 +40,7 @@ public enum ConfigKey: String, CaseIterable, Sendable, Comparable {
         case .supabaseKey, .output, .display, .window: .text
         case .capture: .choice(SessionOptions.Capture.allCases.map(\.rawValue))
         case .encoder: .choice(SessionOptions.Encoder.allCases.map(\.rawValue))
+        case .h264Profile: .choice(SessionOptions.H264Profile.allCases.map(\.rawValue))
         case .audio: .choice(SessionOptions.Audio.allCases.map(\.rawValue))
         // Implemented by the window/monitor choice (docs/capture-sources.md).
         case .source: .choice(["monitor", "window"])
@@ -60,7 +63,7 @@ public enum ConfigKey: String, CaseIterable, Sendable, Comparable {
         case .apiURL: Self.productionAPIURL
         case .supabaseURL: Self.productionSupabaseURL
         case .supabaseKey, .output, .display, .window: nil
-        case .capture, .encoder, .audio: "auto"
+        case .capture, .encoder, .h264Profile, .audio: "auto"
         case .source: "monitor"
         case .cursor, .notify: "true"
         case .maxFPS: "30"
@@ -97,6 +100,7 @@ public enum ConfigKey: String, CaseIterable, Sendable, Comparable {
         case .source: "What to cast: monitor (a whole screen) or window (one window, see `window`)."
         case .window: "The window to cast when source is window: its title (or part of it) or its id."
         case .encoder: "H.264 encoder: auto (VA-API, falling back to x264), vaapi or x264."
+        case .h264Profile: "H.264 profile castd asks for first: auto (Constrained Baseline first, High after it: High was sharper for fewer bits but slower at the 95th percentile on scrolling text), high, or baseline (Constrained Baseline only). A receiver that cannot decode High gets Constrained Baseline either way."
         case .audio: "Desktop audio: auto (sent when PipeWire has a sink to capture and the receiver takes audio) or off."
         case .cursor: "Draw the mouse pointer into the picture (true or false)."
         case .notify: "Desktop notifications when a cast starts and ends (true or false)."

@@ -7,6 +7,7 @@ extension EffectiveConfig {
     func apply(to o: inout SessionOptions) {
         if let v = self[.capture].flatMap(SessionOptions.Capture.init(rawValue:)) { o.capture = v }
         if let v = self[.encoder].flatMap(SessionOptions.Encoder.init(rawValue:)) { o.encoder = v }
+        if let v = self[.h264Profile].flatMap(SessionOptions.H264Profile.init(rawValue:)) { o.h264Profile = v }
         if let v = self[.audio].flatMap(SessionOptions.Audio.init(rawValue:)) { o.audio = v }
         o.output = self[.output]
         o.display = self[.display]

@@ -159,7 +159,8 @@ public enum DevSend {
                 case .relayFailed(let server, let message):
                     emit(["type": "relayFailed", "server": server, "message": message])
                 case .bandwidthEstimate(let bps): emit(["type": "bandwidth", "bps": bps])
-                case .videoCodec(let c): emit(["type": "videoCodec", "codec": c.rawValue])
+                case .videoCodec(let c, let profile):
+                    emit(["type": "videoCodec", "codec": c.rawValue, "profile": profile?.description ?? ""])
                 case .audioAccepted:
                     emit(["type": "audio", "accepted": true])
                     audio?.setWanted(true)   // capture only once the answer takes audio, as the daemon does

@@ -46,7 +46,9 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
     public func setTargetBitrate(_ bitsPerSecond: Int) { state.targetBitrate.store(max(0, bitsPerSecond), ordering: .relaxed) }
     /// How much media the sink (the peer's pacer) still holds, as time at its pacing rate.
     public func attach(backlog: @escaping @Sendable () -> Duration) { state.setCallbacks { $0.backlog = backlog } }
-    public func setCodec(_ codec: VideoCodec) { state.codec = codec }
+    public func setCodec(_ codec: VideoCodec, h264Profile: H264ProfileLevel?) {
+        state.format = VideoFormat(codec: codec, h264Profile: h264Profile ?? .constrainedBaseline)
+    }
     public func onNeedsUser(_ handler: @escaping @Sendable (String) -> Void) { state.setCallbacks { $0.needsUser = handler } }
     public func onFailure(_ handler: @escaping @Sendable (String) -> Void) { state.setCallbacks { $0.failed = handler } }
     public func onSourceEnded(_ handler: @escaping @Sendable (String) -> Void) { state.setCallbacks { $0.sourceEnded = handler } }

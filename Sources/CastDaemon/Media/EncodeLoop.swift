@@ -23,7 +23,10 @@ struct EncodeLoop: Sendable {
         let log = self.log
         // One chain per codec: a re-offer may land on another codec (spec §7), and the
         // chain is rebuilt for it at the next frame, without restarting anything else.
-        func makeChain(_ codec: VideoCodec) -> EncoderChain? {
+        func makeChain(_ format: VideoFormat) -> EncoderChain? {
+            let codec = format.codec
+            var config = config
+            config.h264Profile = format.h264Profile
             let chain = EncoderChain(codec: codec, preference: preference, config: config, log: log.write)
             do {
                 try faults.failEncoderStart()
@@ -35,7 +38,8 @@ struct EncodeLoop: Sendable {
             }
             return chain
         }
-        guard var chain = makeChain(state.codec) else { return }
+        var encoding = state.format
+        guard var chain = makeChain(encoding) else { return }
         state.withStats { stats in
             stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"
             stats.encoderBitrate = config.bitrate
@@ -54,10 +58,11 @@ struct EncodeLoop: Sendable {
             _ = published.wait(timeout: .now() + .milliseconds(200))
             guard alive.value else { break }
             guard let lease = ring.takeNewest() else { continue }
-            let codec = state.codec
-            if codec != chain.codec {
-                log.write(LogLine(.info, "encoder_codec", [("from", chain.codec.rawValue), ("to", codec.rawValue)]))
-                guard let next = makeChain(codec) else { ring.finishRead(lease); return }
+            let wanted = state.format
+            if wanted != encoding {
+                log.write(LogLine(.info, "encoder_codec", [("from", encoding), ("to", wanted)]))
+                encoding = wanted
+                guard let next = makeChain(wanted) else { ring.finishRead(lease); return }
                 chain = next   // its first picture is a keyframe (EncoderChain.start)
                 rate.chainReplaced()
             }
@@ -95,7 +100,7 @@ struct EncodeLoop: Sendable {
                 let au = try chain.encode(pixels: pixels, frame: frame, pixelsRead: releaseSlot)
                 releaseSlot()
                 // A picture of the codec the peer no longer expects (setCodec came meanwhile) is dropped.
-                guard let au, chain.codec == state.codec else { continue }
+                guard let au, encoding == state.format else { continue }
                 rate.recordOutput(bytes: au.bytes.count, now: clock.now())
                 gate.recordEncode(chain.lastConvertTime + chain.lastEncodeTime)
                 let age = clock.now() - au.pts

@@ -15,8 +15,9 @@ final class PipelineState: @unchecked Sendable {
     let targetBitrate = Atomic<Int>(0)
     /// The frame rate the ladder chose (0: the caps'), written by the encode thread, read by capture.
     let wantedFrameRate = Atomic<Int>(0)
-    /// The negotiated codec (`setCodec`); the encode thread follows it at its next frame.
-    private let wantedCodec = Atomic<UInt8>(0)
+    /// The negotiated codec and H.264 profile (`setCodec`, as `VideoFormat.code`); the encode
+    /// thread follows it at its next frame.
+    private let wantedFormat = Atomic<UInt8>(0)
 
     private let shared = Mutex<(callbacks: Callbacks, stats: CapturePipeline.Statistics)>((Callbacks(), CapturePipeline.Statistics()))
 
@@ -32,9 +33,9 @@ final class PipelineState: @unchecked Sendable {
 
     var isRunning: Bool { running.load(ordering: .relaxed) }
 
-    var codec: VideoCodec {
-        get { wantedCodec.load(ordering: .relaxed) == 1 ? .vp8 : .h264 }
-        set { wantedCodec.store(newValue == .vp8 ? 1 : 0, ordering: .relaxed) }
+    var format: VideoFormat {
+        get { VideoFormat(code: wantedFormat.load(ordering: .relaxed)) }
+        set { wantedFormat.store(newValue.code, ordering: .relaxed) }
     }
 
     func setCallbacks(_ change: (inout Callbacks) -> Void) { shared.withLock { change(&$0.callbacks) } }

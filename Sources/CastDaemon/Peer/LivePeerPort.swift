@@ -18,7 +18,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     private let shared = Mutex(Shared())
     private let onKeyframeRequest: @Sendable () -> Void
     private let onTargetBitrate: @Sendable (Int) -> Void
-    private let onVideoCodec: @Sendable (VideoCodec) -> Void
+    private let onVideoCodec: @Sendable (VideoCodec, H264ProfileLevel?) -> Void
     /// Told when desktop audio becomes wanted or unwanted (`AudioDemand`).
     private let onAudioWanted: @Sendable (Bool) -> Void
 
@@ -34,7 +34,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
     public init(options: PeerRunner.Options, certificate: Certificate, clock: MonotonicClock, log: LogSink,
                 onKeyframeRequest: @escaping @Sendable () -> Void,
                 onTargetBitrate: @escaping @Sendable (Int) -> Void = { _ in },
-                onVideoCodec: @escaping @Sendable (VideoCodec) -> Void = { _ in },
+                onVideoCodec: @escaping @Sendable (VideoCodec, H264ProfileLevel?) -> Void = { _, _ in },
                 onAudioWanted: @escaping @Sendable (Bool) -> Void = { _ in }) {
         self.options = options
         self.certificate = certificate
@@ -143,10 +143,12 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                     if let p = PeerConnectionState(rawValue: s.rawValue) { out.yield(.peerState(negotiationId: nid, p)) }
                 case .keyframeRequested:
                     keyframe()
-                case .videoCodec(let c):
+                case .videoCodec(let c, let profile):
                     // spec §7: the answer decides; the pipeline switches its encoder to match.
-                    log.write(LogLine(.info, "video_codec", [("negotiation", nid), ("codec", c.rawValue)]))
-                    videoCodec(c)
+                    var fields: [(String, CustomStringConvertible)] = [("negotiation", nid), ("codec", c.rawValue)]
+                    if let profile { fields.append(("profile", profile)) }
+                    log.write(LogLine(.info, "video_codec", fields))
+                    videoCodec(c, profile)
                 case .needsResolution(let host):
                     log.write(LogLine(.debug, "mdns_resolving", [("host", AddressRedaction.redact(host))]))
                 case .mdnsResolved(let host, let addresses, let fromCache):

@@ -25,6 +25,8 @@ public final class PeerRunner: @unchecked Sendable {
         /// development trust anchor when one is given).
         public var turnTrust: SSLEngine.Trust = .system
         public var encoderCanDoMain = false
+        /// The H.264 profiles to offer, in order (`--h264-profile`, resolved by `H264ProfileChoice`).
+        public var h264Profiles: [H264ProfileLevel] = [.constrainedBaseline]
         /// The video codecs to offer, in order (spec §7).
         public var videoCodecs: [VideoCodec] = VideoCodec.allCases
         public var iceOverrides: (@Sendable (inout ICEConfig) -> Void)? = nil
@@ -74,6 +76,7 @@ public final class PeerRunner: @unchecked Sendable {
         config.stunServers = options.stunServers
         config.turnServers = options.turnServers
         config.encoderCanDoMain = options.encoderCanDoMain
+        config.h264Profiles = options.h264Profiles
         config.videoCodecs = options.videoCodecs
         config.iceOverrides = options.iceOverrides
         config.testHooks.dropMediaFraction = options.dropMediaFraction

@@ -24,6 +24,8 @@ public final class PeerSession {
         /// (`addRelayStream`).
         public var turnServers: [TURNServer] = []
         public var encoderCanDoMain = false
+        /// The H.264 profiles offered, in order (`OfferOptions.h264Profiles`).
+        public var h264Profiles: [H264ProfileLevel] = [.constrainedBaseline]
         /// The video codecs offered, in order (spec §7: H.264, then VP8); the answer picks one.
         public var videoCodecs: [VideoCodec] = VideoCodec.allCases
         public var mtu = RTPConstants.defaultMTU
@@ -73,8 +75,9 @@ public final class PeerSession {
         /// A TURN allocation failed or was lost: a sentence naming the server (never its credentials).
         case relayFailed(server: String, message: String)
         case bandwidthEstimate(bitsPerSecond: UInt64)
-        /// The answer chose the video codec (spec §7): the encoder must produce it from now on.
-        case videoCodec(VideoCodec)
+        /// The answer chose the video codec (spec §7): the encoder must produce it from now on,
+        /// for H.264 in the profile of the chosen payload type (nil for VP8).
+        case videoCodec(VideoCodec, h264Profile: H264ProfileLevel?)
         /// The receiver accepted the offered audio m-line: `sendAudio` frames now go out.
         case audioAccepted
         /// The receiver rejected the offered audio m-line (a sentence why): video only.
@@ -189,6 +192,7 @@ public final class PeerSession {
                              videoSSRC: video.ssrc, rtxSSRC: video.rtxSSRC ?? 0,
                              sessionID: UInt64.random(in: 1...(UInt64(1) << 62), using: &random))
         o.encoderCanDoMain = configuration.encoderCanDoMain
+        o.h264Profiles = configuration.h264Profiles
         o.videoCodecs = configuration.videoCodecs
         if configuration.audio {
             // RFC 3550 §8.1: an SSRC of its own, distinct from the video's and RTX's.
@@ -290,7 +294,7 @@ public final class PeerSession {
         }
         answer = a
         counters.codec = a.video.codec
-        emit(.videoCodec(a.video.codec))
+        emit(.videoCodec(a.video.codec, h264Profile: a.video.h264Profile))
         if audio != nil { emit(.audioAccepted) }
         else if let why = a.audioRejection { emit(.audioRejected(why)) }
         ice.handle(.remoteCredentials(ufrag: a.iceUfrag, pwd: a.icePwd), now: now)

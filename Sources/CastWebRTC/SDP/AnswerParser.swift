@@ -26,7 +26,11 @@ public struct NegotiatedAnswer: Equatable, Sendable {
         public var codec: VideoCodec
         public var payloadType: UInt8
         public var rtxPayloadType: UInt8?
+        /// The answer's `profile-level-id` for that payload type, as it wrote it.
         public var profileLevelID: String?
+        /// The H.264 profile castd offered under the chosen payload type, which the encoder
+        /// must produce (nil for VP8).
+        public var h264Profile: H264ProfileLevel? = nil
         /// `rtcp-fb` values the answer kept for the chosen payload type ("nack", "nack pli", …).
         public var feedback: [String]
         /// Negotiated one-byte header extension ids by URI.
@@ -204,6 +208,7 @@ public enum AnswerParser {
             return String(p[1])
         }
         return .init(mid: m.mid ?? "0", codec: videoCodec, payloadType: codec.payloadType, rtxPayloadType: rtx,
-                     profileLevelID: profile, feedback: fb, headerExtensions: headerExtensions(of: m, offer: offer))
+                     profileLevelID: profile, h264Profile: codec.h264Profile, feedback: fb,
+                     headerExtensions: headerExtensions(of: m, offer: offer))
     }
 }

@@ -13,8 +13,11 @@ public struct OfferOptions: Sendable {
     public var cname: String
     public var videoSSRC: UInt32
     public var rtxSSRC: UInt32
-    /// Offer H.264 Main (4d001f) as well; only when the encoder can produce it.
+    /// Offer H.264 Main (4d001f) as well, after Constrained Baseline; only when the encoder can produce it.
     public var encoderCanDoMain: Bool = false
+    /// The H.264 profiles to offer, in castd's order of preference (`--h264-profile`):
+    /// Constrained Baseline alone, or High and Constrained Baseline in either order.
+    public var h264Profiles: [H264ProfileLevel] = [.constrainedBaseline]
     /// The video codecs to offer, in castd's order of preference (spec §7: H.264, then VP8).
     public var videoCodecs: [VideoCodec] = VideoCodec.allCases
     /// Optional send-only audio m-line (off by default, spec §7).
@@ -60,6 +63,13 @@ public struct OfferedCodec: Equatable, Sendable {
         default: nil
         }
     }
+
+    /// The H.264 profile this payload type stands for, from its `profile-level-id` (nil for other codecs).
+    public var h264Profile: H264ProfileLevel? {
+        guard videoCodec == .h264 else { return nil }
+        let id = fmtp?.split(separator: ";").first { $0.hasPrefix("profile-level-id=") }?.dropFirst("profile-level-id=".count)
+        return id.flatMap { H264ProfileLevel(profileLevelID: String($0)) }
+    }
 }
 
 /// RTP header extensions castd offers (RFC 8285 one-byte ids).
@@ -79,19 +89,30 @@ public struct Offer: Sendable {
 }
 
 /// Builds castd's offer (spec §7, RFC 8829 §5.2.1): BUNDLE with one send-only
-/// video m-line, H.264 Constrained Baseline first, then VP8 as the fallback
-/// (receivers without H.264: Firefox ESR, open-source Chromium), each with its
-/// RTX; rtcp-mux/rsize, trickle. Only codecs castd can send are listed: no High
-/// profile, no VP9.
+/// video m-line, H.264 (the profiles of `OfferOptions.h264Profiles`, each its own
+/// payload type, in that order), then VP8 as the fallback (receivers without H.264:
+/// Firefox ESR, open-source Chromium), each with its RTX; rtcp-mux/rsize, trickle.
+/// Only codecs castd can send are listed: no VP9.
 public enum OfferBuilder {
-    public static let h264Baseline = OfferedCodec(
-        payloadType: 102, rtxPayloadType: 103, name: "H264", clockRate: 90000, channels: nil,
-        fmtp: "profile-level-id=42e01f;level-asymmetry-allowed=1;packetization-mode=1",
-        feedback: ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"])
-    public static let h264Main = OfferedCodec(
-        payloadType: 104, rtxPayloadType: 105, name: "H264", clockRate: 90000, channels: nil,
-        fmtp: "profile-level-id=4d001f;level-asymmetry-allowed=1;packetization-mode=1",
-        feedback: ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"])
+    public static let h264Baseline = h264(.constrainedBaseline, payloadType: 102)
+    public static let h264Main = h264(.main, payloadType: 104)
+    /// Constrained High (640c1f): x264 with CABAC and the 8×8 transform.
+    public static let h264High = h264(.high, payloadType: 106)
+
+    /// The payload type (and the next one for its RTX) of a profile.
+    static func h264(_ profile: H264ProfileLevel, payloadType: UInt8) -> OfferedCodec {
+        OfferedCodec(payloadType: payloadType, rtxPayloadType: payloadType + 1, name: "H264", clockRate: 90000, channels: nil,
+                     fmtp: "profile-level-id=\(profile.profileLevelID);level-asymmetry-allowed=1;packetization-mode=1",
+                     feedback: ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"])
+    }
+
+    static func h264(_ profile: H264ProfileLevel) -> OfferedCodec {
+        switch profile {
+        case .constrainedBaseline: h264Baseline
+        case .main: h264Main
+        case .high: h264High
+        }
+    }
     /// RFC 7741 §6.1: VP8/90000; max-fs/max-fr are the receiver's to state, not ours.
     public static let vp8 = OfferedCodec(
         payloadType: 96, rtxPayloadType: 97, name: "VP8", clockRate: 90000, channels: nil,
@@ -113,7 +134,12 @@ public enum OfferBuilder {
         var video: [OfferedCodec] = []
         for codec in o.videoCodecs {
             switch codec {
-            case .h264: video += o.encoderCanDoMain ? [h264Baseline, h264Main] : [h264Baseline]
+            case .h264:
+                var profiles = o.h264Profiles.isEmpty ? [.constrainedBaseline] : o.h264Profiles
+                if o.encoderCanDoMain, !profiles.contains(.main) {
+                    profiles.insert(.main, at: (profiles.firstIndex(of: .constrainedBaseline) ?? profiles.count - 1) + 1)
+                }
+                for p in profiles where !video.contains(h264(p)) { video.append(h264(p)) }
             case .vp8: video.append(vp8)
             }
         }
