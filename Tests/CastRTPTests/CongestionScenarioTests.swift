@@ -289,10 +289,12 @@ extension CongestionScenarioTests {
         print("falls (bound 80 ms):\n  " + result.map(\.description).joined(separator: "\n  "))
         #expect(result.count == 8)
         for f in result { #expect(f.longestGap < .milliseconds(1000), "\(f)") }
-        // Not met yet (measured: drained after 1.1–3.3 s; after a fall from the cap a frame
-        // captured 1.5 s later still took ~1 s, its lost packets' retransmissions waiting behind
-        // the queue): the goal stays asserted, as a known issue until the sender meets it.
-        withKnownIssue("the queue drains in 1.1–3.3 s after a sharp fall, not within 1 s") {
+        // Not met yet. Since the sender drains after an over-use (the estimate backs off from the
+        // delivery rate, the pacer paces at the estimate) no frame takes 1 s any more: 70–252 ms
+        // from one second after a fall (was 110–1016), drained after 0.03–4.1 s (was 1.1–3.3);
+        // the rest waits on retransmissions of the packets lost before the over-use was seen.
+        // The goal stays asserted, as a known issue until the sender meets it.
+        withKnownIssue("after a sharp fall frames still take up to 250 ms a second later, not under 80 ms") {
             for f in result {
                 #expect(f.drainedAfter.map { $0 <= 1.0 } == true, "\(f)")
                 #expect(f.worstAfterOneSecond < .milliseconds(80), "\(f)")
