@@ -149,6 +149,9 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     private var queue = QueueingDelay()
     /// Since when the pacer paces at the estimate (see `RateTarget.draining`).
     private var drainingSince: Instant?
+    /// When the last drain ended (or now, while one lasts): losses since were congestion's.
+    public var lastDrainAt: Instant? { drainingSince != nil ? lastProcess : drainEndedAt }
+    private var drainEndedAt: Instant?
     /// The rate at which the last feedback's packets arrived (bits per second).
     private var deliveryRate: Double?
     private var remb: Double?
@@ -327,6 +330,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         } else if let since = drainingSince,
                   (queue.current ?? 0) < Self.drainedQueueDelayMs || now - since >= Self.maximumDrainTime {
             drainingSince = nil
+            drainEndedAt = now
         }
     }
 
