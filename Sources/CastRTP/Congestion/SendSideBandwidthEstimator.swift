@@ -313,12 +313,14 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         updateDraining(now: now)
     }
 
-    /// Draining starts at an over-use or a high-loss reading (the link is slower than what
-    /// was sent, and its queue is full) and ends once the queueing delay is back under
+    /// Draining starts at an over-use or a high-loss reading with a standing queue (the link
+    /// is slower than what was sent, and its queue is full) and ends once the queueing delay is back under
     /// `drainedQueueDelayMs` with no over-use, or after `maximumDrainTime`.
     private mutating func updateDraining(now: Instant) {
         let congested = detector.state == .overusing || lastHighLossAt == now
-        if congested {
+        // Only a standing queue is drained: the small over-uses of a steady link (AIMD finding
+        // its rate again) are left to AIMD, or each would cost frames (the real 2 Mbit/s tbf row).
+        if congested, (queue.current ?? 0) >= Self.standingQueueDelayMs || drainingSince != nil {
             if drainingSince == nil { drainingSince = now }
             // With a standing queue the packets arrive at the link's rate: that, not the
             // acknowledged rate (which lags a fall by seconds), is what the estimate backs off
