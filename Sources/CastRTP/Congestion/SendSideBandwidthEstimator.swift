@@ -127,6 +127,10 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// The queue counts as drained under this much queueing delay (the simulated 1.2 Mbit/s
     /// link's steady queue is ~15 ms; a frame at it takes ~25 ms).
     static let drainedQueueDelayMs = 25.0
+    /// A fall is sharp when packets arrive at under this share of the estimate (after the
+    /// over-use cut, which leaves it at 0.85 × the acknowledged rate): on a steady link they
+    /// arrive above it, and a drain there only cost frames (the real 2 Mbit/s tbf row).
+    static let sharpFallRatio = 0.8
     /// A queue this long is standing: the link was busy through the last feedback's span.
     static let standingQueueDelayMs = 50.0
     /// Draining ends after this at the latest: a queue that does not fall is not ours to drain.
@@ -320,7 +324,8 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         let congested = detector.state == .overusing || lastHighLossAt == now
         // Only a standing queue is drained: the small over-uses of a steady link (AIMD finding
         // its rate again) are left to AIMD, or each would cost frames (the real 2 Mbit/s tbf row).
-        if congested, (queue.current ?? 0) >= Self.standingQueueDelayMs || drainingSince != nil {
+        let sharpFall = deliveryRate.map { $0 < Self.sharpFallRatio * currentRate } ?? false
+        if congested, ((queue.current ?? 0) >= Self.standingQueueDelayMs && sharpFall) || drainingSince != nil {
             if drainingSince == nil { drainingSince = now }
             // With a standing queue the packets arrive at the link's rate: that, not the
             // acknowledged rate (which lags a fall by seconds), is what the estimate backs off
