@@ -289,10 +289,13 @@ extension CongestionScenarioTests {
         print("falls (bound 80 ms):\n  " + result.map(\.description).joined(separator: "\n  "))
         #expect(result.count == 8)
         for f in result { #expect(f.longestGap < .milliseconds(1000), "\(f)") }
-        // Not met yet (measured: drained after 1.1–3.3 s; after a fall from the cap a frame
-        // captured 1.5 s later still took ~1 s, its lost packets' retransmissions waiting behind
-        // the queue): the goal stays asserted, as a known issue until the sender meets it.
-        withKnownIssue("the queue drains in 1.1–3.3 s after a sharp fall, not within 1 s") {
+        // Not met yet. Since the sender drains after an over-use in a sharp fall (the estimate
+        // backs off from the delivery rate, the pacer paces at the estimate) and does not resend
+        // packets too old to matter after one, the falls from the cap drain in 0.83–0.97 s (was
+        // 2.1–2.7) with no frame a second later over 67 ms (was up to 1016); the repeated falls
+        // (from ~2 Mbit/s) and the fall to 0.7 Mbit/s are not sharp enough for a drain and still
+        // have frames at 83–172 ms. The goal stays asserted, as a known issue until it is met.
+        withKnownIssue("after the repeated falls single frames still take 83–172 ms, not under 80") {
             for f in result {
                 #expect(f.drainedAfter.map { $0 <= 1.0 } == true, "\(f)")
                 #expect(f.worstAfterOneSecond < .milliseconds(80), "\(f)")

@@ -24,6 +24,9 @@ import CastCore
 /// estimate is below the rate before it; a probe's measured rate raises the
 /// estimate at once. While application-limited the estimate neither grows
 /// beyond 1.5 × what is acknowledged nor decays for lack of traffic.
+/// After an over-use or a high-loss reading it drains the bottleneck's queue
+/// (`RateTarget.draining`): target and pacing below the delivery rate, the pacer
+/// at the target, until `QueueingDelay` reads the queue empty.
 public struct SendSideBandwidthEstimator: Sendable, SansIO {
     public struct Configuration: Sendable, Equatable {
         public var startBitrate: Int64
@@ -61,6 +64,9 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         public var roundTripTime: Duration?
         /// The latest loss reading (transport-cc or RR), 0…1.
         public var lossFraction: Double
+        /// Set from an over-use or a high-loss reading until the bottleneck's queue has
+        /// drained: the target is then below the delivery rate, and the pacer sends at it, not `pacingFactor` × it.
+        public var draining = false
     }
 
     public enum Input: Sendable {
@@ -114,6 +120,27 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// A missing packet counts as lost once one sent this much later arrived
     /// (max(50 ms, RTT/2); see `reorderWindow`).
     static let minimumReorderWindow = Duration.milliseconds(50)
+    /// Pacing while draining: the estimate itself. At 2.5 × it the pacer let retransmissions
+    /// and a keyframe into a link just found too slow at up to 2.5 × its rate, and its
+    /// 200 ms buffer overflowed again (CongestionScenarioTests, the repeated sharp falls).
+    static let drainPacingFactor = 1.0
+    /// The queue counts as drained under this much queueing delay (the simulated 1.2 Mbit/s
+    /// link's steady queue is ~15 ms; a frame at it takes ~25 ms).
+    static let drainedQueueDelayMs = 25.0
+    /// A fall is sharp when packets arrive at under this share of the estimate (after the
+    /// over-use cut, which leaves it at 0.85 × the acknowledged rate): on a steady link they
+    /// arrive above it, and a drain there only cost frames (the real 2 Mbit/s tbf row).
+    static let sharpFallRatio = 0.8
+    /// A queue this long is standing: the link was busy through the last feedback's span.
+    static let standingQueueDelayMs = 50.0
+    /// Draining ends after this at the latest: a queue that does not fall is not ours to drain.
+    static let maximumDrainTime = Duration.seconds(2)
+    /// While draining, target and pacing are the delivery rate less what empties the queue in
+    /// `drainTime`, between `drainShareRange` of it: the estimate itself lags the fall (0.85 ×
+    /// an acknowledged rate that moves a few per cent a window), and pacing at an estimate still
+    /// 40 % above the link kept its 200 ms buffer full for a second after the over-use.
+    static let drainTimeMs = 400.0
+    static let drainShareRange = 0.5...0.95
 
     public private(set) var configuration: Configuration
     private var detector = DelayBasedDetector()
@@ -123,6 +150,14 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     private var alr = ApplicationLimitDetector()
     private var log = SentPacketLog()
     private var probes = ProbeResultEstimator()
+    private var queue = QueueingDelay()
+    /// Since when the pacer paces at the estimate (see `RateTarget.draining`).
+    private var drainingSince: Instant?
+    /// When the last drain ended (or now, while one lasts): losses since were congestion's.
+    public var lastDrainAt: Instant? { drainingSince != nil ? lastProcess : drainEndedAt }
+    private var drainEndedAt: Instant?
+    /// The rate at which the last feedback's packets arrived (bits per second).
+    private var deliveryRate: Double?
     private var remb: Double?
     private var rtt: Duration?
     /// Whether transport-cc feedback has arrived (then RR loss and NACKs are not the loss signal).
@@ -234,6 +269,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             let sendMs = Double(m.sentAt.nanoseconds) / 1e6
             _ = detector.packet(sendMs: sendMs, arrivalMs: m.arrivalMs, size: m.size)
             acked.acknowledged(bytes: m.size, arrivalMs: m.arrivalMs, applicationLimited: alr.isLimited)
+            queue.arrived(sentAt: m.sentAt, arrivalMs: m.arrivalMs)
             if let id = m.probeCluster,
                let r = probes.acknowledged(cluster: id, sentAt: m.sentAt, size: m.size, arrivalMs: m.arrivalMs) {
                 if r > probeRate ?? 0 {
@@ -241,6 +277,10 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
                     probeIsStartup = startProbeIDs.contains(id)
                 }
             }
+        }
+        if let first = received.first, let last = received.last, last.arrivalMs - first.arrivalMs >= 20 {
+            let bytes = received.dropFirst().reduce(0) { $0 + $1.size }
+            deliveryRate = Double(bytes) * 8_000 / (last.arrivalMs - first.arrivalMs)
         }
         if detector.state == .overusing { lastOveruseAt = now }
         if loss.packets(lost: lost, expected: lost + received.count, target: currentRate,
@@ -273,6 +313,31 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         if detector.state != .overusing || reduceAllowed || aimd.bitrate > 2 * (acked.bitsPerSecond ?? .infinity) {
             aimd.update(detector.state, acked: acked.bitsPerSecond, applicationLimited: alr.isLimited,
                         rtt: rtt ?? .milliseconds(100), bounds: bounds, now: now)
+        }
+        updateDraining(now: now)
+    }
+
+    /// Draining starts at an over-use or a high-loss reading with a standing queue (the link
+    /// is slower than what was sent, and its queue is full) and ends once the queueing delay is back under
+    /// `drainedQueueDelayMs` with no over-use, or after `maximumDrainTime`.
+    private mutating func updateDraining(now: Instant) {
+        let congested = detector.state == .overusing || lastHighLossAt == now
+        // Only a standing queue is drained: the small over-uses of a steady link (AIMD finding
+        // its rate again) are left to AIMD, or each would cost frames (the real 2 Mbit/s tbf row).
+        let sharpFall = deliveryRate.map { $0 < Self.sharpFallRatio * currentRate } ?? false
+        if congested, ((queue.current ?? 0) >= Self.standingQueueDelayMs && sharpFall) || drainingSince != nil {
+            if drainingSince == nil { drainingSince = now }
+            // With a standing queue the packets arrive at the link's rate: that, not the
+            // acknowledged rate (which lags a fall by seconds), is what the estimate backs off
+            // from. Else the estimate stays above the link once the queue is drained, and the
+            // next frames fill it again.
+            if let d = deliveryRate, (queue.current ?? 0) >= Self.standingQueueDelayMs, AimdRateControl.beta * d < aimd.bitrate {
+                aimd.set(max(AimdRateControl.beta * d, bounds.lowerBound), now: now)
+            }
+        } else if let since = drainingSince,
+                  (queue.current ?? 0) < Self.drainedQueueDelayMs || now - since >= Self.maximumDrainTime {
+            drainingSince = nil
+            drainEndedAt = now
         }
     }
 
@@ -308,10 +373,18 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
 
     private func makeTarget() -> RateTarget {
         let rate = currentRate
-        return RateTarget(bitsPerSecond: Int64(rate), pacingBitsPerSecond: Int64(rate * configuration.pacingFactor),
+        let draining = drainingSince != nil
+        var media = rate
+        if draining, let d = deliveryRate {
+            let share = min(max(1 - (queue.current ?? 0) / Self.drainTimeMs, Self.drainShareRange.lowerBound),
+                            Self.drainShareRange.upperBound)
+            media = min(rate, max(share * d, bounds.lowerBound))
+        }
+        let factor = draining ? Self.drainPacingFactor : configuration.pacingFactor
+        return RateTarget(bitsPerSecond: Int64(media), pacingBitsPerSecond: Int64(media * factor),
                           usage: detector.state, applicationLimited: alr.isLimited,
                           acknowledgedBitsPerSecond: acked.bitsPerSecond.map { Int64(min(max($0, 0), 1e12)) },
-                          roundTripTime: rtt, lossFraction: loss.lastLossFraction)
+                          roundTripTime: rtt, lossFraction: loss.lastLossFraction, draining: draining)
     }
 
     private mutating func trackDrops(_ rate: Double, now: Instant) {

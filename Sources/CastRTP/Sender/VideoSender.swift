@@ -228,6 +228,8 @@ public struct VideoSender: Sendable, SansIO {
         public var packetsDroppedByPacer = 0
         /// NACKs not answered because retransmissions had used their share of the target.
         public var nacksIgnoredForBudget = 0
+        /// NACKs not answered because the packet was sent more than `maxQueueDelay` ago.
+        public var nacksPastRepair = 0
         /// Losses confirmed by transport-cc (missing past the reordering window) and late packets.
         public var lossesConfirmed = 0
         public var latePacketsReported = 0
@@ -259,6 +261,7 @@ public struct VideoSender: Sendable, SansIO {
     /// Set when media was dropped: frames are not queued until the next keyframe.
     private var awaitingKeyframe = false
     private var congestionKeyframeRequestedAt: Instant?
+    private var lastKeyframeQueuedAt: Instant?
     /// The last media packet sent belonged to a keyframe (whose rest is not dropped).
     private var sendingKeyframe = false
     /// Probe clusters waiting, and the one being sent.
@@ -371,6 +374,7 @@ public struct VideoSender: Sendable, SansIO {
         if keyframe {
             statistics.keyframesSent += 1
             keyframes.keyframeSent(now: now)
+            lastKeyframeQueuedAt = now
             awaitingKeyframe = false
             congestionKeyframeRequestedAt = nil
             // What waits before a keyframe is not needed by anything after it.
@@ -598,6 +602,7 @@ public struct VideoSender: Sendable, SansIO {
     }
 
     private mutating func handleNACK(_ seq: UInt16, now: Instant) {
+        if isPastRepair(seq, now: now) { return }
         // The budget first: a NACK storm on a congested link must not multiply the load.
         if let p = history.packet(seq), !canSpendOverhead(p.encodedLength + (rtx == nil ? 0 : 2), now: now) {
             statistics.nacksIgnoredForBudget += 1
@@ -670,6 +675,26 @@ extension VideoSender {
         overhead.add(bytes, now: now)
         return true
     }
+
+    /// After a congestion drain (within `pastRepairWindow` of its end), a media packet first
+    /// sent more than `maxQueueDelay` ago is not resent: its frame is older than the pacer
+    /// lets any media get, and the resend would only queue ahead of newer frames on a link
+    /// just found too slow. On the simulated 1.2 Mbit/s link such resends, released by the
+    /// budget a second after the fall, filled the drained queue again (a frame then took
+    /// 1014 ms). The receiver cannot decode past the gap, so a keyframe is asked for (and
+    /// frames are dropped until it comes), as when the pacer drops media. Losses on a link
+    /// that is not congested are repaired however late (LossProtectionTests).
+    private mutating func isPastRepair(_ seq: UInt16, now: Instant) -> Bool {
+        guard let drained = estimator.lastDrainAt, now - drained < Self.pastRepairWindow,
+              let sent = history.sentAt(seq), now - sent > configuration.maxQueueDelay else { return false }
+        statistics.nacksIgnored += 1
+        statistics.nacksPastRepair += 1
+        // A keyframe queued after the packet already starts the picture afresh.
+        if !awaitingKeyframe, lastKeyframeQueuedAt.map({ $0 <= sent }) ?? true { startAwaitingKeyframe(now: now) }
+        return true
+    }
+
+    static let pastRepairWindow = Duration.seconds(2)
 
     /// When the oldest queued media packet passes the time bound.
     private var firstQueuedExpiry: Instant? {
