@@ -16,6 +16,15 @@ from castkit.receiver_pages import Viewer
 from castkit.xscreen import BARS
 
 
+async def sample_bars(viewer: Viewer, size: tuple[int, int]) -> list:
+    """Each colour bar of the pattern sampled (16×16 at 30 % of the height), beside the colour it should be."""
+    samples = []
+    for i, want in enumerate(BARS):
+        x = int((i + 0.5) * size[0] / 7) - 8
+        samples.append((await viewer.sample(x, int(size[1] * 0.3), 16, 16), want))
+    return samples
+
+
 @pytest.mark.timeout(240)
 # mdns-on is what Chrome does by default (CI); mdns-off, its host addresses in the clear, is a long row.
 @pytest.mark.parametrize("hide_mdns", [True, pytest.param(False, marks=pytest.mark.long)], ids=["mdns-on", "mdns-off"])
@@ -38,10 +47,7 @@ async def test_chromium_viewer_decodes_castds_h264_and_shows_the_pattern(request
     async with chromium_cast(stack, tmp_path, hide_mdns=hide_mdns, size=size) as (viewer, daemon):
         first = await viewer.wait_frames(10, timeout=40)
         later = await viewer.wait_frames(first["framesDecoded"] + 30, timeout=20)
-        samples = []
-        for i, want in enumerate(BARS):
-            x = int((i + 0.5) * size[0] / 7) - 8
-            samples.append((await viewer.sample(x, int(size[1] * 0.3), 16, 16), want))
+        samples = await sample_bars(viewer, size)
         members_casting = group_users()
         daemon.signal()
         await viewer.page.wait_for("window.castdViewer.message.includes('disconnected')", timeout=5)
@@ -116,10 +122,7 @@ async def test_chromium_gets_the_first_h264_profile_of_castds_offer_it_decodes(r
         receives = await viewer.page.evaluate(RECEIVE_H264)
         first = await viewer.wait_frames(10, timeout=40)
         later = await viewer.wait_frames(first["framesDecoded"] + 30, timeout=20)
-        samples = []
-        for i, want in enumerate(BARS):
-            x = int((i + 0.5) * size[0] / 7) - 8
-            samples.append((await viewer.sample(x, int(size[1] * 0.3), 16, 16), want))
+        samples = await sample_bars(viewer, size)
         daemon.signal()
         rc, _ = await daemon.wait(timeout=5)
     takes_high = profile == "high" and any(p.lower().startswith("640c") for p in receives)
