@@ -51,7 +51,8 @@ def test_config_json_names_each_values_source(tmp_path):
     assert (k["api-url"]["value"], k["api-url"]["source"]) == ("https://sideview.svry.co", "default")
     assert k["supabase-url"]["value"] == "https://sxhxcjoqxrauycxizing.supabase.co"
     assert k["max-height"]["value"] == "1080" and k["output"]["value"] is None
-    assert len(k) == 15
+    assert (k["h264-profile"]["value"], k["h264-profile"]["source"]) == ("auto", "default")
+    assert len(k) == 16
 
 
 def test_a_bad_line_stops_every_command_with_the_line_and_the_fix(tmp_path):
