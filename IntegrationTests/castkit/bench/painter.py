@@ -140,8 +140,18 @@ class Painter:
         """The content's copies for the time now, then the timecode of that same time (content.render
         makes the same picture from the timecode)."""
         v = timecode.now_us() % timecode.WRAP
-        for c in self.content.plan(v):
+        plan = self.content.plan(v)
+        # Only the copies that changed since the last frame are made, as an application repaints
+        # what changed: a still slide costs the timecode's damage only, so a sender that reads
+        # the damage (castd's still-picture refinement) sees a still screen, and a slide change
+        # damages the whole screen as before. A copy that is made covers its area completely,
+        # so skipping an unchanged one leaves the same pixels as making it again.
+        last = getattr(self, "_last_plan", None)
+        for i, c in enumerate(plan):
+            if last is not None and i < len(last) and last[i] == c:
+                continue
             self.root.copy_area(self.gc, self.pixmaps[c.src], c.sx, c.sy, c.w, c.h, c.dx, c.dy)
+        self._last_plan = plan
         ones, zeros = timecode.rects(v, n)
         self.root.poly_fill_rectangle(self.white, ones)
         self.root.poly_fill_rectangle(self.black, zeros)
