@@ -33,6 +33,15 @@ public enum TestHooks {
     /// rows can measure concealment under loss with FEC on and off. Default (unset): on.
     public static let opusFECVariable = "CASTD_TEST_OPUS_FEC"
 
+    /// `CASTD_TEST_STILL_REFINEMENT=off`: encode without the still-picture refinement
+    /// (`StillRefinement`), so that the quality bench can measure castd with and without it
+    /// in one run. Default (unset): on.
+    public static let stillRefinementVariable = "CASTD_TEST_STILL_REFINEMENT"
+
+    public static func stillRefinement(_ environment: [String: String]) -> Bool {
+        environment[stillRefinementVariable] != "off"
+    }
+
     /// The Opus encoder settings for desktop audio: castd's defaults, FEC off when asked.
     static func opusSettings(_ environment: [String: String]) -> OpusAudioEncoder.Settings {
         var s = OpusAudioEncoder.Settings()

@@ -107,6 +107,7 @@ public final class EncoderChain {
                 }
                 enc.requestKeyframe()  // a new encoder's first picture must be an IDR for the receiver
                 current = enc
+                rateBufferFrames = 1   // a new encoder opens with the one-frame buffer
                 return
             } catch {
                 log(LogLine(.info, "encoder_unavailable", [("kind", row.kind.rawValue), ("reason", "\(error)")]))
@@ -172,6 +173,15 @@ public final class EncoderChain {
     public func setFrameRate(_ fps: Int) throws {
         config.frameRate = fps
         try current?.setFrameRate(fps)
+    }
+
+    /// The current encoder's rate buffer in frames (`VideoEncoder.setRateBuffer`); 1 again
+    /// whenever another row takes over.
+    public private(set) var rateBufferFrames = 1
+
+    public func setRateBuffer(frames: Int) throws {
+        rateBufferFrames = frames
+        try current?.setRateBuffer(frames: frames)
     }
 
     private func image(for format: PixelFormat) -> PlanarImage {

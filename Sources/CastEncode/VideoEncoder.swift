@@ -78,8 +78,16 @@ public protocol VideoEncoder: AnyObject {
     func requestKeyframe()
     func setBitrate(_ bitsPerSecond: Int) throws
     func setFrameRate(_ framesPerSecond: Int) throws
+    /// The rate buffer in frames: 1 (no frame over its interval's share of the bitrate), more
+    /// while a still picture is refined (`StillRefinement`). x264 follows it; VA-API and
+    /// libvpx keep their own buffers (not measured here: the default ignores it).
+    func setRateBuffer(frames: Int) throws
 }
 
 extension VideoEncoder {
     public var codec: VideoCodec { kind.codec }
+}
+
+extension VideoEncoder {
+    public func setRateBuffer(frames: Int) throws {}
 }

@@ -136,12 +136,14 @@ public final class X264Encoder: VideoEncoder {
     /// of bits late on the wire. x264 ties bits-per-frame to the frame rate it
     /// was opened with, so for a different rate the bitrate it is given is
     /// scaled by opened/actual, which gives each real frame interval its share.
-    static func applyRate(_ p: inout x264_param_t, bitrate: Int, frameRate: Int, openedFrameRate: Int) {
+    /// CBR at `bitrate`; the VBV buffer holds `bufferFrames` frames' worth (one, except while
+    /// a still picture is refined: `setRateBuffer(frames:)`).
+    static func applyRate(_ p: inout x264_param_t, bitrate: Int, frameRate: Int, openedFrameRate: Int, bufferFrames: Int = 1) {
         let kbps = max(1, (bitrate * openedFrameRate / frameRate + 500) / 1000)
         p.rc.i_rc_method = X264_RC_ABR
         p.rc.i_bitrate = Int32(kbps)
         p.rc.i_vbv_max_bitrate = Int32(kbps)
-        p.rc.i_vbv_buffer_size = Int32(max(1, kbps / openedFrameRate))
+        p.rc.i_vbv_buffer_size = Int32(max(1, kbps * max(1, bufferFrames) / openedFrameRate))
     }
 
     public func requestKeyframe() { keyframePending = true }
@@ -155,10 +157,24 @@ public final class X264Encoder: VideoEncoder {
         try reconfigure(bitrate: config.bitrate, frameRate: framesPerSecond)
     }
 
+    /// The VBV buffer in frames (1: no frame over its interval's share of the bitrate).
+    public private(set) var rateBufferFrames = 1
+
+    /// While a still picture is refined (`StillRefinement`): a VBV buffer of `frames` frames,
+    /// which lets x264 spend the budget its one-frame buffer leaves unused on a still
+    /// picture; back to 1 for a change.
+    public func setRateBuffer(frames: Int) throws {
+        let frames = max(1, frames)
+        guard frames != rateBufferFrames else { return }
+        rateBufferFrames = frames
+        try reconfigure(bitrate: config.bitrate, frameRate: config.frameRate)
+    }
+
     private func reconfigure(bitrate: Int, frameRate: Int) throws {
         var p = x264_param_t()
         x264_encoder_parameters(handle, &p)
-        Self.applyRate(&p, bitrate: bitrate, frameRate: frameRate, openedFrameRate: openedFrameRate)
+        Self.applyRate(&p, bitrate: bitrate, frameRate: frameRate, openedFrameRate: openedFrameRate,
+                       bufferFrames: rateBufferFrames)
         guard x264_encoder_reconfig(handle, &p) == 0 else {
             throw CastError(.encoder, "x264: x264_encoder_reconfig refused \(bitrate) bps at \(frameRate) fps")
         }

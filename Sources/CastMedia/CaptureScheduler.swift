@@ -4,7 +4,8 @@ import CastCore
 /// (XDamage, a PipeWire buffer), never two frames closer than one frame
 /// interval (a minimum interval, not a grid: a change that comes after a quiet
 /// spell is read at once instead of on the next tick), a refresh of a still
-/// screen once per `refreshInterval` so that receivers never time out, and an
+/// screen once per `refreshInterval` so that receivers never time out (at the frame rate
+/// while the encoder refines a still picture: `Input.refining`, `StillRefinement`), and an
 /// optional probe at the frame rate for changes no notification reports (the
 /// X11 cursor is a sprite XDamage does not see).
 ///
@@ -64,11 +65,16 @@ public struct CaptureScheduler: SansIO, Sendable {
         /// last frame again, so that the next real change is not held back by a look that
         /// produced nothing.
         case nothingChanged
+        /// Whether the encoder is refining a still picture (`StillRefinement.active`): while
+        /// it is, a screen that does not change is read at the frame rate, not once per
+        /// `refreshInterval`, so that each frame can sharpen it.
+        case refining(Bool)
     }
 
     /// Why a capture is due; `onlyIfChanged` is what to ask the source.
     public enum Reason: Equatable, Sendable {
-        case changed, keyframe, refresh, probe
+        /// `refine`: a still screen read again while the encoder refines it (`Input.refining`).
+        case changed, keyframe, refresh, refine, probe
         public var onlyIfChanged: Bool { self == .changed || self == .probe }
     }
 
@@ -98,6 +104,8 @@ public struct CaptureScheduler: SansIO, Sendable {
     private var lastProbe: Instant?
     private var changed = false
     private var keyframe = false
+    /// `Input.refining`: a still screen is read at the frame rate.
+    public private(set) var refining = false
     /// `lastCapture` as the last published frame set it (`.nothingChanged` goes back to it).
     private var frameAnchor: Instant?
     // Phase lock.
@@ -173,6 +181,7 @@ public struct CaptureScheduler: SansIO, Sendable {
             lastProbe = self.now
             credit = .zero
         case .nothingChanged: lastCapture = frameAnchor
+        case .refining(let on): refining = on
         }
     }
 
@@ -217,8 +226,8 @@ public struct CaptureScheduler: SansIO, Sendable {
             defer { pull = .zero }
             return begin(reason, due: due - pull)
         }
-        let refreshAt = max(earliest, lastFrame.map { $0 + refreshInterval } ?? now)
-        if now >= refreshAt { return begin(.refresh, due: now) }
+        let refreshAt = max(earliest, lastFrame.map { $0 + (refining ? minimumInterval : refreshInterval) } ?? now)
+        if now >= refreshAt { return begin(refining ? .refine : .refresh, due: now) }
         guard probes else { return .wait(until: refreshAt) }
         let probeAt = max(earliest, lastProbe.map { $0 + minimumInterval } ?? now)
         if now >= probeAt {

@@ -70,6 +70,36 @@ import SansIOContract
         #expect(step(&s, nil, at: t0 + .milliseconds(901)).wait == t0 + .milliseconds(1800))
     }
 
+    @Test func whileRefiningAStillScreenIsReadAtTheFrameRateThenOncePerRefreshAgain() {
+        var s = started()
+        // The encoder starts refining: the still screen is read one interval after the last frame.
+        let r = step(&s, .refining(true), at: t0 + .milliseconds(5))
+        #expect(r.captures.isEmpty)
+        #expect(r.wait == t0 + interval30)
+        #expect(step(&s, nil, at: t0 + interval30).captures == [.refine])
+        #expect(CaptureScheduler.Reason.refine.onlyIfChanged == false)
+        s.handle(.captured, now: t0 + interval30)
+        #expect(step(&s, nil, at: t0 + interval30 + .milliseconds(1)).wait == t0 + interval30 * 2)
+        // Refining over: the next read is the refresh, 900 ms after the last frame.
+        let after = step(&s, .refining(false), at: t0 + interval30 + .milliseconds(2))
+        #expect(after.captures.isEmpty)
+        #expect(after.wait == t0 + interval30 + .milliseconds(900))
+    }
+
+    @Test func aChangeWhileRefiningIsReadAsAChangeNoLaterThanWithoutRefining() {
+        // The same change 10 ms after a refining read, with and without refining: read at
+        // the same instant (one minimum interval after the last frame), as a change.
+        var refining = started()
+        refining.handle(.refining(true), now: t0)
+        var plain = started()
+        let a = step(&refining, .changed, at: t0 + .milliseconds(10))
+        let b = step(&plain, .changed, at: t0 + .milliseconds(10))
+        #expect(a.captures.isEmpty && b.captures.isEmpty)
+        #expect(a.wait == b.wait)
+        #expect(step(&refining, nil, at: a.wait).captures == [.changed])
+        #expect(step(&plain, nil, at: b.wait).captures == [.changed])
+    }
+
     @Test func aCaptureThatYieldsNothingIsRetriedAnIntervalLaterNotAtOnce() {
         var s = started()
         let t1 = t0 + .milliseconds(100)
@@ -479,5 +509,11 @@ import SansIOContract
                                               inputs: [(.captured, t0)], expected: [.capture(.refresh)],
                                               queuesAcrossInputs: false)
         #expect(still.isEmpty, "\(still)")
+        // Refining a still screen: the read due after the first frame is a refining one.
+        let refine = SansIOContract.violations({ CaptureScheduler(frameRate: 30, now: t0) },
+                                               inputs: [(.captured, t0), (.refining(true), t0 + .milliseconds(40))],
+                                               expected: [.capture(.refresh), .capture(.refine)],
+                                               queuesAcrossInputs: false)
+        #expect(refine.isEmpty, "\(refine)")
     }
 }

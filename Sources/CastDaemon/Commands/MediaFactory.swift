@@ -106,7 +106,12 @@ enum MediaFactory {
         // way, and what the pipeline reports names it (`castd status`, the capture log).
         var resolved = o
         resolved.display = o.display ?? environment["DISPLAY"].flatMap { $0.isEmpty ? nil : $0 }
+        let refineStill = TestHooks.stillRefinement(environment)
+        if !refineStill {
+            log.write(LogLine(.warning, "test_hook_active", [("hook", "\(TestHooks.stillRefinementVariable)=off"),
+                                                            ("note", "for tests only")]))
+        }
         return CapturePipeline(options: resolved, log: log, backend: backend,
-                               portal: portal, mutter: mutter, fault: fault)
+                               portal: portal, mutter: mutter, fault: fault, refineStill: refineStill)
     }
 }

@@ -282,7 +282,7 @@ final class ReadinessNotifier: @unchecked Sendable {
                         ("captured", m?.captured ?? 0), ("encoded", m?.encoded ?? 0), ("ring_dropped", m?.ringDropped ?? 0),
                         ("ring_skipped", m?.ringSkipped ?? 0),
                         ("target_kbps", (m?.targetBitrate ?? 0) / 1000), ("encoder_kbps", (m?.encoderBitrate ?? 0) / 1000),
-                        ("fps_target", m?.frameRate ?? 0), ("congestion_skipped", m?.congestionSkipped ?? 0),
+                        ("fps_target", m?.frameRate ?? 0), ("congestion_skipped", m?.congestionSkipped ?? 0), ("refined", m?.refined ?? 0),
                         ("frames_sent", v.framesSent), ("keyframes_sent", v.keyframesSent), ("kbytes_sent", v.bytesSent / 1024),
                         ("nacks", v.nacksReceived), ("retransmits", v.retransmissionsSent), ("nacks_ignored", v.nacksIgnored),
                         ("copies", v.copiesSent),

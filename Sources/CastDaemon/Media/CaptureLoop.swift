@@ -184,6 +184,9 @@ struct CaptureLoop: Sendable {
             let ladderRate = state.wantedFrameRate.load(ordering: .relaxed)
             let rate = ladderRate > 0 ? min(ladderRate, caps.maxFrameRate) : caps.maxFrameRate
             if rate != scheduler.frameRate { scheduler.handle(.frameRate(rate), now: clock.now()) }
+            // While the encoder refines a still picture, the screen is read at the frame rate.
+            let refining = state.stillRefining.load(ordering: .relaxed)
+            if refining != scheduler.refining { scheduler.handle(.refining(refining), now: clock.now()) }
             faults.stallCaptureIfDue(state, clock: clock)
             // A keyframe request (the peer just connected, or the receiver sent a PLI) reads the
             // screen at the next allowed instant, changed or not: on a still screen the next

@@ -28,14 +28,15 @@ public final class CapturePipeline: MediaPipeline, @unchecked Sendable {
 
     public init(options: SessionOptions, log: LogSink, backend: Backend = .x11,
                 portal: ScreenCastPortal.Options = ScreenCastPortal.Options(),
-                mutter: MutterScreenCast.Options = MutterScreenCast.Options(), fault: MediaFault? = nil) {
+                mutter: MutterScreenCast.Options = MutterScreenCast.Options(), fault: MediaFault? = nil,
+                refineStill: Bool = true) {
         self.options = options
         self.log = log
         self.backend = backend
         let clock = SystemMonotonicClock()
         let faults = FaultInjection(fault: fault, log: log)
         let encoder = EncodeLoop(preference: EncoderPreference(rawValue: options.encoder.rawValue) ?? .auto,
-                                 log: log, clock: clock, state: state, faults: faults)
+                                 log: log, clock: clock, state: state, faults: faults, refineStill: refineStill)
         capture = CaptureLoop(options: options, backend: backend, portalOptions: portal, mutterOptions: mutter,
                               log: log, clock: clock, state: state, faults: faults, encoder: encoder)
     }

@@ -14,6 +14,8 @@ struct EncodeLoop: Sendable {
     let clock: SystemMonotonicClock
     let state: PipelineState
     let faults: FaultInjection
+    /// Whether a still picture is refined (`StillRefinement`; off only by a test hook).
+    let refineStill: Bool
 
     /// Runs until `alive` turns false (the capture generation ends) or the encoder fails,
     /// which it reports through `PipelineState.mediaFailed`.
@@ -49,6 +51,8 @@ struct EncodeLoop: Sendable {
         var rate = RateAdaptation(config: config)
         let backlog = state.callback(\.backlog)
         var gate = BacklogGate()
+        var still = StillRefinement()
+        defer { state.stillRefining.store(false, ordering: .relaxed) }
         let scaler = target == captured ? nil : Scaler(from: captured, to: target)
         let scaled = scaler.map { _ in MemorySlot(capacity: target.width * target.height * 4) }
         if scaler != nil {
@@ -75,8 +79,18 @@ struct EncodeLoop: Sendable {
                 state.withStats { $0.congestionSkipped += 1 }
                 continue
             }
-            if state.keyframeWanted.exchange(false, ordering: .relaxed) { chain.requestKeyframe() }
+            let keyframe = state.keyframeWanted.exchange(false, ordering: .relaxed)
+            if keyframe { chain.requestKeyframe() }
             var frame = lease.frame
+            // A still picture is refined with a longer rate buffer; a large change, a key frame
+            // or a change not known gets the one-frame buffer (StillRefinement).
+            let mode = still.frame(changedShare: refineStill ? StillRefinement.changedShare(frame.damage, size: frame.size) : nil,
+                                   keyframe: keyframe, now: clock.now())
+            if chain.rateBufferFrames != still.bufferFrames(mode) {
+                do { try chain.setRateBuffer(frames: still.bufferFrames(mode)) } catch {
+                    log.write(LogLine(.warning, "rate_buffer_failed", [("frames", still.bufferFrames(mode)), ("error", "\(error)")]))
+                }
+            }
             var pixels = UnsafeRawPointer(lease.slot.bytes)
             if let scaler, let scaled {
                 let t0 = clock.now()
@@ -102,6 +116,9 @@ struct EncodeLoop: Sendable {
                 // A picture of the codec the peer no longer expects (setCodec came meanwhile) is dropped.
                 guard let au, encoding == state.format else { continue }
                 rate.recordOutput(bytes: au.bytes.count, now: clock.now())
+                still.encoded(bytes: au.bytes.count, budgetBytes: chain.config.bitrate / 8 / max(1, chain.config.frameRate),
+                              mode: mode)
+                state.stillRefining.store(still.active, ordering: .relaxed)
                 gate.recordEncode(chain.lastConvertTime + chain.lastEncodeTime)
                 let age = clock.now() - au.pts
                 state.withStats { stats in
@@ -112,6 +129,7 @@ struct EncodeLoop: Sendable {
                     stats.lastFrameAt = clock.now()
                     if stats.firstFrameAt == nil { stats.firstFrameAt = stats.lastFrameAt }
                     if au.isKeyframe { stats.keyframes += 1 }
+                    if mode == .refining { stats.refined += 1 }
                     stats.encoder = chain.current.map { "\($0.kind.rawValue)" } ?? "-"
                 }
                 state.callback(\.sink)?(au.bytes, au.pts)

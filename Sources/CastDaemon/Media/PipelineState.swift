@@ -15,6 +15,9 @@ final class PipelineState: @unchecked Sendable {
     let targetBitrate = Atomic<Int>(0)
     /// The frame rate the ladder chose (0: the caps'), written by the encode thread, read by capture.
     let wantedFrameRate = Atomic<Int>(0)
+    /// Whether the encoder is refining a still picture (`StillRefinement.active`), written by
+    /// the encode thread, read by capture: the screen is then read at the frame rate.
+    let stillRefining = Atomic<Bool>(false)
     /// The negotiated codec and H.264 profile (`setCodec`, as `VideoFormat.code`); the encode
     /// thread follows it at its next frame.
     private let wantedFormat = Atomic<UInt8>(0)

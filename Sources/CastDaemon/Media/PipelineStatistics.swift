@@ -19,6 +19,8 @@ extension CapturePipeline {
         /// Frames not encoded because the peer's pacer still held more than a frame
         /// interval of earlier media (a congested link: encoding them would only queue).
         public var congestionSkipped: UInt64 = 0
+        /// Frames encoded with the refining rate buffer (a still picture sharpened: `StillRefinement`).
+        public var refined: UInt64 = 0
         /// The congestion controller's latest target (0: none yet) and what the ladder made of it.
         public var targetBitrate = 0
         public var encoderBitrate = 0
