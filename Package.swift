@@ -66,15 +66,20 @@ let package = Package(
         // SDP, STUN, ICE, DTLS, SRTP, PeerSession (pure + C).
         // SRTP and SRTCP are castd's own on OpenSSL (issue 19): libsrtp is the tests' oracle only.
         .target(name: "CastWebRTC", dependencies: ["CastCore", "CastRTP", "CastOpenSSL"]),
-        // Supabase Auth/REST/Realtime, WebSocket, iPadCast API (pure + IO).
-        .target(name: "CastSignaling", dependencies: ["CastCore", "CastSystem", "CastOpenSSL"]),
+        // Supabase Auth/Realtime machines, WebSocket, HTTP parsing, the wire types of Supabase and
+        // the iPadCast API, pairing input (pure: no system call).
+        .target(name: "CastSignaling", dependencies: ["CastCore", "CastOpenSSL"]),
         // The session's logic (pure): the session machine, the signaling outbox, the
         // reconnect and watchdog policies, the backend's times on the monotonic clock.
         .target(name: "CastSession", dependencies: ["CastCore", "CastSignaling"]),
+        // The network IO shells, one home for signaling's and WebRTC's: TCP/TLS streams, the HTTP
+        // and WebSocket clients, the Auth/REST/API clients, the Realtime subscription, the
+        // identity on disk; the UDP, TURN-over-TCP/TLS and mDNS sockets and the datagram driver.
+        .target(name: "CastIO", dependencies: ["CastCore", "CastSystem", "CastOpenSSL", "CastWebRTC", "CastSignaling"]),
         // The session controller and the IO shell around everything.
         .target(name: "CastDaemon", dependencies: [
             "CastCore", "CastSystem", "CastMedia", "CastCapture", "CastEncode", "CastRTP",
-            "CastWebRTC", "CastOpenSSL", "CastSignaling", "CastSession", "CastSystemd",
+            "CastWebRTC", "CastOpenSSL", "CastSignaling", "CastSession", "CastSystemd", "CastIO",
         ]),
         // CLI only: parse, configure, run.
         .executableTarget(name: "castd", dependencies: ["CastCore", "CastDaemon"],
@@ -107,7 +112,11 @@ let package = Package(
         .testTarget(name: "CastWebRTCTests", dependencies: ["CastCore", "CastSystem", "CastRTP", "CastOpenSSL", "CastWebRTC", "LibSRTP",
                                                    "AllocationCounter", "BenchSupport", "SansIOContract"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "CastSignalingTests", dependencies: ["CastCore", "CastSystem", "CastOpenSSL", "CastSignaling", "TLSTestSupport", "SansIOContract"]),
+        // Tokens and auth answers made up for the tests of two modules (CastSignaling, CastIO).
+        .target(name: "SignalingTestSupport", dependencies: ["CastSignaling"], path: "Tests/Support/SignalingTestSupport"),
+        .testTarget(name: "CastSignalingTests", dependencies: ["CastCore", "CastSignaling", "SignalingTestSupport", "SansIOContract"]),
+        .testTarget(name: "CastIOTests", dependencies: ["CastCore", "CastSystem", "CastOpenSSL", "CastWebRTC", "CastSignaling", "CastIO",
+                                               "TLSTestSupport", "SignalingTestSupport"]),
         .testTarget(name: "CastSessionTests", dependencies: ["CastCore", "CastSignaling", "CastSession", "SansIOContract"]),
         .testTarget(name: "CastDaemonTests", dependencies: [
             "CastCore", "CastSystem", "CastMedia", "CastCapture", "CastEncode", "CastWebRTC", "CastSignaling",

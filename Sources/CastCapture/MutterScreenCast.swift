@@ -123,15 +123,7 @@ public enum MutterScreenCast {
         while true {
             guard let action = machine.poll() else {
                 // Nothing to call: wait for a signal until the machine's deadline.
-                guard let due = machine.nextDeadline() else { break }
-                if let e = signals.take() { machine.handle(e, now: clock.now()); continue }
-                let now = clock.now()
-                guard now < due else { machine.handleTimeout(now: now); continue }
-                switch bus.process() {
-                case .failed(let reason): machine.handle(.callFailed("the session bus connection failed (\(reason))"), now: clock.now())
-                case .idle: bus.wait(timeout: due - now)
-                case .progressed: break
-                }
+                guard PortalBus.awaitEvent(&machine, bus: bus, clock: clock, take: signals.take, failed: { .callFailed($0) }) else { break }
                 continue
             }
             switch action {

@@ -131,15 +131,7 @@ public enum ScreenCastPortal {
             guard let action = machine.poll() else {
                 // Nothing to call: wait for the Response the machine expects (others it ignores),
                 // until its deadline.
-                guard let due = machine.nextDeadline() else { break }
-                if let r = waiter.take() { machine.handle(r, now: clock.now()); continue }
-                let now = clock.now()
-                guard now < due else { machine.handleTimeout(now: now); continue }
-                switch bus.process() {
-                case .failed(let reason): machine.handle(.callFailed("the session bus connection failed (\(reason))"), now: clock.now())
-                case .progressed: continue
-                case .idle: bus.wait(timeout: due - now)
-                }
+                guard PortalBus.awaitEvent(&machine, bus: bus, clock: clock, take: waiter.take, failed: { .callFailed($0) }) else { break }
                 continue
             }
             switch action {

@@ -24,7 +24,7 @@
 /// them and keeps the same list in `SansIOContract.checked`, and a test scans Sources/ for
 /// conforming types against it. `PeerSession` and `TURNProbe` conform as `DatagramCore` (`.datagram` /
 /// `.socketClosed` in, `.transmit` / `.event` out of one `poll()`), which `DatagramDriver`
-/// (CastDaemon) runs; `PeerSession`'s commands (the answer, candidates, media, `close`) stay named
+/// (CastIO) runs; `PeerSession`'s commands (the answer, candidates, media, `close`) stay named
 /// methods with `now`, drained through the same `poll()`.
 public protocol SansIO {
     associatedtype Input

@@ -1,4 +1,5 @@
 import CastCore
+import Foundation
 import Testing
 import SansIOContract
 @testable import CastSignaling

@@ -1,4 +1,5 @@
 import CastCore
+import SignalingTestSupport
 import Testing
 @testable import CastSignaling
 

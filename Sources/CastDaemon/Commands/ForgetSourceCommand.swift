@@ -1,5 +1,6 @@
 import CastCapture
 import CastCore
+import CastIO
 import CastSignaling
 
 /// `castd --forget-source` (issue 31): deletes the ScreenCast portal's saved restore tokens

@@ -1,5 +1,6 @@
 import CastCapture
 import CastCore
+import CastIO
 import CastSignaling
 
 /// The media side of a cast, as the session controller and the peer see it.

@@ -1,4 +1,5 @@
 import CastCore
+import CastIO
 import CastSignaling
 import FoundationEssentials
 #if canImport(Glibc)
@@ -32,7 +33,7 @@ enum PairCommand {
         catch let e as CastError { var err = StandardStream.err; print("castd: \(e.message)", to: &err); return CLI.ExitCode.usage }
         catch { return r.fail("\(error)", code: "config") }
 
-        let device = SessionPairRequest.clampDeviceName(o.deviceName ?? DeviceName.default())
+        let device = SessionPairRequest.clampDeviceName(o.deviceName ?? DeviceName.ofThisMachine())
         let sessionID: String
         do {
             try await backend.identity.signIn(createIfMissing: true)

@@ -3,9 +3,9 @@ import FoundationEssentials
 
 /// The device name castd sends by default: the machine's pretty hostname
 /// (`PRETTY_HOSTNAME` of /etc/machine-info, as hostnamectl sets it), else the hostname.
+/// Pure: the caller reads both (`DeviceName.ofThisMachine()` in CastIO).
 public enum DeviceName {
-    public static func `default`(machineInfo: String? = try? String(contentsOfFile: "/etc/machine-info", encoding: .utf8),
-                                 hostname: String = ProcessInfo.processInfo.hostName) -> String {
+    public static func `default`(machineInfo: String?, hostname: String) -> String {
         if let text = machineInfo {
             for line in text.split(separator: "\n") where line.hasPrefix("PRETTY_HOSTNAME=") {
                 var v = String(line.dropFirst("PRETTY_HOSTNAME=".count)).trimmingWhitespace()

@@ -62,7 +62,7 @@ public struct PairingURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// 8-4-4-4-12 hexadecimal digits (RFC 9562 §4), either case.
-    static func isUUID(_ s: String) -> Bool {
+    public static func isUUID(_ s: String) -> Bool {
         let u = Array(s.utf8)
         guard u.count == 36 else { return false }
         for (i, ch) in u.enumerated() {

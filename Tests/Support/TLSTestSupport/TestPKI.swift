@@ -3,7 +3,7 @@ import Foundation
 
 /// A throwaway PKI made with the openssl CLI: a CA and a leaf (`leaf.pem`,
 /// `leaf.key` in `dir`) for `subjectAltName`, signed by it. Shared by the TLS
-/// tests of CastOpenSSL and CastSignaling.
+/// tests of CastOpenSSL and CastIO.
 public final class TestPKI {
     public let dir: URL
     public let caPEM: String

@@ -7,7 +7,7 @@ import Glibc
 /// `openssl s_server` on 127.0.0.1 with an ephemeral port, serving `pki`'s leaf
 /// certificate; `arguments` pick what it does (`-rev` reverses lines, `-www`
 /// answers HTTP with a status page, `-naccept N` ends it after N connections).
-/// Shared by the TLS tests of CastOpenSSL and CastSignaling.
+/// Shared by the TLS tests of CastOpenSSL and CastIO.
 public final class TestTLSServer {
     public let pki: TestPKI
     public let port: UInt16

@@ -1,4 +1,5 @@
 import CastCore
+import CastSignaling
 import FoundationEssentials
 
 /// PostgREST on `signaling_messages` and `casting_sessions` (spec §5, §6;

@@ -2,6 +2,7 @@ import CastCore
 import Foundation
 import Synchronization
 import Testing
+@testable import CastIO
 @testable import CastSignaling
 
 /// Integration tests against the local stack (Scripts/devstack). They run

@@ -2,6 +2,7 @@ import CastCore
 import Foundation
 import Glibc
 import Synchronization
+@testable import CastIO
 @testable import CastSignaling
 
 /// A one-connection WebSocket server on 127.0.0.1 for tests: answers the

@@ -1,4 +1,5 @@
 import CastCore
+import CastSignaling
 import FoundationEssentials
 
 /// castd's one anonymous identity per user account (docs/contract.md,

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import CastWebRTC
-@testable import CastDaemon
+@testable import CastIO
 
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,6 @@
 import Testing
 import CastWebRTC
-@testable import CastDaemon
+@testable import CastIO
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import CastCore
 import Testing
+@testable import CastIO
 @testable import CastSignaling
 
 @Suite struct WebSocketClientTests {

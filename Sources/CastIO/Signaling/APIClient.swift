@@ -1,4 +1,5 @@
 import CastCore
+import CastSignaling
 import FoundationEssentials
 
 /// The iPadCast endpoints `/api/public/*` (spec §4, §5, §8, §9 and the

@@ -1,4 +1,5 @@
 import Testing
+@testable import CastIO
 @testable import CastSignaling
 
 /// docs/contract.md, wire C: the Realtime URL, its key percent-encoded by castd's own code (issue 19).

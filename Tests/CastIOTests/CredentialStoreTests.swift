@@ -2,6 +2,7 @@ import CastCore
 import CastSystem
 import Foundation
 import Testing
+@testable import CastIO
 @testable import CastSignaling
 
 @Suite struct CredentialStoreFileTests {

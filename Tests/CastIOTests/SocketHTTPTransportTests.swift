@@ -2,6 +2,7 @@ import CastCore
 import CastOpenSSL
 import Foundation
 import Testing
+@testable import CastIO
 @testable import CastSignaling
 import TLSTestSupport
 

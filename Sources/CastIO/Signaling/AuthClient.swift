@@ -1,4 +1,5 @@
 import CastCore
+import CastSignaling
 import CastSystem
 import FoundationEssentials
 

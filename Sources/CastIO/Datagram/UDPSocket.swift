@@ -121,7 +121,7 @@ public final class UDPSocket: DatagramSocket, @unchecked Sendable {
         }
     }
 
-    static func address(of s: sockaddr_storage) -> SocketAddress? {
+    public static func address(of s: sockaddr_storage) -> SocketAddress? {
         var s = s
         switch Int32(s.ss_family) {
         case AF_INET:

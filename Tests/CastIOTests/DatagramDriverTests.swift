@@ -3,7 +3,7 @@ import Foundation
 import CastCore
 import CastSystem
 import CastWebRTC
-@testable import CastDaemon
+@testable import CastIO
 
 #if canImport(Glibc)
 import Glibc

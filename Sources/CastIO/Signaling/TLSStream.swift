@@ -1,4 +1,5 @@
 import CastCore
+import CastSignaling
 import CastOpenSSL
 import CastSystem
 #if canImport(Glibc)

@@ -1,7 +1,9 @@
 import CastCore
 import Foundation
 import Synchronization
+import SignalingTestSupport
 import Testing
+@testable import CastIO
 @testable import CastSignaling
 
 @Suite struct ClientTests {
