@@ -33,15 +33,13 @@ public final class PipeWireSource: FrameSource {
         public var frameWait: Duration
         /// The largest frame castd asks for (the caps scale it down afterwards).
         public var maxSize: FrameSize
-        /// Offer DMA-BUF (linear) before shared memory.
-        public var dmabuf: Bool
         /// Events of the stream (the buffers PipeWire settled on), called on the PipeWire thread.
         public var log: @Sendable (LogLine) -> Void
 
         public init(remote: PipeWireRemote = .daemon, node: UInt32? = nil, cursor: Bool = true,
                     slotCount: Int = FrameRing<MemorySlot>.defaultSlotCount,
                     negotiationTimeout: Duration = .seconds(5), frameWait: Duration = .milliseconds(50),
-                    maxSize: FrameSize = FrameSize(width: 8192, height: 8192), dmabuf: Bool = true,
+                    maxSize: FrameSize = FrameSize(width: 8192, height: 8192),
                     log: @escaping @Sendable (LogLine) -> Void = { _ in }) {
             self.remote = remote
             self.node = node
@@ -50,7 +48,6 @@ public final class PipeWireSource: FrameSource {
             self.negotiationTimeout = negotiationTimeout
             self.frameWait = frameWait
             self.maxSize = maxSize
-            self.dmabuf = dmabuf
             self.log = log
         }
     }
@@ -218,8 +215,7 @@ final class PipeWireInputStream: @unchecked Sendable {
         defer { params.free() }
         let formats = PipeWireFormats.accepted.map(\.spa)
         let max = options.maxSize
-        let modifierSets = options.dmabuf ? [PipeWireBufferPlan.announcedModifiers, []] : [[]]
-        for modifiers in modifierSets {
+        for modifiers in [PipeWireBufferPlan.announcedModifiers, []] {
             params.add { buf, n in
                 formats.withUnsafeBufferPointer { f in
                     modifiers.withUnsafeBufferPointer { m in
