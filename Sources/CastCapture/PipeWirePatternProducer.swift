@@ -31,9 +31,13 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         public var damage: FrameRect?
         /// Offer only DMA-BUF buffers with this DRM modifier (0: linear); nil: shared memory.
         public var dmabufModifier: UInt64?
+        /// With `dmabufModifier`: the DMA-BUF fds handed out cannot be mapped for reading (as with a
+        /// driver that refuses CPU mappings), and shared memory is offered after DMA-BUF, as a compositor does.
+        public var unmappableDmabuf: Bool
 
         public init(size: FrameSize, format: PixelFormat = .bgrx, fps: Int = 30, nodeName: String = "castd-pattern",
-                    cursor: Bool = false, damage: FrameRect? = nil, dmabufModifier: UInt64? = nil) {
+                    cursor: Bool = false, damage: FrameRect? = nil, dmabufModifier: UInt64? = nil,
+                    unmappableDmabuf: Bool = false) {
             self.size = size
             self.format = format
             self.fps = fps
@@ -41,6 +45,7 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
             self.cursor = cursor
             self.damage = damage
             self.dmabufModifier = dmabufModifier
+            self.unmappableDmabuf = unmappableDmabuf
         }
     }
 
@@ -103,12 +108,15 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         let w = UInt32(size.width), h = UInt32(size.height), fps = UInt32(options.fps)
         let modifiers = options.dmabufModifier.map { [$0] } ?? []
         let mandatory = UInt32(SPA_POD_PROP_FLAG_MANDATORY)
-        for flags in chosen ? [mandatory, mandatory | UInt32(SPA_POD_PROP_FLAG_DONT_FIXATE)] : [mandatory | UInt32(SPA_POD_PROP_FLAG_DONT_FIXATE)] {
+        var variants: [(modifiers: [UInt64], flags: UInt32)] = [(modifiers, mandatory | UInt32(SPA_POD_PROP_FLAG_DONT_FIXATE))]
+        if chosen { variants.insert((modifiers, mandatory), at: 0) }
+        if options.unmappableDmabuf { variants.append(([], 0)) }   // shared memory after DMA-BUF
+        for v in variants {
             list.add { buf, n in
                 withUnsafePointer(to: spa) { f in
-                    modifiers.withUnsafeBufferPointer { m in
+                    v.modifiers.withUnsafeBufferPointer { m in
                         castd_pw_video_format(buf, n, SPA_PARAM_EnumFormat.rawValue, f, 1, w, h, w, h, w, h, fps, fps, fps,
-                                              m.baseAddress, UInt32(m.count), flags)
+                                              m.baseAddress, UInt32(m.count), v.flags)
                     }
                 }
             }
@@ -193,10 +201,17 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
             close(fd)
             return
         }
-        let wanted = d[0].type
-        d[0].type = wanted & UInt32(1 << SPA_DATA_DmaBuf.rawValue) != 0 ? SPA_DATA_DmaBuf.rawValue : SPA_DATA_MemFd.rawValue
+        let dmabuf = d[0].type & UInt32(1 << SPA_DATA_DmaBuf.rawValue) != 0
+        var shared = fd
+        if dmabuf && options.unmappableDmabuf {
+            // The same memory through a write-only descriptor: a consumer's read mapping fails (EACCES).
+            shared = open("/proc/self/fd/\(fd)", O_WRONLY | O_CLOEXEC)
+            close(fd)
+            guard shared >= 0 else { munmap(p, bytes); return }
+        }
+        d[0].type = dmabuf ? SPA_DATA_DmaBuf.rawValue : SPA_DATA_MemFd.rawValue
         d[0].flags = UInt32(SPA_DATA_FLAG_READABLE)
-        d[0].fd = Int64(fd)
+        d[0].fd = Int64(shared)
         d[0].mapoffset = 0
         d[0].maxsize = UInt32(bytes)
         d[0].data = p

@@ -166,6 +166,10 @@ final class PipeWireInputStream: @unchecked Sendable {
     private var dmabufs: [UnsafeMutableRawPointer: DmaBufMapping] = [:]
     /// Sentences already logged (once each per stream).
     private var said: Set<String> = []
+    /// Why the last DMA-BUF could not be mapped (PipeWire thread).
+    private var mapFailure: String? = nil
+    /// castd asked for shared memory only after a DMA-BUF it could not map (PipeWire thread).
+    private var sharedOnly = false
     private let damageScratch = UnsafeMutablePointer<Int32>.allocate(capacity: 4 * PipeWireFrameAssembler.maxDamageRects)
 
     init(options: PipeWireSource.Options, clock: any MonotonicClock) throws {
@@ -213,9 +217,19 @@ final class PipeWireInputStream: @unchecked Sendable {
         // producer picks DMA-BUF when it can), the same without it after (shared memory).
         var params = PodList()
         defer { params.free() }
+        addFormats(&params)
+        let flags = pw_stream_flags(PW_STREAM_FLAG_AUTOCONNECT.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
+        let r = pw.connect(SPA_DIRECTION_INPUT, target: options.node ?? UInt32.max, flags: flags, params: params)
+        guard r >= 0 else {
+            throw CastError.posix(.capture, errno: -r) { "PipeWire: cannot connect the capture stream to node \(options.node.map(String.init) ?? "any") (\($0))" }
+        }
+    }
+
+    /// The EnumFormat params: DMA-BUF (linear) first unless castd fell back from it, then shared memory.
+    private func addFormats(_ params: inout PodList) {
         let formats = PipeWireFormats.accepted.map(\.spa)
         let max = options.maxSize
-        for modifiers in [PipeWireBufferPlan.announcedModifiers, []] {
+        for modifiers in sharedOnly ? [[]] : [PipeWireBufferPlan.announcedModifiers, []] {
             params.add { buf, n in
                 formats.withUnsafeBufferPointer { f in
                     modifiers.withUnsafeBufferPointer { m in
@@ -225,11 +239,6 @@ final class PipeWireInputStream: @unchecked Sendable {
                     }
                 }
             }
-        }
-        let flags = pw_stream_flags(PW_STREAM_FLAG_AUTOCONNECT.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
-        let r = pw.connect(SPA_DIRECTION_INPUT, target: options.node ?? UInt32.max, flags: flags, params: params)
-        guard r >= 0 else {
-            throw CastError.posix(.capture, errno: -r) { "PipeWire: cannot connect the capture stream to node \(options.node.map(String.init) ?? "any") (\($0))" }
         }
     }
 
@@ -457,11 +466,9 @@ final class PipeWireInputStream: @unchecked Sendable {
             let maxSize = Int(d.maxsize)
             pixels = d.data.map { (UnsafeRawPointer($0), maxSize, maxSize > 0 ? Int(chunk.offset) % maxSize : 0, nil) }
         case .dmabufLinear:
-            let m = dmabufs[UnsafeMutableRawPointer(b)]
             let start = Int(d.mapoffset)
-            pixels = m.flatMap { m in
-                start < m.length ? (UnsafeRawPointer(m.base) + start, m.length - start, Int(chunk.offset), m) : nil
-            }
+            guard let m = dmabufs[UnsafeMutableRawPointer(b)] else { return fallBackToSharedMemory() }
+            pixels = start < m.length ? (UnsafeRawPointer(m.base) + start, m.length - start, Int(chunk.offset), m) : nil
         case .reject(let why):
             sayOnce(why)
             return unusable()
@@ -532,8 +539,24 @@ final class PipeWireInputStream: @unchecked Sendable {
         guard d.type == PipeWireBufferPlan.dmaBuf else { return }
         switch DmaBufMapping.map(fd: Int32(exactly: d.fd) ?? -1, fallbackLength: Int(d.mapoffset) + Int(d.maxsize)) {
         case .success(let m): dmabufs[UnsafeMutableRawPointer(b)] = m
-        case .failure(let e): sayOnce("PipeWire: cannot map a DMA-BUF frame for reading (\(e.message))")
+        case .failure(let e): mapFailure = e.message
         }
+    }
+
+    /// A DMA-BUF castd could not map (a driver that refuses CPU mappings): announce shared
+    /// memory only, once; PipeWire renegotiates the link and the producer's shared-memory
+    /// format follows (a producer without one ends the stream).
+    private func fallBackToSharedMemory() {
+        unusable()
+        guard !sharedOnly, let stream else { return }
+        sharedOnly = true
+        options.log(LogLine(.warning, "capture_dmabuf_unreadable", [
+            ("reason", "PipeWire: cannot map the producer's DMA-BUF frames for reading (\(mapFailure ?? "no mapping"))"),
+            ("effect", "asking for shared memory instead")]))
+        var params = PodList()
+        defer { params.free() }
+        addFormats(&params)
+        _ = params.withPods { pw_stream_update_params(stream, $0, $1) }
     }
 
     private func removeBuffer(_ b: UnsafeMutablePointer<pw_buffer>) {

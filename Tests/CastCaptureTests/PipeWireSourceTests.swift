@@ -79,6 +79,29 @@ struct PipeWireSourceTests {
         #expect(message.contains("shared memory or linear DMA-BUF, not tiled GPU buffers"))
     }
 
+    /// A DMA-BUF castd cannot map (as with a driver that refuses CPU mappings): castd asks for
+    /// shared memory instead within the same stream, and the producer's fallback delivers the picture.
+    @Test func anUnmappableDMABUFFallsBackToSharedMemory() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote,
+                                                   options: .init(size: FrameSize(width: 160, height: 120),
+                                                                  dmabufModifier: PipeWireBufferPlan.linear, unmappableDmabuf: true))
+        defer { producer.stop() }
+        let logged = Mutex<[LogLine]>([])
+        let src = try PipeWireSource(options: .init(remote: session.remote, node: try producer.nodeId(), cursor: false,
+                                                    log: { line in logged.withLock { $0.append(line) } }))
+        guard case .frame = nextFrame(src) else { Issue.record("no frame"); return }
+        let read = try #require(src.ring.takeNewest())
+        defer { src.ring.finishRead(read) }
+        #expect(rgb(read.slot, read.frame, x: 150, y: 100) == PipeWirePatternProducer.colour(x: 150, y: 100))
+        #expect(src.buffers == "buffers=memfd")
+        let lines = logged.withLock { $0 }
+        #expect(lines.map(\.event) == ["capture_buffers", "capture_dmabuf_unreadable", "capture_buffers"])
+        #expect(lines.first?.description == "level=info event=capture_buffers buffers=dmabuf modifier=linear")
+        #expect(lines.dropFirst().first?["reason"]?.contains("Permission denied") == true)
+    }
+
     @Test func readsRGBxAsRGBx() throws {
         let session = try PipeWireSession()
         defer { session.stop() }
