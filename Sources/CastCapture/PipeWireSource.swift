@@ -519,9 +519,9 @@ final class PipeWireInputStream: @unchecked Sendable {
         shared.withLock { $0.unusable += 1 }
     }
 
-    private func sayOnce(_ sentence: String, level: LogLine.Level = .warning) {
+    private func sayOnce(_ sentence: String) {
         guard said.insert(sentence).inserted else { return }
-        options.log(LogLine(level, "capture_buffer_unusable", [("reason", sentence)]))
+        options.log(LogLine(.warning, "capture_buffer_unusable", [("reason", sentence)]))
     }
 
     /// A buffer joined the stream: a DMA-BUF is mapped read-only here (PipeWire maps only
