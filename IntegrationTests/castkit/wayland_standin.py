@@ -30,10 +30,12 @@ def expected_picture(width: int, height: int) -> np.ndarray:
 
 
 class StandInScreenCast(PrivateSession):
-    def __init__(self, width: int, height: int, fps: int = 30, static: bool = False, portal_args: tuple = ()):
+    def __init__(self, width: int, height: int, fps: int = 30, static: bool = False, portal_args: tuple = (),
+                 pattern_args: tuple = ()):
         super().__init__("castd-wl.")
         self.width, self.height, self.fps, self.static = width, height, fps, static
         self.portal_args = list(portal_args)   # extra portal_standin.py flags, e.g. ("--never-answer",)
+        self.pattern_args = list(pattern_args)   # extra castd-pattern flags, e.g. ("--dmabuf",)
         self.log = self.dir / "portal.jsonl"
         self.node = 0
 
@@ -44,7 +46,7 @@ class StandInScreenCast(PrivateSession):
         await self.start_session()
         sock = self.dir / "pipewire-0"
         pattern = self._spawn([binary("castd-pattern"), "--pipewire", f"{self.width}x{self.height}", "--fps", str(self.fps)]
-                              + (["--static"] if self.static else []), "pattern", stdout=subprocess.PIPE)
+                              + (["--static"] if self.static else []) + self.pattern_args, "pattern", stdout=subprocess.PIPE)
         line = await self._line(pattern)
         assert line.startswith("castd-pattern: pipewire node "), line
         self.node = int(line.split()[3])

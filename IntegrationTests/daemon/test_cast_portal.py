@@ -51,17 +51,23 @@ def picture_error(frame: np.ndarray, width: int, height: int) -> float:
     return float(np.abs(frame[4:].astype(int) - expected_picture(width, height)[4:].astype(int)).mean())
 
 
+async def cast_the_picture(stack, tmp_path, screen: StandInScreenCast) -> str:
+    """Casts until the receiver decoded 20 frames, stops castd (exit 0), checks the last frame is the producer's
+    picture, and returns castd's log."""
+    cast = await PortalCast.start(stack, tmp_path, screen)
+    await cast.answerer.wait_frames(20, timeout=60)
+    frame = cast.answerer.last_frame
+    assert await cast.stop() == 0
+    assert frame.shape == (screen.height, screen.width, 3)
+    err = picture_error(frame, screen.width, screen.height)   # the x & 0xff ramp wraps sharply at x = 256 and 512
+    assert err < 6, f"mean absolute error {err:.2f}"
+    return cast.log
+
+
 async def test_cast_through_the_portal_decodes_to_the_picture_and_reuses_the_restore_token(stack, tmp_path):
     screen = await StandInScreenCast(640, 480).start()
     try:
-        cast = await PortalCast.start(stack, tmp_path, screen)
-        await cast.answerer.wait_frames(20, timeout=60)
-        frame = cast.answerer.last_frame
-        assert await cast.stop() == 0
-        log = cast.log
-        assert frame.shape == (480, 640, 3)
-        err = picture_error(frame, 640, 480)   # the x & 0xff ramp wraps sharply at x = 256 and 512
-        assert err < 6, f"mean absolute error {err:.2f}"
+        log = await cast_the_picture(stack, tmp_path, screen)
         started = [l for l in log.splitlines() if "event=portal_started" in l]
         assert len(started) == 1 and "none saved" in started[0] and "token_saved=true" in started[0], log
         assert "backend=portal" in log
@@ -85,6 +91,20 @@ async def test_cast_through_the_portal_decodes_to_the_picture_and_reuses_the_res
         # single use: a new one after every start
         assert f"token={first_token}\n" not in token_file.read_text() and "token=standin-" in token_file.read_text()
         assert first_token not in log + again.log                           # never logged
+    finally:
+        screen.stop()
+
+
+async def test_a_linear_dmabuf_screen_is_negotiated_mapped_and_decodes_to_the_picture(stack, tmp_path):
+    """castd-pattern --dmabuf offers only DMA-BUF buffers with the linear modifier (memfds passed as DMA-BUF fds, as
+    a compositor passes a GPU's): castd negotiates DMA-BUF, maps the buffers itself, and the receiver decodes the
+    same picture as over shared memory."""
+    screen = await StandInScreenCast(640, 480, pattern_args=("--dmabuf",)).start()
+    try:
+        log = await cast_the_picture(stack, tmp_path, screen)
+        assert [l.split(" ", 1)[1] for l in log.splitlines() if "event=capture_buffers" in l] == [
+            "event=capture_buffers buffers=dmabuf modifier=linear"], log
+        assert "capture_buffer_unusable" not in log, log
     finally:
         screen.stop()
 

@@ -30,6 +30,8 @@ async def test_doctor_under_xvfb_reports_xshm_and_x264(tmp_path):
     assert r["willUse"] == {"capture": "xshm", "encoder": "x264"}
     assert r["screen"] == {"width": 2560, "height": 1440}
     assert "encoded as 1920x1080 at up to 30 fps, 4000 kbps" in text
+    dmabuf = "linear, CPU-mapped; tiled modifiers need a GPU importer: not built"
+    assert r["dmabuf"] == dmabuf and f"  DMA-BUF: {dmabuf}\n" in text
 
 
 async def test_doctor_without_a_display_says_so_and_fails():

@@ -113,6 +113,8 @@ async def test_cast_of_a_headless_mutter_screen_decodes_to_the_pattern(stack):
     assert "event=capture_backend" in cast.log and "backend=mutter" in cast.log
     assert "event=mutter_cast" in cast.log
     assert "kind=x264" in cast.log
+    # castd announces linear DMA-BUF first; Mutter without a GPU offers none, so shared memory (the fallback).
+    assert [l for l in cast.log.splitlines() if "capture_buffer" in l] == ["level=info event=capture_buffers buffers=memfd"]
 
 
 DAEMON_ONLY = ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "GDK_BACKEND", "DBUS_SESSION_BUS_ADDRESS")

@@ -2,6 +2,9 @@ import CastMedia
 
 /// The capture half of `castd doctor`: which backends work here, and why not.
 public enum CaptureDoctor {
+    /// What castd does with DMA-BUF frames from PipeWire (the portal's and Mutter's streams).
+    public static let dmabuf = "linear, CPU-mapped; tiled modifiers need a GPU importer: not built"
+
     /// Probes the X server named in `environment["DISPLAY"]`, and the
     /// ScreenCast portal and Mutter's ScreenCast on the session bus
     /// (`DBUS_SESSION_BUS_ADDRESS`). Returns the backends with the one

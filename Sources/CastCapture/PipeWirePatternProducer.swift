@@ -5,6 +5,9 @@ import CPipeWire
 import Dispatch
 import FoundationEssentials
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A PipeWire Video/Source node that sends castd's PipeWire test picture,
 /// driven by its own clock like a compositor's screen stream: the producer of
@@ -12,6 +15,10 @@ import Synchronization
 /// Every frame carries damage metadata (`damage`, or the whole frame) and,
 /// with `cursor`, cursor metadata (a 16×16 square moving one pixel a frame).
 /// The frame counter is written into pixel (0, 0)…(3, 0) of each frame.
+/// With `dmabufModifier` it offers only DMA-BUF buffers with that modifier,
+/// negotiated as PipeWire's DMA-BUF procedure asks (announced unchosen, then
+/// chosen) and backed by memfds it allocates: PipeWire passes the fd like a
+/// compositor's linear DMA-BUF, and the consumer maps it itself.
 public final class PipeWirePatternProducer: @unchecked Sendable {
     // @unchecked: pw objects and `size` are used under the loop lock only.
     public struct Options: Sendable {
@@ -22,15 +29,23 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         public var cursor: Bool
         /// The damage each frame reports (nil: the whole frame).
         public var damage: FrameRect?
+        /// Offer only DMA-BUF buffers with this DRM modifier (0: linear); nil: shared memory.
+        public var dmabufModifier: UInt64?
+        /// With `dmabufModifier`: the DMA-BUF fds handed out cannot be mapped for reading (as with a
+        /// driver that refuses CPU mappings), and shared memory is offered after DMA-BUF, as a compositor does.
+        public var unmappableDmabuf: Bool
 
         public init(size: FrameSize, format: PixelFormat = .bgrx, fps: Int = 30, nodeName: String = "castd-pattern",
-                    cursor: Bool = false, damage: FrameRect? = nil) {
+                    cursor: Bool = false, damage: FrameRect? = nil, dmabufModifier: UInt64? = nil,
+                    unmappableDmabuf: Bool = false) {
             self.size = size
             self.format = format
             self.fps = fps
             self.nodeName = nodeName
             self.cursor = cursor
             self.damage = damage
+            self.dmabufModifier = dmabufModifier
+            self.unmappableDmabuf = unmappableDmabuf
         }
     }
 
@@ -86,11 +101,25 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         return out
     }
 
-    private func formatPod(_ list: inout PodList) {
+    /// The EnumFormat: shared memory, or the DMA-BUF modifier left for this side to choose;
+    /// with `chosen`, first the same format with that modifier fixed (the producer's choice).
+    private func formatPod(_ list: inout PodList, chosen: Bool = false) {
         let spa = options.format == .bgrx ? SPA_VIDEO_FORMAT_BGRx.rawValue : SPA_VIDEO_FORMAT_RGBx.rawValue
         let w = UInt32(size.width), h = UInt32(size.height), fps = UInt32(options.fps)
-        list.add { buf, n in
-            withUnsafePointer(to: spa) { castd_pw_video_format(buf, n, SPA_PARAM_EnumFormat.rawValue, $0, 1, w, h, w, h, w, h, fps, fps, fps) }
+        let modifiers = options.dmabufModifier.map { [$0] } ?? []
+        let mandatory = UInt32(SPA_POD_PROP_FLAG_MANDATORY)
+        var variants: [(modifiers: [UInt64], flags: UInt32)] = [(modifiers, mandatory | UInt32(SPA_POD_PROP_FLAG_DONT_FIXATE))]
+        if chosen { variants.insert((modifiers, mandatory), at: 0) }
+        if options.unmappableDmabuf { variants.append(([], 0)) }   // shared memory after DMA-BUF
+        for v in variants {
+            list.add { buf, n in
+                withUnsafePointer(to: spa) { f in
+                    v.modifiers.withUnsafeBufferPointer { m in
+                        castd_pw_video_format(buf, n, SPA_PARAM_EnumFormat.rawValue, f, 1, w, h, w, h, w, h, fps, fps, fps,
+                                              m.baseAddress, UInt32(m.count), v.flags)
+                    }
+                }
+            }
         }
     }
 
@@ -106,7 +135,9 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         var params = PodList()
         defer { params.free() }
         formatPod(&params)
-        let flags = pw_stream_flags(PW_STREAM_FLAG_DRIVER.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
+        // DMA-BUF: this side allocates the buffers (memfds standing in for a GPU's linear buffers).
+        let alloc = options.dmabufModifier != nil ? PW_STREAM_FLAG_ALLOC_BUFFERS.rawValue : 0
+        let flags = pw_stream_flags(PW_STREAM_FLAG_DRIVER.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue | alloc)
         let r = pw.connect(SPA_DIRECTION_OUTPUT, target: UInt32.max, flags: flags, params: params)
         guard r >= 0 else { throw CastError(.capture, "PipeWire: cannot connect the pattern stream (\(r))") }
     }
@@ -122,11 +153,22 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         }
         events.param_changed = { data, id, param in
             let me = Unmanaged<PipeWirePatternProducer>.fromOpaque(data!).takeUnretainedValue()
-            guard id == SPA_PARAM_Format.rawValue, param != nil, let s = me.stream else { return }
+            guard id == SPA_PARAM_Format.rawValue, let param, let s = me.stream else { return }
             let stride = UInt32(me.size.width * 4), bytes = stride * UInt32(me.size.height)
             var params = PodList()
             defer { params.free() }
-            params.add { castd_pw_buffers_param($0, $1, UInt32(1 << SPA_DATA_MemFd.rawValue) | UInt32(1 << SPA_DATA_MemPtr.rawValue), bytes, stride) }
+            var modifier: UInt64 = 0
+            let state = castd_pw_format_modifier(param, &modifier)
+            if state == 2 {
+                // The consumers left the modifier to this side: choose it (the only one offered)
+                // and announce the format again with it fixed; a new Format follows.
+                me.formatPod(&params, chosen: true)
+                _ = params.withPods { pw_stream_update_params(s, $0, $1) }
+                return
+            }
+            let types = state == 1 ? UInt32(1 << SPA_DATA_DmaBuf.rawValue)
+                                   : UInt32(1 << SPA_DATA_MemFd.rawValue) | UInt32(1 << SPA_DATA_MemPtr.rawValue)
+            params.add { castd_pw_buffers_param($0, $1, types, bytes, stride) }
             params.add { castd_pw_meta_param($0, $1, SPA_META_Header.rawValue, castd_pw_meta_header_size(),
                                              castd_pw_meta_header_size(), castd_pw_meta_header_size()) }
             let region = castd_pw_meta_region_size()
@@ -139,6 +181,49 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         events.process = { data in
             Unmanaged<PipeWirePatternProducer>.fromOpaque(data!).takeUnretainedValue().fill()
         }
+        events.add_buffer = { data, b in
+            Unmanaged<PipeWirePatternProducer>.fromOpaque(data!).takeUnretainedValue().allocate(b!)
+        }
+        events.remove_buffer = { data, b in
+            Unmanaged<PipeWirePatternProducer>.fromOpaque(data!).takeUnretainedValue().release(b!)
+        }
+    }
+
+    /// With PW_STREAM_FLAG_ALLOC_BUFFERS (DMA-BUF only): a memfd of one frame per buffer,
+    /// typed DmaBuf (the consumer maps it itself), mapped here for `fill`.
+    private func allocate(_ b: UnsafeMutablePointer<pw_buffer>) {
+        guard options.dmabufModifier != nil, let buf = b.pointee.buffer, buf.pointee.n_datas >= 1,
+              let d = buf.pointee.datas else { return }
+        let bytes = size.width * 4 * size.height
+        let fd = castd_memfd("castd-pattern-dmabuf", UInt64(bytes))
+        guard fd >= 0 else { return }
+        guard let p = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else {
+            close(fd)
+            return
+        }
+        let dmabuf = d[0].type & UInt32(1 << SPA_DATA_DmaBuf.rawValue) != 0
+        var shared = fd
+        if dmabuf && options.unmappableDmabuf {
+            // The same memory through a write-only descriptor: a consumer's read mapping fails (EACCES).
+            shared = open("/proc/self/fd/\(fd)", O_WRONLY | O_CLOEXEC)
+            close(fd)
+            guard shared >= 0 else { munmap(p, bytes); return }
+        }
+        d[0].type = dmabuf ? SPA_DATA_DmaBuf.rawValue : SPA_DATA_MemFd.rawValue
+        d[0].flags = UInt32(SPA_DATA_FLAG_READABLE)
+        d[0].fd = Int64(shared)
+        d[0].mapoffset = 0
+        d[0].maxsize = UInt32(bytes)
+        d[0].data = p
+    }
+
+    private func release(_ b: UnsafeMutablePointer<pw_buffer>) {
+        guard options.dmabufModifier != nil, let buf = b.pointee.buffer, buf.pointee.n_datas >= 1,
+              let d = buf.pointee.datas else { return }
+        if let p = d[0].data { munmap(p, Int(d[0].maxsize)) }
+        if d[0].fd >= 0 { close(Int32(d[0].fd)) }
+        d[0].data = nil
+        d[0].fd = -1
     }
 
     /// The node id consumers connect to, once the daemon gave one.

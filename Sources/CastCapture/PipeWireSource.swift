@@ -10,7 +10,9 @@ import Glibc
 
 /// Screen capture from a PipeWire video node (a ScreenCast portal's or
 /// Mutter's stream, or any Video/Source): a `pw_stream` input offering raw
-/// BGRx/RGBx/BGRA/RGBA in SHM or MemFd buffers. PipeWire pushes: the stream's
+/// BGRx/RGBx/BGRA/RGBA, first as DMA-BUF with the linear modifier (mapped and
+/// read by the CPU, `PipeWireBufferPlan`), then in shared memory (MemPtr or
+/// MemFd buffers) as the fallback. PipeWire pushes: the stream's
 /// process callback (on the PipeWire thread) copies the newest buffer into a
 /// free ring slot, or drops it, counted by the ring, when none is free;
 /// `capture` reports what arrived. A size or format change is `.reinit`
@@ -31,11 +33,14 @@ public final class PipeWireSource: FrameSource {
         public var frameWait: Duration
         /// The largest frame castd asks for (the caps scale it down afterwards).
         public var maxSize: FrameSize
+        /// Events of the stream (the buffers PipeWire settled on), called on the PipeWire thread.
+        public var log: @Sendable (LogLine) -> Void
 
         public init(remote: PipeWireRemote = .daemon, node: UInt32? = nil, cursor: Bool = true,
                     slotCount: Int = FrameRing<MemorySlot>.defaultSlotCount,
                     negotiationTimeout: Duration = .seconds(5), frameWait: Duration = .milliseconds(50),
-                    maxSize: FrameSize = FrameSize(width: 8192, height: 8192)) {
+                    maxSize: FrameSize = FrameSize(width: 8192, height: 8192),
+                    log: @escaping @Sendable (LogLine) -> Void = { _ in }) {
             self.remote = remote
             self.node = node
             self.cursor = cursor
@@ -43,6 +48,7 @@ public final class PipeWireSource: FrameSource {
             self.negotiationTimeout = negotiationTimeout
             self.frameWait = frameWait
             self.maxSize = maxSize
+            self.log = log
         }
     }
 
@@ -53,6 +59,8 @@ public final class PipeWireSource: FrameSource {
     public let options: Options
     /// Buffers the source could not use (corrupted, unmapped or too small for the format), for logs and tests.
     public var unusableBuffers: UInt64 { stream.shared.withLock { $0.unusable } }
+    /// The buffers PipeWire settled on, as logged ("buffers=dmabuf modifier=linear", "buffers=memfd"); nil before any.
+    public var buffers: String? { stream.shared.withLock { $0.buffers } }
 
     private let stream: PipeWireInputStream
     /// Durations of the PipeWire process callback for published frames (benchmarks).
@@ -130,6 +138,8 @@ struct PipeWireShared {
     /// The last frame published and its ring slot (for refresh frames).
     var lastPublished: (index: Int, frame: Frame)? = nil
     var unusable: UInt64 = 0
+    /// The buffers last added, as logged.
+    var buffers: String? = nil
     /// How long the process callback took for each published frame (the copy; the last 4096), for the benchmark.
     var processNanos: [Int64] = []
 }
@@ -150,6 +160,16 @@ final class PipeWireInputStream: @unchecked Sendable {
     private var registry = PipeWireRegistry()
     private var ring: FrameRing<MemorySlot>? = nil
     private var assembler = PipeWireFrameAssembler()
+    /// How the negotiated format's buffers are read (PipeWire thread).
+    private var plan = PipeWireBufferPlan(memory: .shared)
+    /// castd's own read-only mappings of DMA-BUF buffers, by `pw_buffer` (PipeWire thread).
+    private var dmabufs: [UnsafeMutableRawPointer: DmaBufMapping] = [:]
+    /// Sentences already logged (once each per stream).
+    private var said: Set<String> = []
+    /// Why the last DMA-BUF could not be mapped (PipeWire thread).
+    private var mapFailure: String? = nil
+    /// castd asked for shared memory only after a DMA-BUF it could not map (PipeWire thread).
+    private var sharedOnly = false
     private let damageScratch = UnsafeMutablePointer<Int32>.allocate(capacity: 4 * PipeWireFrameAssembler.maxDamageRects)
 
     init(options: PipeWireSource.Options, clock: any MonotonicClock) throws {
@@ -174,6 +194,12 @@ final class PipeWireInputStream: @unchecked Sendable {
             events.process = { data in
                 Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().process()
             }
+            events.add_buffer = { data, b in
+                Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().addBuffer(b!)
+            }
+            events.remove_buffer = { data, b in
+                Unmanaged<PipeWireInputStream>.fromOpaque(data!).takeUnretainedValue().removeBuffer(b!)
+            }
         }
         guard created != nil else {
             throw CastError.posix(.capture) { "PipeWire: cannot create a stream (\($0))" }
@@ -187,20 +213,32 @@ final class PipeWireInputStream: @unchecked Sendable {
             }
         }
 
+        // PipeWire's DMA-BUF negotiation: the formats with the modifier property first (the
+        // producer picks DMA-BUF when it can), the same without it after (shared memory).
         var params = PodList()
         defer { params.free() }
-        let formats = PipeWireFormats.accepted.map(\.spa)
-        let max = options.maxSize
-        params.add { buf, n in
-            formats.withUnsafeBufferPointer { f in
-                castd_pw_video_format(buf, n, SPA_PARAM_EnumFormat.rawValue, f.baseAddress, UInt32(f.count),
-                                      1920, 1080, 1, 1, UInt32(max.width), UInt32(max.height), 30, 0, 1000)
-            }
-        }
+        addFormats(&params)
         let flags = pw_stream_flags(PW_STREAM_FLAG_AUTOCONNECT.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
         let r = pw.connect(SPA_DIRECTION_INPUT, target: options.node ?? UInt32.max, flags: flags, params: params)
         guard r >= 0 else {
             throw CastError.posix(.capture, errno: -r) { "PipeWire: cannot connect the capture stream to node \(options.node.map(String.init) ?? "any") (\($0))" }
+        }
+    }
+
+    /// The EnumFormat params: DMA-BUF (linear) first unless castd fell back from it, then shared memory.
+    private func addFormats(_ params: inout PodList) {
+        let formats = PipeWireFormats.accepted.map(\.spa)
+        let max = options.maxSize
+        for modifiers in sharedOnly ? [[]] : [PipeWireBufferPlan.announcedModifiers, []] {
+            params.add { buf, n in
+                formats.withUnsafeBufferPointer { f in
+                    modifiers.withUnsafeBufferPointer { m in
+                        castd_pw_video_format(buf, n, SPA_PARAM_EnumFormat.rawValue, f.baseAddress, UInt32(f.count),
+                                              1920, 1080, 1, 1, UInt32(max.width), UInt32(max.height), 30, 0, 1000,
+                                              m.baseAddress, UInt32(m.count), PipeWireBufferPlan.modifierFlags)
+                    }
+                }
+            }
         }
     }
 
@@ -216,7 +254,7 @@ final class PipeWireInputStream: @unchecked Sendable {
                 if let f = s.failure { throw CastError(.capture, f) }
                 if let n = s.negotiated { return (n.format, n.size) }
                 let node = options.node.map { "node \($0)" } ?? "a video source"
-                throw CastError(.capture, "PipeWire: \(node) offered no frame format castd reads (BGRx, RGBx, BGRA, RGBA in shared memory) within \(timeout) (stream \(s.streamState)); is the node a screen stream, and does a session manager link it?")
+                throw CastError(.capture, "PipeWire: \(node) offered no frame format castd reads within \(timeout) (stream \(s.streamState)): castd reads BGRx, RGBx, BGRA or RGBA in shared memory or linear DMA-BUF, not tiled GPU buffers; is the node a screen stream, and does a session manager link it?")
             }
         }
     }
@@ -282,6 +320,9 @@ final class PipeWireInputStream: @unchecked Sendable {
         pw.deallocate()
         registry.deallocate()
         damageScratch.deallocate()
+        // Buffers the stream did not remove before it was destroyed.
+        for m in dmabufs.values { m.unmap() }
+        dmabufs = [:]
     }
 
     deinit { close() }
@@ -339,6 +380,16 @@ final class PipeWireInputStream: @unchecked Sendable {
             fail("PipeWire: the producer chose a frame size of \(w)x\(h), outside 1x1…\(options.maxSize)")
             return
         }
+        var chosen: UInt64 = 0
+        guard let plan = PipeWireBufferPlan(modifierState: castd_pw_format_modifier(param, &chosen), modifier: chosen) else {
+            fail("PipeWire: the producer's format has a DMA-BUF modifier castd cannot read (not a 64-bit value)")
+            return
+        }
+        if let refusal = plan.refusal {
+            fail(refusal)
+            return
+        }
+        self.plan = plan
         let size = FrameSize(width: Int(w), height: Int(h))
         shared.withLock { s in
             if let n = s.negotiated {
@@ -349,11 +400,11 @@ final class PipeWireInputStream: @unchecked Sendable {
         }
         signal.signal()
 
-        // Our side of the buffers: shared memory we can map, with damage and cursor metadata.
-        // TODO: offer DMA-BUF (with modifiers) first once an encoder can import it (VA-API).
+        // Our side of the buffers: DMA-BUF when the format carries a modifier, else shared
+        // memory; with damage and cursor metadata.
         var params = PodList()
         defer { params.free() }
-        let types = UInt32(1 << SPA_DATA_MemPtr.rawValue) | UInt32(1 << SPA_DATA_MemFd.rawValue)
+        let types = plan.dataTypes
         params.add { castd_pw_buffers_param($0, $1, types, 0, 0) }
         params.add { castd_pw_meta_param($0, $1, SPA_META_Header.rawValue, castd_pw_meta_header_size(),
                                          castd_pw_meta_header_size(), castd_pw_meta_header_size()) }
@@ -408,31 +459,46 @@ final class PipeWireInputStream: @unchecked Sendable {
         guard buf.pointee.n_datas >= 1 else { return unusable() }
         let d = buf.pointee.datas[0]
         let chunk = d.chunk.pointee
+        // Where the pixels are: PipeWire's mapping of shared memory, or castd's of a linear DMA-BUF.
+        let pixels: (data: UnsafeRawPointer, size: Int, offset: Int, dmabuf: DmaBufMapping?)?
+        switch plan.access(dataType: d.type) {
+        case .shared:
+            let maxSize = Int(d.maxsize)
+            pixels = d.data.map { (UnsafeRawPointer($0), maxSize, maxSize > 0 ? Int(chunk.offset) % maxSize : 0, nil) }
+        case .dmabufLinear:
+            let start = Int(d.mapoffset)
+            guard let m = dmabufs[UnsafeMutableRawPointer(b)] else { return fallBackToSharedMemory() }
+            pixels = start < m.length ? (UnsafeRawPointer(m.base) + start, m.length - start, Int(chunk.offset), m) : nil
+        case .reject(let why):
+            sayOnce(why)
+            return unusable()
+        }
         // A chunk of size 0 carries only metadata (a cursor move, Mutter sends those).
-        if chunk.size == 0 && d.data != nil {
+        if chunk.size == 0 && pixels != nil {
             assembler.noteMetadataOnly(cursor: cursorUpdate, damage: damage, size: size)
             return
         }
         guard headerFlags & UInt32(SPA_META_HEADER_FLAG_CORRUPTED) == 0,
               chunk.flags & Int32(SPA_CHUNK_FLAG_CORRUPTED) == 0,
-              let data = d.data else { return unusable() }
+              let pixels else { return unusable() }
         let stride = chunk.stride > 0 ? Int(chunk.stride) : rowBytes
-        let maxSize = Int(d.maxsize)
-        let offset = maxSize > 0 ? Int(chunk.offset) % maxSize : 0
-        guard stride >= rowBytes, offset + stride * (size.height - 1) + rowBytes <= maxSize else { return unusable() }
+        let offset = pixels.offset
+        guard stride >= rowBytes, offset >= 0, offset + stride * (size.height - 1) + rowBytes <= pixels.size else { return unusable() }
 
         guard let lease = ring.beginWrite() else {
             // Dropped (counted by the ring); its changes must reach the next published frame.
             assembler.noteDropped(cursor: cursorUpdate, damage: damage, size: size)
             return
         }
-        let src = UnsafeRawPointer(data) + offset
+        let src = pixels.data + offset
         let dst = lease.slot.bytes
+        pixels.dmabuf.map { syncDmaBuf($0, start: true) }
         if stride == rowBytes {
             dst.copyMemory(from: src, byteCount: rowBytes * size.height)
         } else {
             for y in 0..<size.height { (dst + y * rowBytes).copyMemory(from: src + y * stride, byteCount: rowBytes) }
         }
+        pixels.dmabuf.map { syncDmaBuf($0, start: false) }
         let frameDamage = assembler.finish(cursor: cursorUpdate, damage: damage, size: size, format: negotiated.format,
                                            pixels: dst, stride: rowBytes)
         let frame = Frame(format: negotiated.format, size: size, stride: rowBytes, captureTime: clock.now(),
@@ -452,4 +518,89 @@ final class PipeWireInputStream: @unchecked Sendable {
     private func unusable() {
         shared.withLock { $0.unusable += 1 }
     }
+
+    private func sayOnce(_ sentence: String) {
+        guard said.insert(sentence).inserted else { return }
+        options.log(LogLine(.warning, "capture_buffer_unusable", [("reason", sentence)]))
+    }
+
+    /// A buffer joined the stream: a DMA-BUF is mapped read-only here (PipeWire maps only
+    /// shared memory), once, for as long as the buffer lives.
+    private func addBuffer(_ b: UnsafeMutablePointer<pw_buffer>) {
+        guard let buf = b.pointee.buffer, buf.pointee.n_datas >= 1 else { return }
+        let d = buf.pointee.datas[0]
+        let fields = plan.logFields(dataType: d.type)
+        let described = fields.map { "\($0.0)=\($0.1)" }.joined(separator: " ")
+        let changed = shared.withLock { s -> Bool in
+            defer { s.buffers = described }
+            return s.buffers != described
+        }
+        if changed { options.log(LogLine(.info, "capture_buffers", fields)) }
+        guard d.type == PipeWireBufferPlan.dmaBuf else { return }
+        switch DmaBufMapping.map(fd: Int32(exactly: d.fd) ?? -1, fallbackLength: Int(d.mapoffset) + Int(d.maxsize)) {
+        case .success(let m): dmabufs[UnsafeMutableRawPointer(b)] = m
+        case .failure(let e): mapFailure = e.message
+        }
+    }
+
+    /// A DMA-BUF castd could not map (a driver that refuses CPU mappings): announce shared
+    /// memory only, once; PipeWire renegotiates the link and the producer's shared-memory
+    /// format follows (a producer without one ends the stream).
+    private func fallBackToSharedMemory() {
+        unusable()
+        guard !sharedOnly, let stream else { return }
+        sharedOnly = true
+        options.log(LogLine(.warning, "capture_dmabuf_unreadable", [
+            ("reason", "PipeWire: cannot map the producer's DMA-BUF frames for reading (\(mapFailure ?? "no mapping"))"),
+            ("effect", "asking for shared memory instead")]))
+        var params = PodList()
+        defer { params.free() }
+        addFormats(&params)
+        _ = params.withPods { pw_stream_update_params(stream, $0, $1) }
+    }
+
+    private func removeBuffer(_ b: UnsafeMutablePointer<pw_buffer>) {
+        dmabufs.removeValue(forKey: UnsafeMutableRawPointer(b))?.unmap()
+    }
+
+    /// Brackets a CPU read of a DMA-BUF. An fd that is not a real dma-buf (a memfd in tests)
+    /// answers ENOTTY or EINVAL: nothing to synchronise, and not asked again.
+    private func syncDmaBuf(_ m: DmaBufMapping, start: Bool) {
+        guard m.synchronised else { return }
+        let r = castd_dmabuf_sync_read(m.fd, start ? 1 : 0)
+        if r == -ENOTTY || r == -EINVAL {
+            m.synchronised = false
+        } else if r < 0 {
+            sayOnce("PipeWire: DMA_BUF_IOCTL_SYNC failed (\(CastError.posixReason(-r))); frames are read without it")
+        }
+    }
+}
+
+/// castd's read-only mapping of one DMA-BUF buffer (its whole fd).
+/// Used on the PipeWire thread only.
+final class DmaBufMapping {
+    let fd: Int32
+    let base: UnsafeMutableRawPointer
+    let length: Int
+    /// False once the fd said it does not take DMA_BUF_IOCTL_SYNC.
+    var synchronised = true
+
+    private init(fd: Int32, base: UnsafeMutableRawPointer, length: Int) {
+        self.fd = fd
+        self.base = base
+        self.length = length
+    }
+
+    /// Maps `fd` from its start; its length is the fd's size, else `fallbackLength`.
+    static func map(fd: Int32, fallbackLength: Int) -> Result<DmaBufMapping, CastError> {
+        var st = stat()
+        let size = fstat(fd, &st) == 0 && st.st_size > 0 ? Int(st.st_size) : fallbackLength
+        guard fd >= 0, size > 0 else { return .failure(CastError(.capture, "no size for fd \(fd)")) }
+        guard let p = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), p != MAP_FAILED else {
+            return .failure(CastError.posix(.capture) { "mmap of \(size) bytes: \($0)" })
+        }
+        return .success(DmaBufMapping(fd: fd, base: p, length: size))
+    }
+
+    func unmap() { munmap(base, length) }
 }

@@ -1,8 +1,9 @@
 // castd-pattern: draws castd's test picture on an X screen (tests, demo, benchmarks),
 // or offers castd's PipeWire test picture as a Video/Source node of the session's PipeWire.
 //   castd-pattern [--display :N] [--fps 30] [--seconds S] [--static]
-//   castd-pattern --pipewire WxH [--fps 30] [--seconds S] [--cursor] [--static]
-//   (--static with --pipewire: three frames, then nothing, like Mutter on an unchanging screen)
+//   castd-pattern --pipewire WxH [--fps 30] [--seconds S] [--cursor] [--static] [--dmabuf]
+//   (--static with --pipewire: three frames, then nothing, like Mutter on an unchanging screen;
+//    --dmabuf: only DMA-BUF buffers with the linear modifier, memfds standing in for a GPU's)
 import CastCapture
 import CastCore
 import CastMedia
@@ -23,6 +24,7 @@ var seconds: Double? = nil
 var animate = true
 var pipewire: FrameSize? = nil
 var cursor = false
+var dmabuf = false
 var args = CommandLine.arguments.dropFirst().makeIterator()
 while let a = args.next() {
     switch a {
@@ -31,6 +33,7 @@ while let a = args.next() {
     case "--seconds": seconds = Double(args.next() ?? "")
     case "--static": animate = false
     case "--cursor": cursor = true
+    case "--dmabuf": dmabuf = true
     case "--pipewire":
         let parts = (args.next() ?? "").split(separator: "x").compactMap { Int($0) }
         guard parts.count == 2, parts[0] > 0, parts[1] > 0 else {
@@ -45,7 +48,8 @@ while let a = args.next() {
 }
 if let size = pipewire {
     do {
-        let producer = try PipeWirePatternProducer(options: .init(size: size, fps: Int(fps), cursor: cursor))
+        let producer = try PipeWirePatternProducer(options: .init(size: size, fps: Int(fps), cursor: cursor,
+                                                                        dmabufModifier: dmabuf ? 0 : nil))
         let node = try producer.nodeId()
         // Written unbuffered: the caller waits for this line on a pipe.
         say(1, "castd-pattern: pipewire node \(node) \(size)")

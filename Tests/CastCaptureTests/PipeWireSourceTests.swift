@@ -1,5 +1,6 @@
 import Testing
 import Foundation
+import Synchronization
 import CastCore
 import CastMedia
 @testable import CastCapture
@@ -17,16 +18,22 @@ func nextFrame(_ src: PipeWireSource, tries: Int = 200) -> CaptureOutcome {
 @Suite(.serialized, .enabled(if: PipeWireSession.installed,
                              "pipewire, wireplumber or dbus-daemon is missing (Scripts/bootstrap installs them); the PipeWire capture tests need a real daemon"))
 struct PipeWireSourceTests {
-    @Test func deliversFramesOfTheRightSizePixelForPixel() throws {
+    /// Shared memory, and a producer offering only linear DMA-BUF (memfds passed as DMA-BUF
+    /// fds, which castd maps itself): the same pixels either way.
+    @Test(arguments: [nil, PipeWireBufferPlan.linear])
+    func deliversFramesOfTheRightSizePixelForPixel(dmabufModifier: UInt64?) throws {
         let session = try PipeWireSession()
         defer { session.stop() }
         let damage = FrameRect(x: 8, y: 16, width: 32, height: 24)
         let producer = try PipeWirePatternProducer(remote: session.remote,
-                                                   options: .init(size: FrameSize(width: 320, height: 240), damage: damage))
+                                                   options: .init(size: FrameSize(width: 320, height: 240), damage: damage,
+                                                                  dmabufModifier: dmabufModifier))
         defer { producer.stop() }
         let node = try producer.nodeId()
         let clock = ManualClock(Instant(nanoseconds: 7))
-        let src = try PipeWireSource(options: .init(remote: session.remote, node: node, cursor: false), clock: clock)
+        let logged = Mutex<[LogLine]>([])
+        let src = try PipeWireSource(options: .init(remote: session.remote, node: node, cursor: false,
+                                                    log: { line in logged.withLock { $0.append(line) } }), clock: clock)
         #expect(src.size == FrameSize(width: 320, height: 240))
         #expect(src.format == .bgrx)
         guard case .frame(let first) = nextFrame(src) else { Issue.record("no frame"); return }
@@ -47,6 +54,52 @@ struct PipeWireSourceTests {
         guard case .frame(let later) = nextFrame(src) else { Issue.record("no second frame"); return }
         #expect(later.damage == [damage])
         #expect(src.unusableBuffers == 0)
+        // Shared memory comes as MemPtr or MemFd, as the daemon allocates it.
+        let buffers = dmabufModifier == nil ? ["buffers=memptr", "buffers=memfd"] : ["buffers=dmabuf modifier=linear"]
+        #expect(src.buffers.map(buffers.contains) == true)
+        #expect(logged.withLock { $0 }.map(\.description) == ["level=info event=capture_buffers \(src.buffers ?? "")"])
+    }
+
+    /// A producer offering only a tiled DMA-BUF (Intel X-tiled here): nothing castd announces
+    /// matches, so no format is agreed and castd says what it reads.
+    @Test func aProducerOfferingOnlyTiledDMABUFIsRefusedInWords() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote,
+                                                   options: .init(size: FrameSize(width: 64, height: 48), dmabufModifier: 0x0100_0000_0000_0001))
+        defer { producer.stop() }
+        let node = try producer.nodeId()
+        var message = ""
+        do {
+            let src = try PipeWireSource(options: .init(remote: session.remote, node: node, cursor: false,
+                                                        negotiationTimeout: .seconds(3)))
+            Issue.record("a source opened with \(src.buffers ?? "no buffers")")
+        } catch let e as CastError { message = e.message }
+        #expect(message.contains("node \(node) offered no frame format castd reads"))
+        #expect(message.contains("shared memory or linear DMA-BUF, not tiled GPU buffers"))
+    }
+
+    /// A DMA-BUF castd cannot map (as with a driver that refuses CPU mappings): castd asks for
+    /// shared memory instead within the same stream, and the producer's fallback delivers the picture.
+    @Test func anUnmappableDMABUFFallsBackToSharedMemory() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote,
+                                                   options: .init(size: FrameSize(width: 160, height: 120),
+                                                                  dmabufModifier: PipeWireBufferPlan.linear, unmappableDmabuf: true))
+        defer { producer.stop() }
+        let logged = Mutex<[LogLine]>([])
+        let src = try PipeWireSource(options: .init(remote: session.remote, node: try producer.nodeId(), cursor: false,
+                                                    log: { line in logged.withLock { $0.append(line) } }))
+        guard case .frame = nextFrame(src) else { Issue.record("no frame"); return }
+        let read = try #require(src.ring.takeNewest())
+        defer { src.ring.finishRead(read) }
+        #expect(rgb(read.slot, read.frame, x: 150, y: 100) == PipeWirePatternProducer.colour(x: 150, y: 100))
+        #expect(src.buffers == "buffers=memfd")
+        let lines = logged.withLock { $0 }
+        #expect(lines.map(\.event) == ["capture_buffers", "capture_dmabuf_unreadable", "capture_buffers"])
+        #expect(lines.first?.description == "level=info event=capture_buffers buffers=dmabuf modifier=linear")
+        #expect(lines.dropFirst().first?["reason"]?.contains("Permission denied") == true)
     }
 
     @Test func readsRGBxAsRGBx() throws {

@@ -64,7 +64,7 @@ struct PipeWireStreamTests {
             defer { params.free() }
             params.add { buf, n in
                 withUnsafePointer(to: SPA_VIDEO_FORMAT_BGRx.rawValue) {
-                    castd_pw_video_format(buf, n, SPA_PARAM_EnumFormat.rawValue, $0, 1, 64, 48, 64, 48, 64, 48, 30, 30, 30)
+                    castd_pw_video_format(buf, n, SPA_PARAM_EnumFormat.rawValue, $0, 1, 64, 48, 64, 48, 64, 48, 30, 30, 30, nil, 0, 0)
                 }
             }
             let flags = pw_stream_flags(PW_STREAM_FLAG_DRIVER.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)

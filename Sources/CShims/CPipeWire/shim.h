@@ -9,6 +9,13 @@
 #include <spa/buffer/meta.h>
 #include <spa/debug/types.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/dma-buf.h>
 
 // Function-like macros Swift cannot import.
 static inline const char *castd_pw_headers_version(void) { return pw_get_headers_version(); }
@@ -25,11 +32,15 @@ static inline int castd_pw_core_add_listener(struct pw_core *core, struct spa_ho
 /// whose first entry is the default), a size (fixed when min == max, else a
 /// range) and a frame rate (fixed when min == max, else a range).
 /// `param_id` is SPA_PARAM_EnumFormat or SPA_PARAM_Format.
+/// With `n_modifiers` > 0 the object carries a DRM modifier property (the
+/// DMA-BUF variant of the format): an enumeration of `modifiers` with
+/// `modifier_flags` (SPA_POD_PROP_FLAG_*); without, it describes shared memory.
 static inline const struct spa_pod *castd_pw_video_format(
     uint8_t *buf, uint32_t buf_size, uint32_t param_id,
     const uint32_t *formats, uint32_t n_formats,
     uint32_t def_w, uint32_t def_h, uint32_t min_w, uint32_t min_h, uint32_t max_w, uint32_t max_h,
-    uint32_t fps_def, uint32_t fps_min, uint32_t fps_max) {
+    uint32_t fps_def, uint32_t fps_min, uint32_t fps_max,
+    const uint64_t *modifiers, uint32_t n_modifiers, uint32_t modifier_flags) {
     struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buf, buf_size);
     struct spa_pod_frame obj, choice;
     if (n_formats == 0) return NULL;
@@ -57,6 +68,13 @@ static inline const struct spa_pod *castd_pw_video_format(
         spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_framerate, SPA_POD_Fraction(&fd), 0);
     } else {
         spa_pod_builder_add(&b, SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&fd, &fmin, &fmax), 0);
+    }
+    if (n_modifiers > 0) {
+        spa_pod_builder_prop(&b, SPA_FORMAT_VIDEO_modifier, modifier_flags);
+        spa_pod_builder_push_choice(&b, &choice, SPA_CHOICE_Enum, 0);
+        spa_pod_builder_long(&b, (int64_t)modifiers[0]);
+        for (uint32_t i = 0; i < n_modifiers; i++) spa_pod_builder_long(&b, (int64_t)modifiers[i]);
+        spa_pod_builder_pop(&b, &choice);
     }
     if (b.state.offset > buf_size) return NULL;
     return (const struct spa_pod *)spa_pod_builder_pop(&b, &obj);
@@ -124,6 +142,55 @@ static inline int castd_pw_parse_video_format(const struct spa_pod *param, uint3
     *height = info.size.height;
     *modifier = info.modifier;
     return 0;
+}
+
+/// The DRM modifier property of a negotiated format (DMA-BUF negotiation):
+/// 0 when there is none (shared memory); 1 when it holds one value, in
+/// `*modifier`; 2 when the producer has yet to choose (flagged DONT_FIXATE or
+/// still several values; `*modifier` is the first); -1 when it is not a long.
+static inline int castd_pw_format_modifier(const struct spa_pod *param, uint64_t *modifier) {
+    const struct spa_pod_prop *prop;
+    const struct spa_pod *values;
+    uint32_t n = 0, choice = 0;
+    *modifier = 0;
+    if (param == NULL || (prop = spa_pod_find_prop(param, NULL, SPA_FORMAT_VIDEO_modifier)) == NULL) return 0;
+    values = spa_pod_get_values(&prop->value, &n, &choice);
+    if (n < 1 || !spa_pod_is_long(values)) return -1;
+    *modifier = (uint64_t)SPA_POD_VALUE(struct spa_pod_long, values);
+    if ((prop->flags & SPA_POD_PROP_FLAG_DONT_FIXATE) != 0) return 2;
+    if (choice != SPA_CHOICE_None && n > 1) {
+        /* An enumeration: its first entry is the default; all entries equal is one value. */
+        const uint64_t *all = (const uint64_t *)SPA_POD_BODY_CONST(values);
+        for (uint32_t i = 1; i < n; i++) if (all[i] != all[0]) return 2;
+    }
+    return 1;
+}
+
+// DMA-BUF frames read by the CPU (linear layout only).
+
+/// DMA_BUF_IOCTL_SYNC around a CPU read of a mapped DMA-BUF: `start` 1 before
+/// the read, 0 after. 0, or -errno (-ENOTTY or -EINVAL for an fd that is not a
+/// dma-buf, such as a memfd passed as one).
+static inline int castd_dmabuf_sync_read(int fd, int start) {
+    struct dma_buf_sync sync;
+    int r;
+    sync.flags = DMA_BUF_SYNC_READ | (start ? DMA_BUF_SYNC_START : DMA_BUF_SYNC_END);
+    do { r = ioctl(fd, DMA_BUF_IOCTL_SYNC, &sync); } while (r < 0 && (errno == EINTR || errno == EAGAIN));
+    return r < 0 ? -errno : 0;
+}
+
+/// A memfd of `size` bytes (tests' stand-in for a linear DMA-BUF), or -1 (errno set).
+static inline int castd_memfd(const char *name, uint64_t size) {
+    /* memfd_create(2) by number: glibc declares it only under _GNU_SOURCE. 1 is MFD_CLOEXEC. */
+    int fd = (int)syscall(SYS_memfd_create, name, 1u);
+    if (fd < 0) return -1;
+    if (ftruncate(fd, (off_t)size) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
 }
 
 /// The damage rectangles of a buffer as (x, y, w, h) quadruples in `out`

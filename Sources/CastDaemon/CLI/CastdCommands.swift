@@ -147,7 +147,7 @@ enum CastdCommands {
         summary: "say what this machine can capture and encode, and why not",
         synopsis: ["doctor [--json]", "doctor --turn [--json] [--turn-url URL --turn-user USER [--turn-credential C]]"],
         description: [
-            "Lists the display server, each capture backend and encoder with a sentence saying whether it works here and why not, the caps that apply (after the configuration's max-height, max-fps and max-bitrate-kbps), the video codecs castd would offer, audio, and the libraries it runs with. Exits 1 when nothing can cast here.",
+            "Lists the display server, each capture backend and encoder with a sentence saying whether it works here and why not, the caps that apply (after the configuration's max-height, max-fps and max-bitrate-kbps), the video codecs castd would offer, audio, what it does with DMA-BUF screen buffers, and the libraries it runs with. Exits 1 when nothing can cast here.",
             "With --turn, allocates once on each TURN server of the backend's ice-config (as the paired sender), or on the one server given, and prints the relayed address or why not; credentials are never printed. Exits 1 when no server works.",
         ],
         options: [

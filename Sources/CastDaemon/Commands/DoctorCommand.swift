@@ -41,6 +41,7 @@ enum DoctorCommand {
                 "willUse": ["capture": report.captureBackend.map { $0.name as Any } ?? JSONValue.null, "encoder": report.encoder.map { $0.name as Any } ?? JSONValue.null],
                 "libraries": libraries, "version": CastdVersion.string,
                 "audio": ["available": audio.available, "detail": audioLine],
+                "dmabuf": CaptureDoctor.dmabuf,
             ]
             obj["videoCodecs"] = EncoderDoctor.codecs(report.encoders).map { c -> [String: Any] in
                 ["codec": c.codec.rawValue, "encoder": c.encoder.map { $0 as Any } ?? JSONValue.null]
@@ -64,6 +65,7 @@ enum DoctorCommand {
             let codecs = EncoderDoctor.codecs(report.encoders).map { "\($0.codec.displayName) (\($0.encoder ?? "no encoder"))" }
             print("  video codecs offered: " + codecs.joined(separator: ", "), to: &out)
             print("  audio: " + audioLine, to: &out)
+            print("  DMA-BUF: " + CaptureDoctor.dmabuf, to: &out)
             for line in share.lines { print("  " + line, to: &out) }
             print("  libraries: " + libraries.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "), to: &out)
         }
