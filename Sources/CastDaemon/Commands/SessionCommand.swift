@@ -1,5 +1,6 @@
 import CastCore
 import CastEncode
+import CastIO
 import CastMedia
 import CastOpenSSL
 import CastRTP

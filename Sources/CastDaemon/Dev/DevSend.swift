@@ -1,4 +1,5 @@
 import CastCore
+import CastIO
 import CastOpenSSL
 import CastSignaling
 import CastSystem

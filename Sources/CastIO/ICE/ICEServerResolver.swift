@@ -1,5 +1,4 @@
 import CastCore
-import CastIO
 import CastSignaling
 import CastWebRTC
 
@@ -9,11 +8,11 @@ import Glibc
 
 /// Turns ice-config's `stun:` URLs (RFC 7064) into addresses for the ICE agent, and its
 /// `turn:`/`turns:` URLs (RFC 7065) with their `username`/`credential` into TURN servers.
-enum ICEServerResolver {
+public enum ICEServerResolver {
     /// The TURN servers of ice-config, resolved, each under its URL (which names it in logs
     /// and errors; the credentials stay in `TURNServer.password`, redacted). Entries without
     /// credentials or with an unusable URL are returned as sentences in `skipped`.
-    static func turnServers(_ ice: IceConfig) -> (servers: [TURNServer], skipped: [String]) {
+    public static func turnServers(_ ice: IceConfig) -> (servers: [TURNServer], skipped: [String]) {
         var servers: [TURNServer] = []
         var skipped: [String] = []
         for entry in ice.iceServers {
@@ -40,7 +39,7 @@ enum ICEServerResolver {
 
     /// RFC 7065 §3.1: `turn:` defaults to UDP on 3478, `turns:` to TLS on 5349;
     /// `?transport=tcp` asks for TCP (with `turns:` it stays TLS, which runs over TCP).
-    static func parseTURN(_ url: String) -> (String, UInt16, TURNTransport)? {
+    public static func parseTURN(_ url: String) -> (String, UInt16, TURNTransport)? {
         let lower = url.lowercased()
         let secure = lower.hasPrefix("turns:")
         var rest = String(url.dropFirst(secure ? 6 : 5))
@@ -58,7 +57,7 @@ enum ICEServerResolver {
         return (host, port, transport)
     }
 
-    static func stunAddresses(_ ice: IceConfig) -> [SocketAddress] {
+    public static func stunAddresses(_ ice: IceConfig) -> [SocketAddress] {
         var out: [SocketAddress] = []
         for server in ice.iceServers {
             for url in server.urls {

@@ -2,7 +2,7 @@ import CastCore
 import CastSignaling
 import CastWebRTC
 import Testing
-@testable import CastDaemon
+@testable import CastIO
 
 /// ice-config's TURN entries (RFC 7065 URLs with long-term credentials) become TURN servers.
 @Suite struct ICEServerResolverTests {
