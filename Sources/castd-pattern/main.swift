@@ -15,7 +15,7 @@ import Glibc
 /// One unbuffered write(2) of `line` and a newline: callers wait for these lines on a pipe.
 func say(_ fd: Int32, _ line: String) {
     var s = line + "\n"
-    s.withUTF8 { writeAll(fd, UnsafeRawBufferPointer($0)) }
+    _ = s.withUTF8 { writeAll(fd, UnsafeRawBufferPointer($0)) }
 }
 
 var display: String? = nil
