@@ -52,7 +52,8 @@ def test_config_json_names_each_values_source(tmp_path):
     assert k["supabase-url"]["value"] == "https://sxhxcjoqxrauycxizing.supabase.co"
     assert k["max-height"]["value"] == "1080" and k["output"]["value"] is None
     assert (k["h264-profile"]["value"], k["h264-profile"]["source"]) == ("auto", "default")
-    assert len(k) == 16
+    assert (k["dmabuf"]["value"], k["dmabuf"]["source"]) == ("true", "default")
+    assert len(k) == 17
 
 
 def test_a_bad_line_stops_every_command_with_the_line_and_the_fix(tmp_path):

@@ -83,7 +83,7 @@ def test_bash_completion_completes_commands_options_and_values(docs):
     assert bash_complete(docs, "") == ["pair", "doctor", "config", "status", "stop", "help", "--session", "--help", "--version"]
     assert bash_complete(docs, "st") == ["status", "stop"]
     assert bash_complete(docs, "--session", "x", "--capture", "") == ["auto", "x11", "portal", "mutter"]
-    assert bash_complete(docs, "--session", "x", "--no-") == ["--no-cursor", "--no-notify"]
+    assert bash_complete(docs, "--session", "x", "--no-") == ["--no-cursor", "--no-dmabuf", "--no-notify"]
     assert bash_complete(docs, "pair", "--d") == ["--device-name", "--dev-trust-certificate"]
     assert bash_complete(docs, "pair", "--pin", "") == []          # a PIN is not guessed
     assert bash_complete(docs, "help", "s") == ["session", "status", "stop"]

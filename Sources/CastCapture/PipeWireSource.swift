@@ -35,12 +35,14 @@ public final class PipeWireSource: FrameSource {
         public var maxSize: FrameSize
         /// Events of the stream (the buffers PipeWire settled on), called on the PipeWire thread.
         public var log: @Sendable (LogLine) -> Void
+        /// Offer DMA-BUF (linear) before shared memory; false: shared memory only (config `dmabuf`).
+        public var dmabuf: Bool
 
         public init(remote: PipeWireRemote = .daemon, node: UInt32? = nil, cursor: Bool = true,
                     slotCount: Int = FrameRing<MemorySlot>.defaultSlotCount,
                     negotiationTimeout: Duration = .seconds(5), frameWait: Duration = .milliseconds(50),
                     maxSize: FrameSize = FrameSize(width: 8192, height: 8192),
-                    log: @escaping @Sendable (LogLine) -> Void = { _ in }) {
+                    log: @escaping @Sendable (LogLine) -> Void = { _ in }, dmabuf: Bool = true) {
             self.remote = remote
             self.node = node
             self.cursor = cursor
@@ -49,6 +51,7 @@ public final class PipeWireSource: FrameSource {
             self.frameWait = frameWait
             self.maxSize = maxSize
             self.log = log
+            self.dmabuf = dmabuf
         }
     }
 
@@ -173,6 +176,7 @@ final class PipeWireInputStream: @unchecked Sendable {
     private let damageScratch = UnsafeMutablePointer<Int32>.allocate(capacity: 4 * PipeWireFrameAssembler.maxDamageRects)
 
     init(options: PipeWireSource.Options, clock: any MonotonicClock) throws {
+        sharedOnly = !options.dmabuf
         self.options = options
         self.clock = clock
         assembler.cursorEnabled = options.cursor

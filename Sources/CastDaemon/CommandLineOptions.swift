@@ -82,6 +82,8 @@ public struct SessionOptions: Equatable, Sendable {
     /// `--window NAME|ID`: the X11 window to share (an id, the exact title, or a unique part of it).
     public var window: String? = nil
     public var cursor = true
+    /// `--no-dmabuf` / `dmabuf = false`: PipeWire frames in shared memory only.
+    public var dmabuf = true
     public var audio: Audio = .auto
     /// How long the ScreenCast portal may leave a call unanswered (Start waits for a person at its dialog).
     public var portalTimeout: Duration = .seconds(60)
@@ -283,6 +285,7 @@ public enum CommandLineParser {
                     }
                     o.window = v
                 case "--no-cursor": o.cursor = false
+                case "--no-dmabuf": o.dmabuf = false
                 case "--no-notify": o.notify = false
                 case "--forget-source": o.forgetSource = true
                 case "--portal-timeout":

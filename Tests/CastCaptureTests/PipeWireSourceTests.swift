@@ -79,6 +79,26 @@ struct PipeWireSourceTests {
         #expect(message.contains("shared memory or linear DMA-BUF, not tiled GPU buffers"))
     }
 
+    /// `dmabuf = false` (`--no-dmabuf`): castd announces shared memory only, so a producer
+    /// that offers only linear DMA-BUF (which castd reads by default: the pixel test above)
+    /// agrees no format with it.
+    @Test func withDMABUFOffAProducerOfferingOnlyLinearDMABUFAgreesNoFormat() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let producer = try PipeWirePatternProducer(remote: session.remote,
+                                                   options: .init(size: FrameSize(width: 64, height: 48),
+                                                                  dmabufModifier: PipeWireBufferPlan.linear))
+        defer { producer.stop() }
+        let node = try producer.nodeId()
+        var message = ""
+        do {
+            let src = try PipeWireSource(options: .init(remote: session.remote, node: node, cursor: false,
+                                                        negotiationTimeout: .seconds(3), dmabuf: false))
+            Issue.record("a source opened with \(src.buffers ?? "no buffers")")
+        } catch let e as CastError { message = e.message }
+        #expect(message.contains("node \(node) offered no frame format castd reads"), "\(message)")
+    }
+
     /// A DMA-BUF castd cannot map (as with a driver that refuses CPU mappings): castd asks for
     /// shared memory instead within the same stream, and the producer's fallback delivers the picture.
     @Test func anUnmappableDMABUFFallsBackToSharedMemory() throws {

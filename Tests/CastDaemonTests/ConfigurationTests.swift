@@ -37,7 +37,7 @@ import CastSignaling
     @Test func anUnknownKeyNamesTheLineTheNearestKeyAndAllKeys() {
         let lines = Array(repeating: "# comment", count: 6) + ["captur = x11"]
         #expect(error(lines.joined(separator: "\n")) == "\(path) line 7: unknown key `captur` (did you mean `capture`?); known keys: "
-                + "api-url, supabase-url, supabase-key, capture, output, display, source, window, encoder, h264-profile, audio, cursor, notify, "
+                + "api-url, supabase-url, supabase-key, capture, output, display, source, window, encoder, h264-profile, audio, cursor, notify, dmabuf, "
                 + "max-fps, max-bitrate-kbps, max-height")
         #expect(error("frobnicate = 1").hasPrefix("\(path) line 1: unknown key `frobnicate`; known keys: api-url"))
     }

@@ -91,6 +91,7 @@ enum CastdCommands {
                        help: "Desktop audio. auto: Opus from the default sink's monitor when PipeWire has one and the receiver takes audio; otherwise video only, said once in the log.",
                        configKey: .audio),
             OptionSpec(flag: "--no-cursor", help: "Leave the mouse pointer out of the picture.", configKey: .cursor, setsValue: "false"),
+            OptionSpec(flag: "--no-dmabuf", help: "Wayland: take frames in shared memory only, never GPU (DMA-BUF) buffers.", configKey: .dmabuf, setsValue: "false"),
             OptionSpec(flag: "--no-notify", help: "No desktop notifications when the cast starts and ends.", configKey: .notify, setsValue: "false"),
             OptionSpec(flag: "--portal-timeout", value: .text("SECONDS", sample: "60"),
                        help: "How long the ScreenCast portal may wait for someone to accept its dialog (0.1 to 3600, default 60); then the cast ends with disconnect reason capture_needs_user and exit 1."),

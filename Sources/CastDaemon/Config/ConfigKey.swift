@@ -9,7 +9,7 @@ public enum ConfigKey: String, CaseIterable, Sendable, Comparable {
     case supabaseKey = "supabase-key"
     case capture, output, display, source, window, encoder
     case h264Profile = "h264-profile"
-    case audio, cursor, notify
+    case audio, cursor, notify, dmabuf
     case maxFPS = "max-fps"
     case maxBitrateKbps = "max-bitrate-kbps"
     case maxHeight = "max-height"
@@ -44,7 +44,7 @@ public enum ConfigKey: String, CaseIterable, Sendable, Comparable {
         case .audio: .choice(SessionOptions.Audio.allCases.map(\.rawValue))
         // Implemented by the window/monitor choice (docs/capture-sources.md).
         case .source: .choice(["monitor", "window"])
-        case .cursor, .notify: .bool
+        case .cursor, .notify, .dmabuf: .bool
         // spec §12: "Cap at 1080p30"; §7: ≈ 4 Mbit/s at 1080p. The caps only lower these.
         case .maxFPS: .integer(1...30)
         case .maxBitrateKbps: .integer(150...4000)
@@ -65,7 +65,7 @@ public enum ConfigKey: String, CaseIterable, Sendable, Comparable {
         case .supabaseKey, .output, .display, .window: nil
         case .capture, .encoder, .h264Profile, .audio: "auto"
         case .source: "monitor"
-        case .cursor, .notify: "true"
+        case .cursor, .notify, .dmabuf: "true"
         case .maxFPS: "30"
         case .maxBitrateKbps: "4000"
         case .maxHeight: "1080"
@@ -104,6 +104,7 @@ public enum ConfigKey: String, CaseIterable, Sendable, Comparable {
         case .audio: "Desktop audio: auto (sent when PipeWire has a sink to capture and the receiver takes audio) or off."
         case .cursor: "Draw the mouse pointer into the picture (true or false)."
         case .notify: "Desktop notifications when a cast starts and ends (true or false)."
+        case .dmabuf: "On Wayland, take GPU (DMA-BUF, linear) frames from the compositor when it offers them, shared memory otherwise (true); false takes shared memory only, for a desktop where reading GPU buffers is slow."
         case .maxFPS: "Highest frame rate, 1 to 30 (the spec's cap is 30)."
         case .maxBitrateKbps: "Highest video bitrate in kbit/s, 150 to 4000 (the spec's cap is 4000 at 1080p, 2500 at 720p and below)."
         case .maxHeight: "Highest picture height in pixels, 144 to 1080; the width follows at 16:9 and the aspect ratio is kept."

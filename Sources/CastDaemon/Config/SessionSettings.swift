@@ -12,6 +12,7 @@ extension EffectiveConfig {
         o.output = self[.output]
         o.display = self[.display]
         o.cursor = bool(.cursor)
+        o.dmabuf = bool(.dmabuf)
         o.notify = bool(.notify)
         if let v = self[.source].flatMap(SessionOptions.Source.init(rawValue:)) { o.source = v }
         o.window = self[.window]

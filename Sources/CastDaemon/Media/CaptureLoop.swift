@@ -91,7 +91,7 @@ struct CaptureLoop: Sendable {
                     }
                     let cast = portal!
                     let source = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.streams[0].node,
-                                                                   cursor: options.cursor, log: log.write), clock: clock)
+                                                                   cursor: options.cursor, log: log.write, dmabuf: options.dmabuf), clock: clock)
                     if runGeneration(source, backend: "portal", caps: caps) == .failed {
                         portal?.close()   // the cast ended; the next generation asks the portal again
                         portal = nil
@@ -121,7 +121,7 @@ struct CaptureLoop: Sendable {
                     }
                     let cast = mutter!
                     let source = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.node,
-                                                                   cursor: options.cursor, log: log.write), clock: clock)
+                                                                   cursor: options.cursor, log: log.write, dmabuf: options.dmabuf), clock: clock)
                     if runGeneration(source, backend: "mutter", caps: caps, ended: { cast.poll() }) == .failed {
                         mutter?.close()
                         mutter = nil
