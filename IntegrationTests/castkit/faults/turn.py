@@ -12,7 +12,7 @@ import contextlib
 import re
 import time
 
-from castkit.faults.world import Cast, Result, check, frame_figures
+from castkit.faults.world import Result, check, daemon_sent_fps, frame_figures
 
 BARS_TOLERANCE = 12
 
@@ -144,7 +144,9 @@ async def chromium_relay(w, busy: bool, relay_only: bool, open_path: bool, name:
                    size=bars.get("size"), rtt_ms=rtt, cpu_pct=cpu.pct, **ctl)
 
 
-sent_fps = Cast.sent_fps        # uses only the cast's daemon log
+def sent_fps(c, t0: float, t1: float) -> float | None:
+    """Frames the TURN cast's castd sent per second (its own stats lines)."""
+    return daemon_sent_fps(c.daemon, t0, t1)
 
 
 async def aiortc_busy(w):

@@ -222,17 +222,10 @@ class Cast:
         return None
 
     def frames_sent(self, t0: float, t1: float) -> tuple[float, int] | None:
-        """castd's own frames_sent counter between its first and last stats line in [t0, t1]:
-        (seconds between those lines, frames sent), or None with fewer than two lines."""
-        d = self.daemon
-        got = [(t, int(m.group(1))) for t, l in zip(d.stderr_times, d.stderr_lines)
-               if t0 <= t <= t1 and (m := re.search(r"event=stats .*\bframes_sent=(\d+)", l))]
-        return (got[-1][0] - got[0][0], got[-1][1] - got[0][1]) if len(got) >= 2 else None
+        return daemon_frames_sent(self.daemon, t0, t1)
 
     def sent_fps(self, t0: float, t1: float) -> float | None:
-        """Frames castd sent per second between its first and last stats line in [t0, t1]."""
-        sent = self.frames_sent(t0, t1)
-        return round(sent[1] / sent[0], 1) if sent else None
+        return daemon_sent_fps(self.daemon, t0, t1)
 
     def stats_lines(self) -> list[dict]:
         out = []
@@ -337,3 +330,19 @@ TOKEN_STACK = ExtraStack("tokens", access_token_ttl=60, signaling_rate_limit=60,
 
 # The sender authorization capped at AUTH_CAP_S from connected_at, the cleanup job every 5 s.
 CAP_STACK = ExtraStack("cap", sender_auth_cap=AUTH_CAP_S, cleanup_interval=5)
+
+
+
+def daemon_frames_sent(d, t0: float, t1: float) -> tuple[float, int] | None:
+    """castd's own frames_sent counter between its first and last stats line in [t0, t1] of
+    daemon `d`'s log (any cast's: `Cast`, `TurnCast`): (seconds between those lines, frames
+    sent), or None with fewer than two lines."""
+    got = [(t, int(m.group(1))) for t, l in zip(d.stderr_times, d.stderr_lines)
+           if t0 <= t <= t1 and (m := re.search(r"event=stats .*\bframes_sent=(\d+)", l))]
+    return (got[-1][0] - got[0][0], got[-1][1] - got[0][1]) if len(got) >= 2 else None
+
+
+def daemon_sent_fps(d, t0: float, t1: float) -> float | None:
+    """Frames castd sent per second between its first and last stats line in [t0, t1]."""
+    sent = daemon_frames_sent(d, t0, t1)
+    return round(sent[1] / sent[0], 1) if sent else None
