@@ -86,9 +86,10 @@ struct EncodeLoop: Sendable {
             // or a change not known gets the one-frame buffer (StillRefinement).
             let mode = still.frame(changedShare: refineStill ? StillRefinement.changedShare(frame.damage, size: frame.size) : nil,
                                    keyframe: keyframe, now: clock.now())
-            if chain.rateBufferFrames != still.bufferFrames(mode) {
-                do { try chain.setRateBuffer(frames: still.bufferFrames(mode)) } catch {
-                    log.write(LogLine(.warning, "rate_buffer_failed", [("frames", still.bufferFrames(mode)), ("error", "\(error)")]))
+            let bufferFrames = still.bufferFrames(mode)
+            if chain.rateBufferFrames != bufferFrames {
+                do { try chain.setRateBuffer(frames: bufferFrames) } catch {
+                    log.write(LogLine(.warning, "rate_buffer_failed", [("frames", bufferFrames), ("error", "\(error)")]))
                 }
             }
             var pixels = UnsafeRawPointer(lease.slot.bytes)
