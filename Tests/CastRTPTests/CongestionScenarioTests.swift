@@ -33,6 +33,7 @@ extension CongestionScenarioTests {
             link.bitsPerSecond = now < seconds(20) ? 4_400_000 : now < seconds(40) ? 1_500_000 : 4_400_000
         }
         let before = sim.meanTarget(from: seconds(15), to: seconds(20))
+        for x in sim.samples where x.at >= seconds(18) && x.at < seconds(60) && Int(x.at.nanoseconds / 100_000_000) % 10 == 0 { print("DBG", x.at, x.target, x.estimate, x.pacing, x.usage) }
         let low = sim.meanTarget(from: seconds(30), to: seconds(40))
         let after = sim.meanTarget(from: seconds(49), to: seconds(50))
         // Queueing delay after the step down, per second: back under 50 ms within 5 s and staying there.
@@ -301,5 +302,63 @@ extension CongestionScenarioTests {
                 #expect(f.worstAfterOneSecond < .milliseconds(80), "\(f)")
             }
         }
+    }
+}
+
+extension CongestionScenarioTests {
+    /// The quick fault row "Chromium receiver, 5% loss for 20 s" in small: a cheap picture
+    /// (~70 kbit/s of colour bars) on a fast path with 5 % loss and 20 ms of order-keeping
+    /// jitter, application-limited far below the estimate.
+    func cheapPictureOnALossyPath() throws -> CallSimulation {
+        var link = LinkEmulator(bitsPerSecond: 50_000_000, buffer: .milliseconds(200), delay: .milliseconds(20))
+        link.randomLoss = 0.05
+        link.jitter = .milliseconds(20)
+        link.jitterKeepsOrder = true
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(), link: link)
+        sim.frameSize = { _ in 290 }
+        return sim
+    }
+
+    @Test func aDropWhileApplicationLimitedIsProbedBackAtOnce() throws {
+        // A receiver short of CPU (CI's loaded machine): for half a second its packets arrive
+        // later and later (20 → 220 ms one way), then all at once. To the sender that is a link
+        // slower than the picture, and it drains to the few packets that got through (the
+        // 50 kbit/s floor). The evidence came from a cheap picture's few packets, so once the
+        // over-use has been quiet for a second one probe goes straight to 0.85 × the rate before
+        // the drop. Without it the target stayed under 0.2 Mbit/s for ten seconds here, and the
+        // real row sat at 5 fps as long.
+        var sim = try cheapPictureOnALossyPath()
+        try sim.run(until: seconds(10))
+        let before = sim.meanTarget(from: seconds(8), to: seconds(10))
+        try sim.run(until: seconds(20)) { link, now in
+            let t = (now - seconds(10)).seconds
+            link.delay = t >= 0 && t < 0.5 ? .milliseconds(20 + Int64(t * 400)) : .milliseconds(20)
+        }
+        let during = sim.targets(from: seconds(10), to: seconds(12))
+        let back = sim.samples.first { $0.at >= seconds(10.5) && $0.target >= before / 2 }?.at
+        let after = sim.targets(from: seconds(13), to: seconds(20))
+        print("ALR drop: before \(mbps(before)), low \(mbps(during.min() ?? 0)), back over half at \(back.map { "\($0)" } ?? "never"),",
+              "13–20 s \(mbps(after.min() ?? 0))–\(mbps(after.max() ?? 0)), probes \(sim.sender.statistics.probesSent)")
+        #expect(before >= 3_000_000, "\(before)")
+        #expect((during.min() ?? .max) < before / 4)   // the stall did cut: else the test shows nothing
+        #expect(back.map { $0 <= seconds(12.5) } == true)
+        #expect((after.min() ?? 0) >= before / 2, "\(after.min() ?? 0)")
+    }
+
+    @Test func aFallBelowAnApplicationLimitedPicturesRateIsFollowed() throws {
+        // The other side of the rule above: the link really falls, to 300 kbit/s, under a
+        // picture of ~600 kbit/s that was application-limited on a 4 Mbit/s path. The target
+        // must go below the link within two seconds, however it backs off in ALR.
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(),
+                                     link: LinkEmulator(bitsPerSecond: 50_000_000, buffer: .milliseconds(200), delay: .milliseconds(20)))
+        sim.frameSize = { now in now < seconds(10) ? 2_500 : nil }
+        try sim.run(until: seconds(14)) { link, now in
+            link.bitsPerSecond = now < seconds(10) ? 50_000_000 : 300_000
+        }
+        let before = sim.meanTarget(from: seconds(8), to: seconds(10))
+        let after = sim.targets(from: seconds(12), to: seconds(14))
+        print("ALR then a fall to 0.3M: before \(mbps(before)), 2–4 s after \(mbps(after.min() ?? 0))–\(mbps(after.max() ?? 0))")
+        #expect(before >= 3_000_000, "\(before)")
+        #expect((after.max() ?? .max) <= 300_000, "\(after.max() ?? 0)")
     }
 }

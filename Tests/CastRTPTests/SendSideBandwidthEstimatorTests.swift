@@ -240,6 +240,20 @@ extension SendSideBandwidthEstimatorTests {
 }
 
 extension SendSideBandwidthEstimatorTests {
+    @Test func anOverUseWhileApplicationLimitedBacksOffFromTheEstimateAndLeavesTheCapacity() throws {
+        var a = AimdRateControl(start: 3_500_000)
+        let bounds = 50_000.0...4_000_000.0
+        // A still screen's 70 kbit/s is acknowledged; an over-use (a key frame's burst) is 0.85 × the
+        // estimate, not 0.85 × 70 kbit/s, and says nothing of where the link congests.
+        a.update(.overusing, acked: 70_000, applicationLimited: true, rtt: .milliseconds(20), bounds: bounds, now: ms(0))
+        #expect(abs(a.bitrate - 0.85 * 3_500_000) < 1)
+        #expect(a.capacity == nil)
+        // Not application-limited: from the acknowledged rate, which becomes the capacity.
+        a.update(.overusing, acked: 2_000_000, applicationLimited: false, rtt: .milliseconds(20), bounds: bounds, now: ms(300))
+        #expect(abs(a.bitrate - 0.85 * 2_000_000) < 1)
+        #expect(a.capacity == 2_000_000)
+    }
+
     @Test func theLinkCapacityStartsOverWhenThroughputFallsFarBelowIt() throws {
         var a = AimdRateControl(start: 4_000_000)
         let bounds = 50_000.0...4_000_000.0

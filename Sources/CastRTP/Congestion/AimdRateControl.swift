@@ -3,7 +3,8 @@ import CastCore
 /// The rate controller of GCC (draft-ietf-rmcat-gcc-02 §5.5; libwebrtc
 /// `AimdRateControl`): increase while the detector says normal, hold while it
 /// says under-use (the queue is draining), decrease to 0.85 × the
-/// acknowledged rate on over-use. Rates in bits per second.
+/// acknowledged rate on over-use (0.85 × the estimate while application-limited).
+/// Rates in bits per second.
 struct AimdRateControl: Sendable {
     /// β: on over-use the rate becomes 0.85 × what the receiver got (gcc-02 §5.5).
     static let beta = 0.85
@@ -69,6 +70,17 @@ struct AimdRateControl: Sendable {
                 if applicationLimited || next > limit { next = max(bitrate, min(next, limit)) }
             }
             bitrate = next
+        case .decrease where applicationLimited:
+            // Application-limited, the acknowledged rate is the picture's, not the link's: a still
+            // screen's 70 kbit/s says nothing of a 50 Mbit/s path. An over-use there comes from a
+            // burst (a key frame at the pacing rate) or from a receiver that read its packets late,
+            // so the estimate backs off from itself and the capacity is left alone. A link that
+            // really fell below the picture's rate still shows: its standing queue makes the
+            // sender drain from the delivery rate (SendSideBandwidthEstimator), and once the
+            // estimate nears what is sent the stream is no longer application-limited.
+            bitrate = min(Self.beta * bitrate, bitrate)
+            lastDecrease = now
+            phase = .hold
         case .decrease:
             let base = acked ?? bitrate
             var next = Self.beta * base

@@ -76,10 +76,12 @@ struct ApplicationLimitDetector: Sendable {
     private var last: Instant?
     private(set) var isLimited = false
     private(set) var limitedSince: Instant?
+    /// When the stream was last seen application-limited (now, while it is).
+    private(set) var lastLimitedAt: Instant?
 
     mutating func update(sentBytes: Int, target: Double, now: Instant) {
         let dt = last.map { min(max((now - $0).seconds, 0), Self.window) } ?? 0
-        last = now
+        last = max(last ?? now, now)   // an earlier `now` adds nothing and does not move the clock back
         let cap = target * Self.usageRatio / 8 * Self.window
         level = min(max(level + target * Self.usageRatio / 8 * dt - Double(sentBytes), -cap), cap)
         let ratio = cap > 0 ? level / cap : 0
@@ -90,5 +92,6 @@ struct ApplicationLimitDetector: Sendable {
             isLimited = false
             limitedSince = nil
         }
+        if isLimited { lastLimitedAt = last }
     }
 }

@@ -112,6 +112,17 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// A later probe raises at most 10 % past the known link capacity (see `laterProbeLimit`).
     static let capacityProbeMargin = 1.1
     static let recoveryWindow = Duration.seconds(60)
+    /// After a large drop that came while application-limited (or within `alrRecentTime` of
+    /// it), one probe at this share of the rate before the drop, whose result may raise the
+    /// estimate up to its own rate (libwebrtc probes so after a large drop in or just after ALR,
+    /// kProbeFractionAfterDrop). There the drop's evidence is a small stream's: a cheap
+    /// picture's few packets that a receiver short of CPU read late look like a link far slower
+    /// than it is, and the drain backs off to them. The usual recovery probes (2× every 2 s,
+    /// raising 1.5× at a time, only after a second without loss over 10 %, which a few packets
+    /// on a link with 5 % random loss rarely give) took the quick fault row "Chromium receiver,
+    /// 5% loss" from the 50 kbit/s floor at 5 fps for ten seconds and more.
+    static let alrRecoveryShare = 0.85
+    static let alrRecentTime = Duration.seconds(3)
     /// Recovery probes are 15 ms bursts: every 2 s costs little queueing while the link stays low.
     static let recoveryProbeInterval = Duration.seconds(2)
     /// Periodic processing, for ALR and probe timers (libwebrtc process interval is 25 ms;
@@ -170,6 +181,10 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     private var startProbesSent = false
     /// The clusters of the start-up (and chained start-up) probes: their results are not capped.
     private var startProbeIDs: Set<Int> = []
+    /// The clusters of the recovery probes after a drop while application-limited (`alrRecoveryShare`).
+    private var alrRecoveryProbeIDs: Set<Int> = []
+    /// A drop (its time) that came while application-limited, until its recovery probe is sent.
+    private var alrDropToProbe: Instant?
     private var lastProbeAt: Instant?
     private var lastProbeRate = 0.0
     private var lastOveruseAt: Instant?
@@ -265,6 +280,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         lateReports += late
         var probeRate: Double?
         var probeIsStartup = false
+        var probeIsALRRecovery = false
         for m in received {
             let sendMs = Double(m.sentAt.nanoseconds) / 1e6
             _ = detector.packet(sendMs: sendMs, arrivalMs: m.arrivalMs, size: m.size)
@@ -275,6 +291,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
                 if r > probeRate ?? 0 {
                     probeRate = r
                     probeIsStartup = startProbeIDs.contains(id)
+                    probeIsALRRecovery = alrRecoveryProbeIDs.contains(id)
                 }
             }
         }
@@ -289,7 +306,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             lastHighLossAt = now
         }
         if let p0 = probeRate, detector.state != .overusing {
-            let p = probeIsStartup ? p0 : min(p0, laterProbeLimit)
+            let p = probeIsStartup || probeIsALRRecovery ? p0 : min(p0, laterProbeLimit)
             let rate = min(p, bounds.upperBound)
             let raised = rate > 1.1 * aimd.bitrate
             if rate > aimd.bitrate { aimd.set(rate, now: now) }
@@ -310,7 +327,11 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             }
         }
         let reduceAllowed = aimd.lastDecrease.map { now - $0 >= min(max(rtt ?? .milliseconds(100), .milliseconds(10)), .milliseconds(200)) } ?? true
-        if detector.state != .overusing || reduceAllowed || aimd.bitrate > 2 * (acked.bitsPerSecond ?? .infinity) {
+        // Far above what is acknowledged, an over-use may cut at every feedback (the link fell
+        // under the estimate), but not while application-limited: there the acknowledged rate
+        // is the picture's, and each feedback's cut would take the estimate down to it.
+        let farAboveAcked = !alr.isLimited && aimd.bitrate > 2 * (acked.bitsPerSecond ?? .infinity)
+        if detector.state != .overusing || reduceAllowed || farAboveAcked {
             aimd.update(detector.state, acked: acked.bitsPerSecond, applicationLimited: alr.isLimited,
                         rtt: rtt ?? .milliseconds(100), bounds: bounds, now: now)
         }
@@ -395,7 +416,10 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         // no probe ran and AIMD alone took 10.2 s to reach 80 % of the cap.
         if let h = recentHigh, now - h.at < .seconds(5), h.rate >= rate {
             if rate < Self.largeDropRatio * h.rate {
-                if let d = beforeDrop, now - d.at <= Self.recoveryWindow, d.rate > h.rate {} else { beforeDrop = h }
+                if let d = beforeDrop, now - d.at <= Self.recoveryWindow, d.rate > h.rate {} else {
+                    beforeDrop = h
+                    if let l = alr.lastLimitedAt, now - l <= Self.alrRecentTime { alrDropToProbe = h.at }
+                }
             }
         } else {
             recentHigh = (rate, now)
@@ -404,6 +428,19 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
 
     private mutating func periodicProbes(_ rate: Double, now: Instant) {
         guard configuration.probing, hasTransportFeedback, rate < bounds.upperBound else { return }
+        if let drop = beforeDrop, alrDropToProbe == drop.at, now - drop.at <= Self.recoveryWindow,
+           rate < 0.9 * drop.rate, drainingSince == nil,
+           // Quiet of over-use only: at a cheap picture's few packets a window's loss often reads
+           // over 10 % on a link with 5 % random loss; one 15 ms probe costs little.
+           lastOveruseAt.map({ now - $0 >= Self.recoveryQuietTime }) ?? true,
+           lastProbeAt.map({ now - $0 >= Self.recoveryProbeInterval }) ?? true {
+            alrDropToProbe = nil
+            if let id = requestProbe(at: Self.alrRecoveryShare * drop.rate, now: now) {
+                alrRecoveryProbeIDs = alrRecoveryProbeIDs.filter { $0 > id - 16 }   // the estimator keeps 16 clusters
+                alrRecoveryProbeIDs.insert(id)
+            }
+            return
+        }
         if alr.isLimited {
             if let last = lastProbeAt, now - last < Self.periodicProbeInterval { return }
             requestProbe(at: Self.probeScale * rate, now: now)
@@ -411,9 +448,13 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         }
         if let last = lastProbeAt, now - last < Self.recoveryProbeInterval { return }
         guard let drop = beforeDrop, now - drop.at <= Self.recoveryWindow, rate < 0.9 * drop.rate else { return }
-        let quiet = [lastOveruseAt, lastHighLossAt].compactMap { $0 }.allSatisfy { now - $0 >= Self.recoveryQuietTime }
-        guard quiet else { return }
+        guard quietSinceCongestion(now: now) else { return }
         requestProbe(at: min(Self.probeScale * rate, drop.rate), now: now)
+    }
+
+    /// No over-use and no high loss for `recoveryQuietTime`.
+    private func quietSinceCongestion(now: Instant) -> Bool {
+        [lastOveruseAt, lastHighLossAt].compactMap { $0 }.allSatisfy { now - $0 >= Self.recoveryQuietTime }
     }
 
     private mutating func startProbes(now: Instant) {
