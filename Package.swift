@@ -103,7 +103,7 @@ let package = Package(
         .testTarget(name: "CastCaptureTests", dependencies: ["CastCore", "CastSystem", "CastMedia", "CastCapture", "CastEncode", "CX11",
                                                     "BenchSupport", "AudioTestSupport", "SansIOContract"]),
         .testTarget(name: "CastEncodeTests", dependencies: ["CastCore", "CastSystem", "CastMedia", "CastEncode", "BenchSupport", "AudioTestSupport"]),
-        .testTarget(name: "CastRTPTests", dependencies: ["CastCore", "CastRTP", "SansIOContract"]),
+        .testTarget(name: "CastRTPTests", dependencies: ["CastCore", "CastRTP", "CastMedia", "SansIOContract"]),
         // Counts each thread's heap allocations (malloc interposed in the test executable), for
         // tests and benchmarks that pin down what a hot path allocates (issue 19).
         .target(name: "AllocationCounter", path: "Tests/Support/AllocationCounter"),

@@ -40,6 +40,12 @@ import CastCore
 /// no hold; down-steps are immediate as always, and after the window the hold
 /// applies again.
 ///
+/// A picture that does not fill its target (its encoder sends at most
+/// `unconstrainedShare` of it) keeps its step and climbs to the highest one it
+/// fits (`fittingFrameRate`): the thresholds are for a busy picture, and a
+/// cheaper one held at their step reads as application-limited to the
+/// congestion controller, whose estimate then cannot grow.
+///
 /// An encoder that cannot meet its target at all (libvpx at its coarsest
 /// quantizer on a busy 1080p screen sends 8 Mbit/s against 4) would break the
 /// caps on a link with room to spare, where nothing lowers the target: so an
@@ -138,6 +144,12 @@ public struct RateLadder: Sendable {
 
     /// A demand at most this share of the target counts as sparse (room for its bursts).
     static let sparseShare = 0.7
+    /// An output at most this share of the bitrate asked for is the picture's own demand, not
+    /// the encoder's rate control filling the target (a CBR encoder meets any target with a
+    /// busy picture); only then is it scaled to other frame rates (`fittingFrameRate`).
+    static let unconstrainedShare = 0.9
+    /// A higher step whose scaled demand is at most this share of the target fits it.
+    static let fittingShare = 0.8
 
     /// Pixel-count scaling of the 1080p thresholds: (pixels / 1080p pixels)^0.75.
     static func scale(for size: FrameSize) -> Double {
@@ -161,6 +173,23 @@ public struct RateLadder: Sendable {
         return (fits ?? lowest).frameRate
     }
 
+    /// The highest step above `current`'s frame rate at which a picture whose encoder is not
+    /// held back by its target (output at most `unconstrainedShare` of it) would still need at
+    /// most `fittingShare` of the target, its output scaled by the frame rate; nil when none
+    /// or when the output fills the target. The thresholds are for a picture that fills any
+    /// target; a cheaper one held at their step (a slide deck with small changes: 4 KB frames,
+    /// 160 kbit/s at 5 fps under a 400 kbit/s target) sends under 65 % of the target, the
+    /// controller reads the stream as application-limited and may not climb past 1.5 × what
+    /// it acknowledges, so the cast stays at the low step after the link has come back (the
+    /// meeting row: 10 fps for minutes on a 3 Mbit/s link under a 0.95 Mbit/s target).
+    func fittingFrameRate(bitrate: Int, output: Int?) -> Int? {
+        guard let out = output, Double(out) <= Self.unconstrainedShare * Double(bitrate) else { return nil }
+        let fps = max(1, current.frameRate)
+        return thresholds.last {
+            $0.frameRate > fps && Double(out) * Double($0.frameRate) / Double(fps) <= Self.fittingShare * Double(bitrate)
+        }?.frameRate
+    }
+
     /// The frame rate for a target, without hysteresis.
     func frameRate(for bitrate: Int) -> Int {
         thresholds.last { bitrate >= $0.minimum }?.frameRate ?? thresholds[0].frameRate
@@ -182,6 +211,12 @@ public struct RateLadder: Sendable {
         let demand = outputBitrate.map { $0 * maxFrameRate / max(1, current.frameRate) }
         let sparse = demand.map { Double($0) <= Self.sparseShare * Double(bitrate) } ?? false
         if sparse { plain = thresholds.last!.frameRate }
+        // A picture that the encoder meets under the target keeps its step, and a higher one
+        // that it fits (see `fittingFrameRate`) is an up-step like any other.
+        let unconstrained = outputBitrate.map { Double($0) <= Self.unconstrainedShare * Double(bitrate) } ?? false
+        let fitting = fittingFrameRate(bitrate: bitrate, output: outputBitrate)
+        if unconstrained { plain = max(plain, current.frameRate) }
+        if let f = fitting { plain = max(plain, f) }
         var fps = current.frameRate
         if let ceiling = overshootCeiling {
             if now >= ceiling.until {
@@ -218,8 +253,9 @@ public struct RateLadder: Sendable {
         } else if plain > fps {
             // Up once the target clears a higher step's threshold by the margin for upHold (at once
             // in the start-up window): to the highest step it clears so (a sparse picture: the top one).
-            let cleared = sparse ? thresholds.last!.frameRate
+            let byThreshold = sparse ? thresholds.last!.frameRate
                 : thresholds.last { $0.frameRate > fps && Double(bitrate) >= Double($0.minimum) * (1 + upMargin) }?.frameRate
+            let cleared = [byThreshold, fitting].compactMap { $0 }.max()
             if let up = cleared {
                 if startingUp {
                     fps = up

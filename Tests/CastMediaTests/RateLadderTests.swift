@@ -156,6 +156,32 @@ import CastMedia
         #expect(l.current.frameRate == 30)
     }
 
+    @Test func aPictureUnderItsTargetClimbsToTheStepItFitsAndKeepsIt() {
+        var l = ladder()
+        #expect(l.update(targetBitrate: 400_000, now: t0)?.frameRate == 5)
+        // 4 KB frames at 5 fps: 140 kbit/s under a 400 kbit/s target. At 10 fps it would need
+        // 280 kbit/s, under 0.8 × the target: up, through the usual hold (15 fps, 420, would not fit).
+        #expect(l.update(targetBitrate: 400_000, outputBitrate: 140_000, now: t0 + .seconds(4)) == nil)
+        #expect(l.update(targetBitrate: 400_000, outputBitrate: 140_000, now: t0 + .seconds(6))?.frameRate == 10)
+        // At 10 fps it sends 280 kbit/s: under 0.9 × the target, so it keeps the step that the
+        // thresholds alone (10 fps from 0.6 Mbit/s) would not give it.
+        #expect(l.update(targetBitrate: 400_000, outputBitrate: 280_000, now: t0 + .seconds(7)) == nil)
+        #expect(l.current.frameRate == 10)
+        // The picture gets busy and fills the target: the thresholds again, at once.
+        #expect(l.update(targetBitrate: 400_000, outputBitrate: 390_000, now: t0 + .seconds(8))?.frameRate == 5)
+    }
+
+    @Test func aPictureThatFillsItsTargetIsNotScaledToAHigherStep() {
+        var l = ladder()
+        _ = l.update(targetBitrate: 400_000, now: t0)
+        // A CBR encoder meets any target with a busy picture: 390 of 400 kbit/s at 5 fps says
+        // nothing of what 10 fps would need.
+        for k in 1...10 {
+            #expect(l.update(targetBitrate: 400_000, outputBitrate: 390_000, now: t0 + .seconds(3 + k)) == nil)
+        }
+        #expect(l.current.frameRate == 5)
+    }
+
     // An encoder that cannot meet its target (libvpx at its coarsest quantizer on a busy
     // 1080p screen: 8 Mbit/s against 4) on a free link, where the target stays at the cap.
     @Test func anEncoderOvershootingForTwoSecondsGivesUpTheFrameRateItCannotFit() {

@@ -1,5 +1,6 @@
 import Testing
 import CastCore
+import CastMedia
 @testable import CastRTP
 
 /// Whole-sender scenarios on the emulated link, with bounds like libwebrtc's
@@ -33,7 +34,6 @@ extension CongestionScenarioTests {
             link.bitsPerSecond = now < seconds(20) ? 4_400_000 : now < seconds(40) ? 1_500_000 : 4_400_000
         }
         let before = sim.meanTarget(from: seconds(15), to: seconds(20))
-        for x in sim.samples where x.at >= seconds(18) && x.at < seconds(60) && Int(x.at.nanoseconds / 100_000_000) % 10 == 0 { print("DBG", x.at, x.target, x.estimate, x.pacing, x.usage) }
         let low = sim.meanTarget(from: seconds(30), to: seconds(40))
         let after = sim.meanTarget(from: seconds(49), to: seconds(50))
         // Queueing delay after the step down, per second: back under 50 ms within 5 s and staying there.
@@ -360,5 +360,54 @@ extension CongestionScenarioTests {
         print("ALR then a fall to 0.3M: before \(mbps(before)), 2–4 s after \(mbps(after.min() ?? 0))–\(mbps(after.max() ?? 0))")
         #expect(before >= 3_000_000, "\(before)")
         #expect((after.max() ?? .max) <= 300_000, "\(after.max() ?? 0)")
+    }
+}
+
+extension CongestionScenarioTests {
+    /// A picture that needs 4 KB a frame whatever the frame rate (slides with small changes) on
+    /// a link of 3 Mbit/s that falls to 0.8 for 20 s and comes back; `ladder` true: castd's
+    /// RateLadder, fed the last second's output; false: its thresholds alone.
+    func cheapPictureThroughAFall(ladder: Bool) throws -> CallSimulation {
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(),
+                                     link: LinkEmulator(bitsPerSecond: 3_000_000, buffer: .milliseconds(200), delay: .milliseconds(20)))
+        if ladder {
+            sim.ladder = RateLadder(size: FrameSize(width: 1920, height: 1080), maxFrameRate: 30, maxBitrate: 4_000_000)
+        } else {
+            sim.frameRate = { t in t >= 2_600_000 ? 30 : t >= 1_500_000 ? 20 : t >= 1_100_000 ? 15 : t >= 600_000 ? 10 : 5 }
+        }
+        sim.pictureBytesPerFrame = 4_000
+        try sim.run(until: seconds(80)) { link, now in
+            link.bitsPerSecond = now >= seconds(20) && now < seconds(40) ? 800_000 : 3_000_000
+        }
+        return sim
+    }
+
+    @Test func aCheapPictureFindsTheLinkAgainAfterAFall() throws {
+        // The meeting row (10 min, full fault set) stayed at 10 fps for minutes on a 3 Mbit/s link,
+        // application-limited at ~460 kbit/s under a 954 kbit/s target: the thresholds gave 10 fps,
+        // the picture at 10 fps sent under 65 % of the target, and an application-limited stream's
+        // estimate may not climb past 1.5 × what it acknowledges; only the periodic probes raised
+        // it, 1.5× every 5 s. The ladder now climbs to the step the picture fits under the target.
+        var runs: [(name: String, back: Int?, lowFPS: Double, lowQueue: Duration, end: Int64)] = []
+        for ladder in [false, true] {
+            let sim = try cheapPictureThroughAFall(ladder: ladder)
+            let back = (40..<80).first { s in sim.meanTarget(from: seconds(Double(s)), to: seconds(Double(s + 1))) >= 2_400_000 }
+            let low = sim.samples.filter { $0.at >= seconds(30) && $0.at < seconds(40) }
+            runs.append((ladder ? "RateLadder" : "thresholds alone", back,
+                         Double(low.reduce(0) { $0 + $1.frameRate }) / Double(max(low.count, 1)),
+                         sim.queueDelays(from: seconds(30), to: seconds(40)).quantile(0.95),
+                         sim.meanTarget(from: seconds(70), to: seconds(80))))
+        }
+        for r in runs {
+            print("cheap picture, 3 → 0.8 → 3 Mbit/s, \(r.name): 30–40 s \(r.lowFPS) fps, queue p95 \(r.lowQueue);",
+                  "over 2.4 Mbit/s again at \(r.back.map(String.init) ?? "never") s, 70–80 s \(mbps(r.end))")
+        }
+        let (thresholds, withLadder) = (runs[0], runs[1])
+        // On the slow link the picture (4 KB frames) fits 0.8 Mbit/s at up to 20 fps: more frames
+        // than the thresholds give, and no standing queue for them.
+        #expect(withLadder.lowFPS > thresholds.lowFPS)
+        #expect(withLadder.lowQueue < .milliseconds(60), "\(withLadder.lowQueue)")
+        #expect(withLadder.back.map { $0 <= 50 } == true)
+        #expect(withLadder.end >= 2_400_000, "\(withLadder.end)")
     }
 }

@@ -97,6 +97,8 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     static let periodicProbeInterval = Duration.seconds(5)
     /// A drop below 66 % of the rate before it is "large" (libwebrtc kBitrateDropThreshold).
     static let largeDropRatio = 0.66
+    /// A drop is measured from the highest rate of this window.
+    static let dropWindow = Duration.seconds(5)
     /// Recovery probes after a large drop: only after 1 s free of over-use and
     /// loss, for 60 s at most. (Our choice: libwebrtc probes once on ALR end; a
     /// screen cast is rarely application-limited while busy, and without a probe
@@ -190,7 +192,8 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     private var lastOveruseAt: Instant?
     private var lastHighLossAt: Instant?
     private var beforeDrop: (rate: Double, at: Instant)?
-    private var recentHigh: (rate: Double, at: Instant)?
+    /// The rates of the last `dropWindow`, in decreasing order (a sliding maximum).
+    private var recentRates: [(rate: Double, at: Instant)] = []
     public private(set) var probesRequested = 0
     public private(set) var lossesConfirmed = 0
     public private(set) var lateReports = 0
@@ -409,21 +412,21 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     }
 
     private mutating func trackDrops(_ rate: Double, now: Instant) {
-        // The highest rate of the last 5 s; a fall below 66 % of it is a large drop. A later,
-        // smaller drop (the estimate settling lower on the slow link) does not replace the memory
-        // of a higher rate within the recovery window: on the real 8 → 1.5 → 8 Mbit/s steps a
-        // second drop (1.4 → 0.66 Mbit/s) made 1.4 the rate to recover, so after the step up
-        // no probe ran and AIMD alone took 10.2 s to reach 80 % of the cap.
-        if let h = recentHigh, now - h.at < .seconds(5), h.rate >= rate {
-            if rate < Self.largeDropRatio * h.rate {
-                if let d = beforeDrop, now - d.at <= Self.recoveryWindow, d.rate > h.rate {} else {
-                    beforeDrop = h
-                    if let l = alr.lastLimitedAt, now - l <= Self.alrRecentTime { alrDropToProbe = h.at }
-                }
-            }
-        } else {
-            recentHigh = (rate, now)
-        }
+        // The highest rate of the last 5 s (a sliding maximum: the rates of the window in
+        // decreasing order); a fall below 66 % of it is a large drop. One sample refreshed every
+        // 5 s was not: a fall just after its refresh found the high already replaced by the fallen
+        // rate, and the drop went unseen. A later, smaller drop (the estimate settling lower on
+        // the slow link) does not replace the memory of a higher rate within the recovery window:
+        // on the real 8 → 1.5 → 8 Mbit/s steps a second drop (1.4 → 0.66 Mbit/s) made 1.4 the
+        // rate to recover, so after the step up no probe ran and AIMD alone took 10.2 s to reach
+        // 80 % of the cap.
+        while let last = recentRates.last, last.rate <= rate { recentRates.removeLast() }
+        recentRates.append((rate, now))
+        while let first = recentRates.first, now - first.at >= Self.dropWindow { recentRates.removeFirst() }
+        guard let high = recentRates.first, rate < Self.largeDropRatio * high.rate else { return }
+        if let d = beforeDrop, now - d.at <= Self.recoveryWindow, d.rate >= high.rate { return }
+        beforeDrop = high
+        if let l = alr.lastLimitedAt, now - l <= Self.alrRecentTime { alrDropToProbe = high.at }
     }
 
     private mutating func periodicProbes(_ rate: Double, now: Instant) {

@@ -434,9 +434,18 @@ public struct VideoSender: Sendable, SansIO {
         }
         enforceQueueBound(now: now)
         while let item = pacer.next(now: now) {
-            if let d = transmit(item, now: now) {
+            // Media that leaves while a probe runs is part of it, as libwebrtc's prober counts every
+            // packet it paces: the receiver sees both, and a probe that counted only its padding read
+            // a link shared with 30 fps of media as the padding's share of it (1.8 of 3 Mbit/s, so
+            // an application-limited cast's periodic probes never raised the estimate).
+            let cluster = item.isRetransmission ? nil : probe?.cluster.id
+            if let d = transmit(item, now: now, probeCluster: cluster) {
                 outputs.push(.transmit(d))
                 recordSendLatency(item, now: now)
+                if cluster != nil, case .rtp(let b) = d {
+                    probe?.bytes += b.count
+                    probe?.packets += 1
+                }
             }
         }
         sendProbe(now: now)

@@ -1,4 +1,5 @@
 import CastCore
+import CastMedia
 @testable import CastRTP
 
 /// A whole `VideoSender` casting through a `LinkEmulator` to a `ModelReceiver`
@@ -15,6 +16,10 @@ struct CallSimulation {
         var estimate: Int64
         var pacing: Int64
         var usage: BandwidthUsage
+        /// The encoder's frame rate then.
+        var frameRate = 30
+        var applicationLimited = false
+        var probesSent = 0
     }
 
     var sender: VideoSender
@@ -27,6 +32,13 @@ struct CallSimulation {
     private var frameIndex = 0
     /// Overrides the encoder: bytes per frame at `now` (a still screen, say), nil = follow the target.
     var frameSize: ((Instant) -> Int?)?
+    /// What the picture needs per frame at most (bytes): a cheap picture meets a high target
+    /// with smaller frames, and the stream becomes application-limited. nil: no limit.
+    var pictureBytesPerFrame: Int?
+    /// castd's own frame-rate ladder, fed the target and the last second's output at each frame
+    /// (as EncodeLoop feeds it); when set it gives the frame rate instead of `frameRate`.
+    var ladder: RateLadder?
+    private var recentFrames: [(at: Instant, bytes: Int)] = []
     private(set) var samples: [Sample] = []
     private var nextSample = Instant.zero
     private(set) var framesEncoded = 0
@@ -58,12 +70,24 @@ struct CallSimulation {
     /// links, so frames grow); nil: 30 fps.
     var frameRate: ((Int64) -> Int)?
 
-    private var currentFrameRate: Int { max(1, min(frameRate?(sender.targetBitsPerSecond) ?? 30, 30)) }
+    private var currentFrameRate: Int {
+        max(1, min(ladder?.current.frameRate ?? frameRate?(sender.targetBitsPerSecond) ?? 30, 30))
+    }
+
+    /// The ladder's decision for this frame, from the target and what the last second carried.
+    private mutating func updateLadder() {
+        guard ladder != nil else { return }
+        while let f = recentFrames.first, now - f.at >= .seconds(1) { recentFrames.removeFirst() }
+        let output = recentFrames.reduce(0) { $0 + $1.bytes } * 8
+        _ = ladder!.update(targetBitrate: Int(sender.targetBitsPerSecond), outputBitrate: output, now: now)
+    }
 
     private mutating func encode() throws {
         frameIndex += 1
         if sender.queuedDuration > .milliseconds(66), !keyframeWanted { framesSkipped += 1; return }
-        let pSize = frameSize?(now) ?? max(Int(sender.targetBitsPerSecond / Int64(currentFrameRate) / 8), 200)
+        updateLadder()
+        var pSize = frameSize?(now) ?? max(Int(sender.targetBitsPerSecond / Int64(currentFrameRate) / 8), 200)
+        if let most = pictureBytesPerFrame { pSize = min(pSize, most) }
         let au: [UInt8]
         if keyframeWanted {
             au = Self.sps + [0, 0, 0, 1, 0x65] + Array(repeating: 0x11, count: 8 * pSize)
@@ -72,6 +96,7 @@ struct CallSimulation {
             au = [0, 0, 0, 1, 0x41] + Array(repeating: 0x22, count: pSize)
         }
         framesEncoded += 1
+        recentFrames.append((now, au.count))
         sender.handle(.accessUnit(au, captureTime: now), now: now)
         absorb(sender.events())
     }
@@ -118,7 +143,8 @@ struct CallSimulation {
             if now >= nextSample {
                 let s = sender.statistics
                 samples.append(Sample(at: now, target: s.mediaTargetBitsPerSecond, estimate: s.estimate?.bitsPerSecond ?? 0, pacing: s.estimate?.pacingBitsPerSecond ?? 0,
-                                      usage: s.estimate?.usage ?? .normal))
+                                      usage: s.estimate?.usage ?? .normal, frameRate: currentFrameRate,
+                                      applicationLimited: s.estimate?.applicationLimited ?? false, probesSent: Int(s.probesSent)))
                 nextSample = nextSample + .milliseconds(100)
             }
             var next = min(nextFrame, nextSample, end)
