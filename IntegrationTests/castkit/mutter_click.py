@@ -5,8 +5,10 @@ Input goes through org.gnome.Mutter.RemoteDesktop, the interface GNOME's own
 remote desktop uses: CreateSession, a ScreenCast session of the monitor tied to
 it (absolute pointer motion is in that stream's coordinates), Start, then for
 each point NotifyPointerMotionAbsolute and a press and release of BTN_LEFT.
-Usage: mutter_click.py X Y [X Y ...]. Runs with Debian's python3-gi, as the
-rig's user, on its session bus; prints `clicked X Y` per point.
+Usage: mutter_click.py X Y [X Y ...]; an argument `key=KEYSYM` (e.g. key=0xff1b,
+Escape) in place of a point presses and releases that key
+(NotifyKeyboardKeysym). Runs with Debian's python3-gi, as the rig's user, on
+its session bus; prints `clicked X Y` per point and `pressed KEYSYM` per key.
 """
 import sys
 import time
@@ -19,9 +21,17 @@ BTN_LEFT = 0x110
 
 
 def main() -> int:
-    values = [float(v) for v in sys.argv[1:]]
-    if not values or len(values) % 2:
-        print("usage: mutter_click.py X Y [X Y ...]", file=sys.stderr)
+    actions, args = [], sys.argv[1:]
+    try:
+        while args:
+            if args[0].startswith("key="):
+                actions.append(("key", int(args.pop(0)[4:], 0)))
+            else:
+                actions.append(("click", (float(args.pop(0)), float(args.pop(0)))))
+    except (ValueError, IndexError):
+        actions = []
+    if not actions:
+        print("usage: mutter_click.py X Y|key=KEYSYM [X Y|key=KEYSYM ...]", file=sys.stderr)
         return 2
     bus = Gio.bus_get_sync(Gio.BusType.SESSION)
 
@@ -37,7 +47,15 @@ def main() -> int:
     stream = call(SC, cast, SC + ".Session", "RecordMonitor", GLib.Variant("(sa{sv})", ("", {})), "(o)")[0]
     call(RD, rd_session, RD + ".Session", "Start", None)
     time.sleep(0.3)   # the stream's monitor mapping exists once the session runs
-    for x, y in zip(values[::2], values[1::2]):
+    for kind, what in actions:
+        if kind == "key":
+            for down in (True, False):
+                call(RD, rd_session, RD + ".Session", "NotifyKeyboardKeysym", GLib.Variant("(ub)", (what, down)))
+                time.sleep(0.1)
+            print(f"pressed {what:#x}", flush=True)
+            time.sleep(0.3)
+            continue
+        x, y = what
         call(RD, rd_session, RD + ".Session", "NotifyPointerMotionAbsolute", GLib.Variant("(sdd)", (stream, x, y)))
         time.sleep(0.2)   # GTK sees the pointer enter before the press
         call(RD, rd_session, RD + ".Session", "NotifyPointerButton", GLib.Variant("(ib)", (BTN_LEFT, True)))

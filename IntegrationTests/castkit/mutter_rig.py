@@ -21,7 +21,17 @@ dialog is a GTK window on the rig's screen; `click(points)` clicks it through
 org.gnome.Mutter.RemoteDesktop (castkit/mutter_click.py), and
 `portal_dialog_accept(w, h)` gives the points that pick the monitor and press Share.
 
-From a shell: `python3 -m tools.mutter_rig [--size WxH] [--static] [--portal]` (run in
+With `shell=True` the compositor is GNOME Shell (`gnome-shell --headless --virtual-monitor WxH --wayland
+--no-x11`, the same libmutter) instead of plain `mutter`: xdg-desktop-portal-gnome 43 lists windows to share from
+gnome-shell's org.gnome.Shell.Introspect.GetWindows, which only GNOME Shell serves (and only to the portal
+backends' bus names, its own allowlist; the rig leaves that as it is, no unsafe mode). GNOME Shell 43 exits at
+start without a system bus (its login manager opens one when /run/systemd/seats exists: "JS ERROR:
+Gio.IOErrorEnum: Could not connect"), so the rig gives it a private one with nothing on it (logind, GDM, polkit,
+accountsservice absent: it logs that and goes on). The shell starts in the overview; the rig leaves it with
+Escape (through RemoteDesktop, as a person would) once the pattern is up.
+`pattern_window=(w, h)` draws the pattern in an undecorated w×h window instead of fullscreen.
+
+From a shell: `python3 -m tools.mutter_rig [--size WxH] [--static] [--portal] [--shell]` (run in
 IntegrationTests/) starts a rig, prints the environment to reach it, and
 stops it on Ctrl-C.
 """
@@ -43,6 +53,8 @@ import numpy as np
 TOOLS = Path(__file__).resolve().parent
 RIG_USER = "castd-rig"
 REQUIRED = ["mutter", "pipewire", "wireplumber", "dbus-daemon", "gst-launch-1.0"]
+SHELL = "gnome-shell"
+XK_ESCAPE = 0xff1b
 PORTAL = "/usr/libexec/xdg-desktop-portal"
 PORTAL_GNOME = "/usr/libexec/xdg-desktop-portal-gnome"
 
@@ -52,10 +64,19 @@ def missing_portal() -> list[str]:
     return [p for p in (PORTAL, PORTAL_GNOME) if not os.access(p, os.X_OK)]
 
 
-def portal_dialog_accept(width: int, height: int) -> list[tuple[float, float]]:
-    """Where to click in xdg-desktop-portal-gnome 43's "Screen Share" dialog, centred on a WxH monitor: the
-    monitor's row (the only one), then the Share button of the header bar. Measured on 1280x720 (dialog 520x300)."""
-    cx, cy = width / 2, height / 2
+def missing_shell() -> list[str]:
+    """What this machine lacks to run a rig with `shell=True` (Debian's gnome-shell package)."""
+    return [] if shutil.which(SHELL) else [SHELL]
+
+
+SHELL_PANEL = 32   # GNOME Shell 43's top bar: windows are centred in the work area below it
+
+
+def portal_dialog_accept(width: int, height: int, top: int = 0) -> list[tuple[float, float]]:
+    """Where to click in xdg-desktop-portal-gnome 43's "Screen Share" dialog, centred on a WxH monitor (or on the
+    work area below `top` pixels of panel, SHELL_PANEL with GNOME Shell): the first row of its list (the monitor,
+    or the first window), then the Share button of the header bar. Measured on 1280x720 (dialog 520x300)."""
+    cx, cy = width / 2, top + (height - top) / 2
     return [(cx, cy + 25), (cx + 212, cy - 128)]
 
 
@@ -81,9 +102,12 @@ def rig_account() -> pwd.struct_passwd:
 
 
 class MutterRig:
-    def __init__(self, width: int = 1280, height: int = 720, portal: bool = False):
+    def __init__(self, width: int = 1280, height: int = 720, portal: bool = False, shell: bool = False,
+                 pattern_window: tuple[int, int] | None = None):
         self.width, self.height = width, height
         self.portal = portal
+        self.shell = shell
+        self.pattern_window = pattern_window
         self.account = rig_account()
         self.runtime_dir = ""
         self.procs: dict[str, subprocess.Popen] = {}
@@ -108,7 +132,9 @@ class MutterRig:
             "XDG_DATA_HOME": f"{self.runtime_dir}/data",
             "XDG_CONFIG_HOME": f"{self.runtime_dir}/config",
             "XDG_CACHE_HOME": f"{self.runtime_dir}/cache",
-        } if self.portal else {})
+        } if self.portal else {}) | ({
+            "DBUS_SYSTEM_BUS_ADDRESS": f"unix:path={self.runtime_dir}/system_bus",
+        } if self.shell else {})
 
     def as_user(self, argv: list[str]) -> list[str]:
         if os.geteuid() != 0:
@@ -161,10 +187,15 @@ class MutterRig:
             os.chmod(Path(self.runtime_dir) / script, 0o755)
         try:
             self.start_session_services()
-            self.spawn("mutter", ["mutter", "--headless", "--virtual-monitor", f"{self.width}x{self.height}",
-                                  "--wayland", "--no-x11"])
-            self.wait_for("mutter's ScreenCast service", lambda: self.bus_has("org.gnome.Mutter.ScreenCast"), 30)
+            if self.shell:
+                self.start_shell()
+            else:
+                self.spawn("mutter", ["mutter", "--headless", "--virtual-monitor", f"{self.width}x{self.height}",
+                                      "--wayland", "--no-x11"])
+                self.wait_for("mutter's ScreenCast service", lambda: self.bus_has("org.gnome.Mutter.ScreenCast"), 30)
             self.start_pattern(animate)
+            if self.shell:
+                self.click([XK_ESCAPE])   # out of the overview GNOME Shell starts in
             if self.portal:
                 self.start_portal("portal-gnome", [PORTAL_GNOME], "gnome")
         except BaseException:
@@ -181,10 +212,26 @@ class MutterRig:
         self.wait_for("pipewire", lambda: (Path(self.runtime_dir) / "pipewire-0").exists())
         self.spawn("wireplumber", ["wireplumber"])
 
+    def start_shell(self) -> None:
+        """A private, empty system bus, then GNOME Shell; ready once it says it started and serves Introspect."""
+        conf = Path(self.runtime_dir) / "system-bus.conf"
+        conf.write_text((TOOLS / "private-session-bus.conf").read_text()
+                        .replace("@DIR@/bus", "@DIR@/system_bus").replace("@DIR@", self.runtime_dir))
+        conf.chmod(0o644)
+        bus = Path(self.runtime_dir) / "system_bus"
+        self.spawn("system-bus", ["dbus-daemon", f"--config-file={conf}", "--nofork", "--nopidfile"])
+        self.wait_for("the rig's system bus", bus.exists)
+        self.spawn("shell", [SHELL, "--headless", "--virtual-monitor", f"{self.width}x{self.height}",
+                             "--wayland", "--no-x11"])
+        self.wait_for("GNOME Shell", lambda: "GNOME Shell started" in self.logs["shell"].read_text(errors="replace")
+                      and self.bus_has("org.gnome.Shell.Introspect") and self.bus_has("org.gnome.Mutter.ScreenCast"),
+                      60)
+
     def start_pattern(self, animate: bool) -> None:
-        """castd's test picture, fullscreen on the rig's Wayland display."""
+        """castd's test picture on the rig's Wayland display: fullscreen, or in a window of `pattern_window`."""
+        size = ["--window", "%dx%d" % self.pattern_window] if self.pattern_window else []
         self.pattern = self.spawn("pattern", ["/usr/bin/python3", f"{self.runtime_dir}/wayland_pattern.py"]
-                                  + ([] if animate else ["--static"]), stdout=subprocess.PIPE)
+                                  + ([] if animate else ["--static"]) + size, stdout=subprocess.PIPE)
         line = self.pattern.stdout.readline()
         if b"drawing on wayland" not in line:
             raise RuntimeError(f"the pattern client did not start: {self.tail('pattern')}")
@@ -197,9 +244,11 @@ class MutterRig:
         self.spawn("portal", [PORTAL])
         self.wait_for("xdg-desktop-portal", lambda: self.bus_has("org.freedesktop.portal.Desktop"), 20)
 
-    def click(self, points: list[tuple[float, float]]) -> None:
-        """Left-clicks at each (x, y) of the monitor through org.gnome.Mutter.RemoteDesktop."""
-        argv = ["/usr/bin/python3", f"{self.runtime_dir}/mutter_click.py"] + [f"{v:g}" for p in points for v in p]
+    def click(self, points: list[tuple[float, float] | int]) -> None:
+        """Left-clicks at each (x, y) of the monitor through org.gnome.Mutter.RemoteDesktop; an int in `points` is a
+        keysym to press and release instead (e.g. XK_ESCAPE)."""
+        argv = ["/usr/bin/python3", f"{self.runtime_dir}/mutter_click.py"] + [
+            a for p in points for a in ([f"key={p:#x}"] if isinstance(p, int) else [f"{v:g}" for v in p])]
         r = subprocess.run(self.as_user(argv), env=self.env(), capture_output=True, text=True, timeout=20)
         if r.returncode != 0:
             raise RuntimeError(f"clicking failed: {r.stderr[-500:]}")
@@ -275,14 +324,17 @@ def main() -> int:
     ap.add_argument("--size", default="1280x720")
     ap.add_argument("--static", action="store_true", help="draw the picture once (a damage-free screen)")
     ap.add_argument("--portal", action="store_true", help="also run xdg-desktop-portal with xdg-desktop-portal-gnome")
+    ap.add_argument("--shell", action="store_true", help="run GNOME Shell instead of plain mutter")
+    ap.add_argument("--window", metavar="WxH", help="draw the picture in a WxH window, not fullscreen")
     args = ap.parse_args()
-    missing = missing_tools()
+    missing = missing_tools() + (missing_shell() if args.shell else [])
     if missing:
         print(f"cannot start a rig; missing: {', '.join(missing)} (Scripts/bootstrap installs them)", file=sys.stderr)
         return 1
     w, h = (int(v) for v in args.size.split("x"))
-    rig = MutterRig(w, h, portal=args.portal).start(animate=not args.static)
-    print(f"# headless Mutter {w}x{h} running as {rig.account.pw_name}; its environment:")
+    window = tuple(int(v) for v in args.window.split("x")) if args.window else None
+    rig = MutterRig(w, h, portal=args.portal, shell=args.shell, pattern_window=window).start(animate=not args.static)
+    print(f"# headless {'GNOME Shell' if args.shell else 'Mutter'} {w}x{h} running as {rig.account.pw_name}; its environment:")
     for k, v in rig.env().items():
         print(f"export {k}={v}")
     sys.stdout.flush()

@@ -4,7 +4,8 @@
 The same seven 75 % colour bars as `castd-pattern` draws on X (top two thirds)
 and a white box that moves one step per frame over grey in the bottom third,
 so the compositor always has damage to report. `--static` draws once and then
-never again (a damage-free screen). Runs with Debian's python3-gi, not the venv.
+never again (a damage-free screen). `--window WxH` draws in an undecorated WxH
+window instead of fullscreen (a window to share that is not the whole screen). Runs with Debian's python3-gi, not the venv.
 """
 import argparse
 import sys
@@ -21,6 +22,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fps", type=int, default=30)
     ap.add_argument("--static", action="store_true")
+    ap.add_argument("--window", metavar="WxH", help="an undecorated WxH window instead of a fullscreen one")
     args = ap.parse_args()
 
     win = Gtk.Window(title="castd pattern")
@@ -53,7 +55,13 @@ def main() -> int:
 
     area.connect("draw", draw)
     win.connect("destroy", Gtk.main_quit)
-    win.fullscreen()
+    if args.window:
+        w, h = (int(v) for v in args.window.split("x"))
+        win.set_decorated(False)   # no GTK title bar or shadow: the window's picture is the pattern alone
+        area.set_size_request(w, h)
+        win.set_resizable(False)
+    else:
+        win.fullscreen()
     win.show_all()
 
     def announce():
