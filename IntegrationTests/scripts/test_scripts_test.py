@@ -52,3 +52,32 @@ def test_a_good_release_build_goes_on_to_pytest(tmp_path):
     r = _run(root, bin_dir)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "pytest-ran").exists()
+
+
+def test_a_whole_run_builds_the_release_beside_the_unit_tests_and_stops_pytest_when_it_fails(tmp_path):
+    # A whole run (no --only) builds the release in a scratch directory of its own while the unit
+    # tests run; its failure must still keep pytest from running, and a success must hand pytest
+    # the binaries' directory. The fake swift fails only release builds when asked to.
+    for fails in (True, False):
+        case = tmp_path / ("fails" if fails else "builds")
+        case.mkdir()
+        root, bin_dir = _skeleton(case, release_build_fails=False)
+        ran = case / "pytest-ran"
+        (root / ".venv" / "bin" / "python").write_text(
+            f'#!/bin/sh\ncase "$*" in *"-m pytest"*) env > {ran} ;; esac\nexit 0\n')
+        (bin_dir / "swift").write_text(
+            "#!/bin/sh\n"
+            'case "$*" in *--show-bin-path*) echo "$PWD/.build/ci-release/release"; exit 0 ;; esac\n'
+            f'case "$*" in *"-c release"*) echo "error: release failed"; exit {1 if fails else 0} ;; esac\n'
+            "echo 'Build complete!'\nexit 0\n")
+        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+        env.pop("CASTD_BIN_DIR", None)   # CI's own pytest runs with it set
+        r = subprocess.run([str(root / "Scripts" / "test"), "--no-faults", "--fuzz-seconds", "0"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0   # the skeleton has no devstack: that step fails in both cases
+        if fails:
+            assert "release build failed; pytest not run" in r.stdout, r.stdout + r.stderr
+            assert not ran.exists()
+        else:
+            assert "release build failed" not in r.stdout, r.stdout + r.stderr
+            assert f"CASTD_BIN_DIR={root}/.build/ci-release/release" in ran.read_text()

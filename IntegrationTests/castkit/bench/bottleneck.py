@@ -41,6 +41,7 @@ from pathlib import Path
 
 from castkit.bench import bottleneck_metrics as bm
 from castkit.bottleneck_link import BottleneckLink
+from castkit.castd_build import binary
 from castkit.paths import CASTKIT, PYTHON, REPO
 
 PREFS = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
@@ -434,7 +435,7 @@ def main() -> int:
     ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all five)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS),
                     help="repeatable (default: castd and libwebrtc; libwebrtc-detail is contentHint 'detail')")
-    ap.add_argument("--castd", help="the castd binary to run (default: this checkout's .build/release/castd)")
+    ap.add_argument("--castd", help="the castd binary to run (default: this checkout's release build, or CASTD_BIN_DIR's)")
     ap.add_argument("--painter-fps", type=float, default=30, help="how often both pictures (and timecodes) are redrawn")
     ap.add_argument("--max-bitrate", type=int, default=4_000_000, help="libwebrtc's maxBitrate (spec §7: 4 Mbit/s)")
     ap.add_argument("--libwebrtc-codec", choices=["h264", "vp8"], default="vp8",
@@ -444,7 +445,7 @@ def main() -> int:
     argv = sys.argv[1:]
     a = p = ap.parse_args(argv)
     a.argv = [x for x in argv if x != "--inner"]
-    a.castd = str(Path(a.castd).resolve()) if a.castd else str(REPO / ".build" / "release" / "castd")
+    a.castd = str(Path(a.castd).resolve()) if a.castd else binary("castd")
     a.seconds = a.seconds or (20.0 if a.quick else 50.0)
     a.steps_seconds = a.steps_seconds or (36.0 if a.quick else 60.0)
     a.scenario = a.scenario or list(SCENARIOS)
