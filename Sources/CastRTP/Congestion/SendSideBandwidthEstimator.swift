@@ -309,7 +309,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             lastHighLossAt = now
         }
         if let p0 = probeRate, detector.state != .overusing {
-            let p = probeIsStartup || probeIsALRRecovery ? p0 : min(p0, laterProbeLimit)
+            let p = probeIsStartup ? p0 : probeIsALRRecovery ? min(p0, capacityProbeLimit) : min(p0, laterProbeLimit)
             let rate = min(p, bounds.upperBound)
             let raised = rate > 1.1 * aimd.bitrate
             if rate > aimd.bitrate { aimd.set(rate, now: now) }
@@ -374,10 +374,15 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// A real step up is still found: once the estimate passes the capacity's ±3 σ band (by
     /// this raise, or by AIMD's additive climb after it when the band is wider than 10 %: low
     /// rates, a noisy link) AIMD forgets the capacity, and the next probe may go the full 1.5×.
-    private var laterProbeLimit: Double {
-        var limit = Self.laterProbeRaiseLimit * currentRate
-        if let c = aimd.capacity { limit = min(limit, max(Self.capacityProbeMargin * c, currentRate)) }
-        return limit
+    private var laterProbeLimit: Double { min(Self.laterProbeRaiseLimit * currentRate, capacityProbeLimit) }
+
+    /// While the link's capacity is known, a probe after the start-up ones raises no more than
+    /// `capacityProbeMargin` past it; the recovery probe after a drop in ALR is held to this alone
+    /// (its drop did not come from the link: see `alrRecoveryShare`), so on a tbf link whose
+    /// bucket passes the probe at line rate it does not jump past where the link over-used.
+    private var capacityProbeLimit: Double {
+        guard let c = aimd.capacity else { return .infinity }
+        return max(Self.capacityProbeMargin * c, currentRate)
     }
 
     private mutating func process(now: Instant) {
