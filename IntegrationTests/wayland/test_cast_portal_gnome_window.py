@@ -11,7 +11,8 @@ second start offers the token and the portal restores the window with no dialog.
 pattern client resizes itself; GNOME Shell moves and resizes other clients' windows only through its own APIs):
 the receiver keeps its 640x360 frame, the window shrunk into it between black bars. Then the window closes: the
 receiver sees the grey slate, castd logs `shared_window_closed` and `capture_source_ended`, sends disconnect
-`shared_window_closed` and exits 0, without asking the portal again."""
+`shared_window_closed` and exits 0, without asking the portal again. The second test does the same with the real
+receiver, the stack's viewer in headless Chromium, sampling its canvas."""
 from __future__ import annotations
 
 import asyncio
@@ -26,10 +27,13 @@ import tempfile
 import numpy as np
 import pytest
 
+from castkit.castd_proc import Daemon, castd_binary, castd_env, run_castd
+from castkit.chromium import Chromium
 from castkit.mutter_rig import SHELL_PANEL, MutterRig, missing_portal, missing_shell, missing_tools, \
     portal_dialog_accept
 from castkit.portal_cast import PortalCastOnRig, saved_token
-from castkit.xscreen import bar_colours, bars_match
+from castkit.receiver_pages import Dashboard, Viewer
+from castkit.xscreen import BARS, bar_colours, bars_match
 
 MISSING = missing_tools() + missing_portal() + missing_shell()
 pytestmark = [pytest.mark.long,
@@ -173,5 +177,89 @@ async def test_real_gnome_portal_shares_the_window_picked_in_its_dialog_and_rest
         for cast in (first, second):
             if cast:
                 await cast.stop()
+        rig.stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+async def sampled(viewer: Viewer, x: int, y: int, want, timeout: float = 15) -> dict:
+    """Chromium's canvas around (x, y) once it is `want` (within the decoder's and scaler's few percent); the last
+    sample when it is not within `timeout` s."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        got = await viewer.sample(x - 4, y - 4, 8, 8)
+        if (got and max(abs(got[k] - w) for k, w in zip("rgb", want)) <= 16) or loop.time() > end:
+            return got
+        await asyncio.sleep(0.2)
+
+
+def is_near(got: dict | None, want) -> bool:
+    return bool(got) and max(abs(got[k] - w) for k, w in zip("rgb", want)) <= 16
+
+
+@pytest.mark.timeout(240)
+async def test_chromium_viewer_shows_the_gnome_window_through_a_resize_until_it_closes(stack):
+    """The real receiver on this path: the dashboard approves `castd pair`, the viewer in headless Chromium decodes
+    castd's cast of the window picked in GNOME's dialog: 640x360, the window's bars edge to edge; after the window
+    grows to 960x360, still 640x360 with black bars above and below; when it closes, the slate, then the viewer says
+    `shared_window_closed` and castd exits 0."""
+    rig = MutterRig(W, H, portal=True, shell=True, pattern_window=WINDOW)
+    state = pathlib.Path(tempfile.mkdtemp(prefix="castd-portal-gnome-window-chromium-"))
+    browser = await Chromium().start()
+    daemon = None
+    try:
+        rig.start()
+        dash = await Dashboard.open(browser, stack.dashboard)
+        pairing = asyncio.create_task(run_castd(castd_env(stack, state), "pair", "--pin", dash.pin, "--json"))
+        await dash.approve(resolution="1080p", frame_rate=30)
+        rc, out, err = await pairing
+        assert rc == 0, out + err
+        viewer = await Viewer.open(browser, stack.api_url, dash.session_id)
+        rig.give(state)   # `castd pair` ran as root: the credentials become the rig user's
+        p = await asyncio.create_subprocess_exec(
+            *rig.as_user([castd_binary(), "--session", dash.session_id, "--log-level", "debug", "--capture", "portal",
+                          "--source", "window"]),
+            env=rig.castd_env(castd_env(stack, state)), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        daemon = Daemon(p)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 90
+        while not daemon.log_has("event=portal_started"):   # the dialog: pick the window, press Share
+            assert loop.time() < end and p.returncode is None, "\n".join(daemon.stderr_lines[-30:])
+            await asyncio.to_thread(rig.click, portal_dialog_accept(W, H, SHELL_PANEL))
+            await asyncio.sleep(1)
+
+        stats = await viewer.wait_frames(10, timeout=60)
+        assert (stats["frameWidth"], stats["frameHeight"]) == WINDOW, stats
+        y = int(WINDOW[1] * 0.3)
+        for i, want in enumerate(BARS):   # the window's bars out to both edges: nothing else in the frame
+            got = await sampled(viewer, int((i + 0.5) * WINDOW[0] / 7), y, want)
+            assert is_near(got, want), (i, got, want)
+        assert is_near(await sampled(viewer, 4, 4, BARS[0]), BARS[0])
+        assert is_near(await sampled(viewer, WINDOW[0] - 4, 4, BARS[-1]), BARS[-1])
+
+        # 960x360: shrunk to 640x240 at rows 60..300, black above and below, the receiver's size unchanged.
+        rig.procs["pattern"].send_signal(signal.SIGUSR1)
+        assert is_near(await sampled(viewer, 320, 30, (0, 0, 0)), (0, 0, 0)), daemon.stderr_lines[-10:]
+        assert is_near(await sampled(viewer, 320, 340, (0, 0, 0)), (0, 0, 0))
+        y = 60 + int(240 * 0.3)
+        for i, want in enumerate(BARS):
+            got = await sampled(viewer, int((i + 0.5) * WINDOW[0] / 7), y, want)
+            assert is_near(got, want), (i, got, want)
+        stats = await viewer.stats()
+        assert (stats["frameWidth"], stats["frameHeight"]) == WINDOW, stats
+        assert daemon.log_has("placed=640x240+0+60")
+
+        # Closed: the slate, then the viewer is told why, and castd exits 0.
+        rig.procs["pattern"].terminate()
+        assert is_near(await sampled(viewer, 320, 30, GREY, timeout=5), GREY)
+        await viewer.page.wait_for("window.castdViewer.message.includes('shared_window_closed')", timeout=15)
+        rc, _ = await daemon.wait(timeout=10)
+        assert rc == 0, "\n".join(daemon.stderr_lines[-30:])
+        assert daemon.log_has("event=shared_window_closed") and daemon.log_has("event=capture_source_ended")
+        assert not daemon.log_has("event=capture_needs_user")
+    finally:
+        if daemon:
+            await daemon.kill()
+        await browser.close()
         rig.stop()
         shutil.rmtree(state, ignore_errors=True)
