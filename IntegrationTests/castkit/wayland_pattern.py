@@ -5,9 +5,12 @@ The same seven 75 % colour bars as `castd-pattern` draws on X (top two thirds)
 and a white box that moves one step per frame over grey in the bottom third,
 so the compositor always has damage to report. `--static` draws once and then
 never again (a damage-free screen). `--window WxH` draws in an undecorated WxH
-window instead of fullscreen (a window to share that is not the whole screen). Runs with Debian's python3-gi, not the venv.
+window instead of fullscreen (a window to share that is not the whole screen); SIGUSR1 then makes that window 1.5
+times as wide (a resize asked by the client: GNOME Shell moves and resizes other clients' windows only through its
+own APIs, and a Wayland client cannot move itself). Runs with Debian's python3-gi, not the venv.
 """
 import argparse
+import signal
 import sys
 
 import gi
@@ -60,6 +63,16 @@ def main() -> int:
         win.set_decorated(False)   # no GTK title bar or shadow: the window's picture is the pattern alone
         area.set_size_request(w, h)
         win.set_resizable(False)
+
+        def wider():
+            w2 = w * 3 // 2
+            area.set_size_request(w2, h)
+            win.resize(w2, h)
+            sys.stdout.write("resized to %dx%d\n" % (w2, h))
+            sys.stdout.flush()
+            return True
+
+        GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGUSR1, wider)
     else:
         win.fullscreen()
     win.show_all()

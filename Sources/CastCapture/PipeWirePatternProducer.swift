@@ -15,6 +15,8 @@ import Glibc
 /// Every frame carries damage metadata (`damage`, or the whole frame) and,
 /// with `cursor`, cursor metadata (a 16×16 square moving one pixel a frame).
 /// The frame counter is written into pixel (0, 0)…(3, 0) of each frame.
+/// With `crop` each frame carries `SPA_META_VideoCrop` (as Mutter's window
+/// streams do, the window at a place in a larger stream), changed by `setCrop`.
 /// With `dmabufModifier` it offers only DMA-BUF buffers with that modifier,
 /// negotiated as PipeWire's DMA-BUF procedure asks (announced unchosen, then
 /// chosen) and backed by memfds it allocates: PipeWire passes the fd like a
@@ -34,10 +36,12 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         /// With `dmabufModifier`: the DMA-BUF fds handed out cannot be mapped for reading (as with a
         /// driver that refuses CPU mappings), and shared memory is offered after DMA-BUF, as a compositor does.
         public var unmappableDmabuf: Bool
+        /// The video crop every frame carries (when the consumer asks for the metadata); nil: none.
+        public var crop: FrameRect?
 
         public init(size: FrameSize, format: PixelFormat = .bgrx, fps: Int = 30, nodeName: String = "castd-pattern",
                     cursor: Bool = false, damage: FrameRect? = nil, dmabufModifier: UInt64? = nil,
-                    unmappableDmabuf: Bool = false) {
+                    unmappableDmabuf: Bool = false, crop: FrameRect? = nil) {
             self.size = size
             self.format = format
             self.fps = fps
@@ -46,6 +50,7 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
             self.damage = damage
             self.dmabufModifier = dmabufModifier
             self.unmappableDmabuf = unmappableDmabuf
+            self.crop = crop
         }
     }
 
@@ -74,10 +79,13 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
     private let running = Atomic<Bool>(true)
     private let paused = Atomic<Bool>(false)
     private let tickerDone = DispatchSemaphore(value: 0)
+    /// The crop the next frames carry.
+    private let crop: Mutex<FrameRect?>
 
     public init(remote: PipeWireRemote = .daemon, options: Options) throws {
         self.options = options
         size = options.size
+        crop = Mutex(options.crop)
         picture = Self.render(size, options.format)
         connection = try PipeWireConnection(remote: remote) { [weak self] message in
             self?.state.withLock { $0.failure = message }
@@ -176,6 +184,9 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
             let cs = UInt32(PipeWirePatternProducer.cursorSize)
             params.add { castd_pw_meta_param($0, $1, SPA_META_Cursor.rawValue, castd_pw_cursor_meta_size(cs, cs),
                                              castd_pw_cursor_meta_size(1, 1), castd_pw_cursor_meta_size(256, 256)) }
+            if me.options.crop != nil {
+                params.add { castd_pw_meta_param($0, $1, SPA_META_VideoCrop.rawValue, region, region, region) }
+            }
             _ = params.withPods { pw_stream_update_params(s, $0, $1) }
         }
         events.process = { data in
@@ -242,6 +253,9 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
     /// Stops sending frames (a static screen, as Mutter does) or resumes.
     public func pause(_ paused: Bool) { self.paused.store(paused, ordering: .relaxed) }
 
+    /// The crop the next frames carry (a window that moved or changed size).
+    public func setCrop(_ r: FrameRect) { crop.withLock { $0 = r } }
+
     /// Frames sent so far (the next frame carries this number).
     public var framesSent: UInt64 { state.withLock { $0.sent } }
 
@@ -294,6 +308,9 @@ public final class PipeWirePatternProducer: @unchecked Sendable {
         let r = options.damage ?? FrameRect(x: 0, y: 0, width: size.width, height: size.height)
         let rect: [Int32] = [Int32(r.x), Int32(r.y), Int32(r.width), Int32(r.height)]
         _ = rect.withUnsafeBufferPointer { castd_pw_set_damage(buf, $0.baseAddress, 1) }
+        if let r = crop.withLock({ $0 }) {
+            _ = castd_pw_set_video_crop(buf, Int32(r.x), Int32(r.y), UInt32(r.width), UInt32(r.height))
+        }
         if options.cursor {
             let c = Self.cursorSize
             let px = [UInt32](repeating: Self.cursorARGB, count: c * c)

@@ -19,7 +19,32 @@ import Glibc
 /// (close this source, open a new one). Damage comes from
 /// `SPA_META_VideoDamage`; the cursor from `SPA_META_Cursor` is drawn into
 /// frames when `cursor` is on.
+///
+/// A window's stream (`Options.window`, issue 31) is cropped to the window
+/// (`SPA_META_VideoCrop`) and drawn into a steady frame (`WindowCrop`); when
+/// the stream ends, the window was closed: a grey slate for `closedHold`, then
+/// `.sourceEnded` (`SharedWindowLifecycle`), as with an X11 window.
 public final class PipeWireSource: FrameSource {
+    /// A window's stream (issue 31): what castd needs to crop it and end with it.
+    public struct WindowStream: Sendable {
+        /// The frame is the first crop's size within these caps.
+        public var caps: CaptureCaps
+        /// The frame an earlier source of the same cast chose (the stream was opened again).
+        public var frame: FrameSize?
+        /// How long the slate shows after the window closed (`SharedWindowLifecycle.closedHold`).
+        public var closedHold: Duration
+        /// How the log names the window ("portal stream 42").
+        public var name: String
+
+        public init(caps: CaptureCaps, frame: FrameSize? = nil, closedHold: Duration = SharedWindowLifecycle.closedHold,
+                    name: String) {
+            self.caps = caps
+            self.frame = frame
+            self.closedHold = closedHold
+            self.name = name
+        }
+    }
+
     public struct Options: Sendable {
         public var remote: PipeWireRemote
         /// The node to capture (the portal's stream node); nil lets the session manager pick a video source.
@@ -37,12 +62,15 @@ public final class PipeWireSource: FrameSource {
         public var log: @Sendable (LogLine) -> Void
         /// Offer DMA-BUF (linear) before shared memory; false: shared memory only (config `dmabuf`).
         public var dmabuf: Bool
+        /// A window's stream: crop, steady frame, the end of the stream is the window closing; nil: a monitor's.
+        public var window: WindowStream?
 
         public init(remote: PipeWireRemote = .daemon, node: UInt32? = nil, cursor: Bool = true,
                     slotCount: Int = FrameRing<MemorySlot>.defaultSlotCount,
                     negotiationTimeout: Duration = .seconds(5), frameWait: Duration = .milliseconds(50),
                     maxSize: FrameSize = FrameSize(width: 8192, height: 8192),
-                    log: @escaping @Sendable (LogLine) -> Void = { _ in }, dmabuf: Bool = true) {
+                    log: @escaping @Sendable (LogLine) -> Void = { _ in }, dmabuf: Bool = true,
+                    window: WindowStream? = nil) {
             self.remote = remote
             self.node = node
             self.cursor = cursor
@@ -52,14 +80,18 @@ public final class PipeWireSource: FrameSource {
             self.maxSize = maxSize
             self.log = log
             self.dmabuf = dmabuf
+            self.window = window
         }
     }
 
     public let ring: FrameRing<MemorySlot>
     public let format: PixelFormat
+    /// The frames' size: the stream's, or for a window the steady frame.
     public let size: FrameSize
     public var stride: Int { size.width * 4 }
     public let options: Options
+    /// A window's: what the cast shows (the window, or the slate once it closed); nil for a monitor.
+    public private(set) var lifecycle: SharedWindowLifecycle?
     /// Buffers the source could not use (corrupted, unmapped or too small for the format), for logs and tests.
     public var unusableBuffers: UInt64 { stream.shared.withLock { $0.unusable } }
     /// The buffers PipeWire settled on, as logged ("buffers=dmabuf modifier=linear", "buffers=memfd"); nil before any.
@@ -79,14 +111,22 @@ public final class PipeWireSource: FrameSource {
             stream.close()
             throw error
         }
-        let slots = (0..<max(1, options.slotCount)).map { _ in
-            MemorySlot(capacity: negotiated.size.width * 4 * negotiated.size.height)
-        }
+        // A window's frame is no larger than the stream, unless an earlier source chose it.
+        let largest = max(negotiated.size.pixelCount, options.window?.frame?.pixelCount ?? 0)
+        let slots = (0..<max(1, options.slotCount)).map { _ in MemorySlot(capacity: largest * 4) }
         ring = FrameRing(slots: slots)
         format = negotiated.format
-        size = negotiated.size
         self.stream = stream
         stream.attach(ring: ring)
+        if let window = options.window {
+            // The frame is chosen with the first buffer (its crop); a producer slow to send one gets
+            // the stream's size within the caps.
+            size = stream.waitForWindowFrame(timeout: min(options.negotiationTimeout, .seconds(2)), window: window,
+                                             stream: negotiated.size)
+            lifecycle = SharedWindowLifecycle(title: "", mapped: true, closedHold: window.closedHold)
+        } else {
+            size = negotiated.size
+        }
     }
 
     deinit { stream.close() }
@@ -100,6 +140,11 @@ public final class PipeWireSource: FrameSource {
     /// unchanged screen gives its last frame again, with empty damage, so the
     /// receiver still gets a refresh frame (`.timeout` when the encoder holds that slot).
     public func capture(onlyIfChanged: Bool) -> CaptureOutcome {
+        if lifecycle != nil { return captureWindow(onlyIfChanged: onlyIfChanged) }
+        return captureStream(onlyIfChanged: onlyIfChanged)
+    }
+
+    private func captureStream(onlyIfChanged: Bool) -> CaptureOutcome {
         if let outcome = stream.takeOutcome() { return outcome }
         let deadline = SystemMonotonicClock().now() + options.frameWait
         while stream.signal.wait(until: deadline) == .success {
@@ -110,8 +155,49 @@ public final class PipeWireSource: FrameSource {
         return .timeout
     }
 
-    /// Waits for the stream to deliver a frame (PipeWire sends one per change) or to end.
-    public func waitForChange(until deadline: Instant) -> Bool { stream.waitForOutcome(until: deadline) }
+    /// A window's stream: its end is the window closing (the portal's stream of a window ends with
+    /// it), shown as the slate for `closedHold`, then `.sourceEnded`; other outcomes as a monitor's.
+    private func captureWindow(onlyIfChanged: Bool) -> CaptureOutcome {
+        if case .shown = lifecycle?.state {
+            let outcome = captureStream(onlyIfChanged: onlyIfChanged)
+            guard case .error = outcome, stream.ended else { return outcome }
+            lifecycle?.handle(.destroyed, now: clock.now())
+            slateDrawn = false
+            options.log(LogLine(.notice, "shared_window_closed", [("window", options.window?.name ?? "window"),
+                                                                  ("shows", "slate"), ("then", "the cast ends")]))
+        }
+        let now = clock.now()
+        switch lifecycle?.show(now: now) ?? .window {
+        case .window: return captureStream(onlyIfChanged: onlyIfChanged)
+        case .end(let sentence): return .sourceEnded(sentence)
+        case .slate:
+            if stream.interruptedNow { return .interrupted }
+            if onlyIfChanged && slateDrawn { return .timeout }
+            guard let lease = ring.beginWrite() else { return .timeout }
+            memset(lease.slot.bytes, Int32(SharedWindowLifecycle.slateGrey), stride * size.height)
+            let frame = Frame(format: format, size: size, stride: stride, captureTime: now, damage: nil)
+            ring.publish(lease, frame: frame)
+            slateDrawn = true
+            return .frame(frame)
+        }
+    }
+
+    /// The slate is in the ring (it is drawn whole once, then only for refreshes).
+    private var slateDrawn = false
+    private var clock: any MonotonicClock { stream.clock }
+
+    /// Waits for the stream to deliver a frame (PipeWire sends one per change) or to end. A
+    /// closed window's slate waits for its hold to end.
+    public func waitForChange(until deadline: Instant) -> Bool {
+        if case .closed(let at)? = lifecycle?.state, let hold = lifecycle?.hold {
+            let end = at + hold
+            let until = min(deadline, end)
+            let left = until - clock.now()
+            if left > .zero { _ = stream.signal.wait(until: until, clock: clock) }
+            return clock.now() >= end || stream.interruptedNow
+        }
+        return stream.waitForOutcome(until: deadline)
+    }
 
     /// Every change arrives as a buffer (the cursor as metadata with it): nothing to look for.
     public var changesNeedProbing: Bool { false }
@@ -136,6 +222,8 @@ struct PipeWireShared {
     var failure: String? = nil
     var reinit: FrameSize? = nil
     var interrupted = false
+    /// A window's steady frame, chosen once (by the first buffer, or by `waitForWindowFrame`).
+    var windowFrame: FrameSize? = nil
     /// The newest frame published since `capture` last returned one.
     var latest: Frame? = nil
     /// The last frame published and its ring slot (for refresh frames).
@@ -155,7 +243,7 @@ final class PipeWireInputStream: @unchecked Sendable {
     let shared = Mutex(PipeWireShared())
     let signal = DispatchSemaphore(value: 0)
     private let options: PipeWireSource.Options
-    private let clock: any MonotonicClock
+    let clock: any MonotonicClock
     private var connection: PipeWireConnection! = nil
     private var pw = PipeWireStream()
     private var stream: OpaquePointer? { pw.pointer }
@@ -174,6 +262,13 @@ final class PipeWireInputStream: @unchecked Sendable {
     /// castd asked for shared memory only after a DMA-BUF it could not map (PipeWire thread).
     private var sharedOnly = false
     private let damageScratch = UnsafeMutablePointer<Int32>.allocate(capacity: 4 * PipeWireFrameAssembler.maxDamageRects)
+    private let cropScratch = UnsafeMutablePointer<Int32>.allocate(capacity: 4)
+    /// A window's crop and placement (PipeWire thread), once the frame is chosen.
+    private var fit: WindowCrop? = nil
+    /// The scaler from the crop's size to its placement, when they differ (PipeWire thread).
+    private var scaler: Scaler? = nil
+    /// The placement each ring slot holds (PipeWire thread): the bars around it are cleared only when it changes.
+    private var slotPlacement: [Int: FrameRect] = [:]
 
     init(options: PipeWireSource.Options, clock: any MonotonicClock) throws {
         sharedOnly = !options.dmabuf
@@ -288,6 +383,30 @@ final class PipeWireInputStream: @unchecked Sendable {
         signal.signal()
     }
 
+    /// Asked to stop (`interrupt`).
+    var interruptedNow: Bool { shared.withLock { $0.interrupted } }
+
+    /// The stream ended (its producer left, its node went away): for a window's, the window closed.
+    var ended: Bool { shared.withLock { $0.failure == Self.endedMessage } }
+
+    /// A window's steady frame: the one the first buffer chose, waiting up to `timeout` for it;
+    /// then (a producer that sent nothing yet) the stream's size within the caps, or the frame
+    /// an earlier source chose.
+    func waitForWindowFrame(timeout: Duration, window: PipeWireSource.WindowStream, stream size: FrameSize) -> FrameSize {
+        let deadline = SystemMonotonicClock().now() + timeout
+        while true {
+            let s = shared.withLock { ($0.windowFrame, $0.failure != nil || $0.reinit != nil) }
+            if let f = s.0 { return f }
+            if s.1 || signal.wait(until: deadline) == .timedOut { break }
+        }
+        let chosen = shared.withLock { s -> FrameSize in
+            if s.windowFrame == nil { s.windowFrame = window.frame ?? window.caps.targetSize(for: size) }
+            return s.windowFrame!
+        }
+        signal.signal()   // what the waits consumed is for `capture` too
+        return chosen
+    }
+
     /// Waits until `takeOutcome` has something, without taking it, at most until `deadline`.
     func waitForOutcome(until deadline: Instant) -> Bool {
         func pending() -> Bool {
@@ -324,6 +443,7 @@ final class PipeWireInputStream: @unchecked Sendable {
         pw.deallocate()
         registry.deallocate()
         damageScratch.deallocate()
+        cropScratch.deallocate()
         // Buffers the stream did not remove before it was destroyed.
         for m in dmabufs.values { m.unmap() }
         dmabufs = [:]
@@ -418,6 +538,10 @@ final class PipeWireInputStream: @unchecked Sendable {
                                          region * UInt32(PipeWireFrameAssembler.maxDamageRects)) }
         params.add { castd_pw_meta_param($0, $1, SPA_META_Cursor.rawValue, castd_pw_cursor_meta_size(64, 64),
                                          castd_pw_cursor_meta_size(1, 1), castd_pw_cursor_meta_size(256, 256)) }
+        if options.window != nil {
+            // Where the window is in the stream (Mutter's window stream is monitor-sized).
+            params.add { castd_pw_meta_param($0, $1, SPA_META_VideoCrop.rawValue, region, region, region) }
+        }
         _ = params.withPods { pw_stream_update_params(stream, $0, $1) }
     }
 
@@ -431,12 +555,16 @@ final class PipeWireInputStream: @unchecked Sendable {
         }
         guard let b = newest else { return }
         defer { pw_stream_queue_buffer(stream, b) }
-        guard let ring, let negotiated = shared.withLock({ $0.reinit == nil ? $0.negotiated : nil }) else { return }
         let buf = b.pointee.buffer!
+        if ring == nil, options.window != nil, let n = shared.withLock({ $0.reinit == nil ? $0.negotiated : nil }) {
+            // Before the ring: the first buffer still chooses a window's frame.
+            _ = windowFit(buf, stream: n.size)
+        }
+        guard let ring, let negotiated = shared.withLock({ $0.reinit == nil ? $0.negotiated : nil }) else { return }
 
         // Metadata first: the cursor and damage count even when the pixels are unusable or dropped.
         var cursor = castd_pw_cursor()
-        let cursorUpdate: PipeWireFrameAssembler.CursorUpdate?
+        var cursorUpdate: PipeWireFrameAssembler.CursorUpdate?
         if castd_pw_cursor(buf, &cursor) == 1 {
             var bitmap: CursorBitmap? = nil
             if cursor.bitmap_format != 0, let px = cursor.bitmap {
@@ -459,6 +587,19 @@ final class PipeWireInputStream: @unchecked Sendable {
 
         let size = negotiated.size
         let rowBytes = size.width * 4
+        // A window: its crop, and the metadata in the frame's coordinates.
+        var fit: WindowCrop? = nil
+        var out = size
+        if options.window != nil {
+            let (f, moved) = windowFit(buf, stream: size)
+            fit = f
+            out = f.frame
+            damage = moved ? nil : f.damage(damage)
+            if let u = cursorUpdate {
+                let p = f.point(x: u.x, y: u.y)
+                cursorUpdate = .init(x: p.x, y: p.y, hotX: u.hotX, hotY: u.hotY, bitmap: u.bitmap)
+            }
+        }
         let headerFlags = castd_pw_header_flags(buf)
         guard buf.pointee.n_datas >= 1 else { return unusable() }
         let d = buf.pointee.datas[0]
@@ -479,7 +620,7 @@ final class PipeWireInputStream: @unchecked Sendable {
         }
         // A chunk of size 0 carries only metadata (a cursor move, Mutter sends those).
         if chunk.size == 0 && pixels != nil {
-            assembler.noteMetadataOnly(cursor: cursorUpdate, damage: damage, size: size)
+            assembler.noteMetadataOnly(cursor: cursorUpdate, damage: damage, size: out)
             return
         }
         guard headerFlags & UInt32(SPA_META_HEADER_FLAG_CORRUPTED) == 0,
@@ -491,21 +632,24 @@ final class PipeWireInputStream: @unchecked Sendable {
 
         guard let lease = ring.beginWrite() else {
             // Dropped (counted by the ring); its changes must reach the next published frame.
-            assembler.noteDropped(cursor: cursorUpdate, damage: damage, size: size)
+            assembler.noteDropped(cursor: cursorUpdate, damage: damage, size: out)
             return
         }
         let src = pixels.data + offset
         let dst = lease.slot.bytes
         pixels.dmabuf.map { syncDmaBuf($0, start: true) }
-        if stride == rowBytes {
+        let outStride = out.width * 4
+        if let fit {
+            copyWindow(fit, from: src, stride: stride, into: dst, stride: outStride, slot: lease.index)
+        } else if stride == rowBytes {
             dst.copyMemory(from: src, byteCount: rowBytes * size.height)
         } else {
             for y in 0..<size.height { (dst + y * rowBytes).copyMemory(from: src + y * stride, byteCount: rowBytes) }
         }
         pixels.dmabuf.map { syncDmaBuf($0, start: false) }
-        let frameDamage = assembler.finish(cursor: cursorUpdate, damage: damage, size: size, format: negotiated.format,
-                                           pixels: dst, stride: rowBytes)
-        let frame = Frame(format: negotiated.format, size: size, stride: rowBytes, captureTime: clock.now(),
+        let frameDamage = assembler.finish(cursor: cursorUpdate, damage: damage, size: out, format: negotiated.format,
+                                           pixels: dst, stride: outStride)
+        let frame = Frame(format: negotiated.format, size: out, stride: outStride, captureTime: clock.now(),
                           damage: frameDamage)
         // Published under `shared`, like refreshes: the ring's order is the screen's order.
         let took = (SystemMonotonicClock().now() - started).totalNanoseconds
@@ -521,6 +665,61 @@ final class PipeWireInputStream: @unchecked Sendable {
 
     private func unusable() {
         shared.withLock { $0.unusable += 1 }
+    }
+
+    /// A window's crop for this buffer (the first one chooses the frame, unless `waitForWindowFrame`
+    /// did); `moved` when the crop moved or changed size since the last buffer.
+    private func windowFit(_ buf: UnsafeMutablePointer<spa_buffer>, stream size: FrameSize) -> (WindowCrop, moved: Bool) {
+        var crop: FrameRect? = nil
+        if castd_pw_video_crop(buf, cropScratch) == 1 {
+            crop = FrameRect(x: Int(cropScratch[0]), y: Int(cropScratch[1]),
+                             width: Int(cropScratch[2]), height: Int(cropScratch[3]))
+        }
+        if var f = fit {
+            let before = f.crop.size
+            let moved = f.update(crop: crop, stream: size)
+            fit = f
+            if f.crop.size != before { logFit(f, crop: crop) }
+            return (f, moved)
+        }
+        let window = options.window!
+        let first = WindowCrop(stream: size, crop: crop, caps: window.caps, frame: window.frame)
+        let frame = shared.withLock { s -> FrameSize in
+            if s.windowFrame == nil { s.windowFrame = first.frame }
+            return s.windowFrame!
+        }
+        let f = WindowCrop(stream: size, crop: crop, caps: window.caps, frame: frame)
+        fit = f
+        signal.signal()
+        logFit(f, crop: crop)
+        return (f, true)
+    }
+
+    private func logFit(_ f: WindowCrop, crop: FrameRect?) {
+        options.log(LogLine(.info, "shared_window_size", [("window", options.window?.name ?? "window"), ("size", "\(f.crop.size)"),
+                                                          ("frame", "\(f.frame)"), ("placed", "\(f.placement)"),
+                                                          ("crop", crop == nil ? "none (the whole stream)" : "\(f.crop)")]))
+    }
+
+    /// The window's crop of a buffer into a slot: copied, or shrunk into its placement; the bars
+    /// around it cleared when the slot held another placement.
+    private func copyWindow(_ fit: WindowCrop, from src: UnsafeRawPointer, stride: Int,
+                            into dst: UnsafeMutableRawPointer, stride outStride: Int, slot: Int) {
+        let place = fit.placement, crop = fit.crop
+        if slotPlacement[slot] != place {
+            memset(dst, 0, outStride * fit.frame.height)
+            slotPlacement[slot] = place
+        }
+        let from = src + crop.y * stride + crop.x * 4
+        let to = dst + place.y * outStride + place.x * 4
+        if fit.scaled {
+            if scaler?.source != crop.size || scaler?.target != place.size {
+                scaler = Scaler(from: crop.size, to: place.size)
+            }
+            scaler!.scale(from, srcStride: stride, into: to, dstStride: outStride)
+        } else {
+            for y in 0..<crop.height { (to + y * outStride).copyMemory(from: from + y * stride, byteCount: crop.width * 4) }
+        }
     }
 
     private func sayOnce(_ sentence: String) {

@@ -77,6 +77,7 @@ public struct SharedWindowLifecycle: Sendable, Equatable {
 
     public static let closedHold = Duration.seconds(2)
     public private(set) var state: State
+    /// The window's title ("" when unknown: the portal does not say it).
     public let title: String
     /// How long the slate shows after the close before the cast ends.
     public let hold: Duration
@@ -106,7 +107,8 @@ public struct SharedWindowLifecycle: Sendable, Equatable {
         case .hidden: return .slate
         case .closed(let at):
             return now - at < hold ? .slate
-                : .end("the shared window '\(title)' was closed, so the cast ended")
+                : .end(title.isEmpty ? "the shared window was closed, so the cast ended"
+                                     : "the shared window '\(title)' was closed, so the cast ended")
         }
     }
 

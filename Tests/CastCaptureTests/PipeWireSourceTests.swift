@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import CastCore
 import CastMedia
+import CastSystem
 @testable import CastCapture
 
 /// Captures until a frame arrives (each try waits `frameWait`, 50 ms), at most `tries` times.
@@ -251,6 +252,75 @@ struct PipeWireSourceTests {
         while case .frame = outcome { outcome = nextFrame(src) }
         guard case .error(let e) = outcome else { Issue.record("expected an error, got \(outcome)"); return }
         #expect(e.message.contains("PipeWire"))
+    }
+
+    /// Issue 31: a window's stream (monitor-sized, the window where the crop says): only the crop,
+    /// in a steady frame; a crop of another size fitted into it; the stream's end is the window's close.
+    @Test func aWindowStreamIsCroppedIntoASteadyFrameAndItsEndIsTheWindowClosing() throws {
+        let session = try PipeWireSession()
+        defer { session.stop() }
+        let crop = FrameRect(x: 40, y: 30, width: 160, height: 120)
+        let producer = try PipeWirePatternProducer(remote: session.remote,
+                                                   options: .init(size: FrameSize(width: 320, height: 240), crop: crop))
+        defer { producer.stop() }
+        let logged = Mutex<[LogLine]>([])
+        let window = PipeWireSource.WindowStream(caps: .default, closedHold: .milliseconds(300), name: "test window")
+        let src = try PipeWireSource(options: .init(remote: session.remote, node: try producer.nodeId(), cursor: false,
+                                                    log: { line in logged.withLock { $0.append(line) } }, window: window))
+        #expect(src.size == FrameSize(width: 160, height: 120))
+        guard case .frame(let first) = nextFrame(src) else { Issue.record("no frame"); return }
+        #expect(first.size == src.size && first.stride == 160 * 4)
+        var read = try #require(src.ring.takeNewest())
+        var mismatches = 0
+        for y in stride(from: 0, to: 120, by: 3) {
+            for x in stride(from: 0, to: 160, by: 3) {
+                if rgb(read.slot, read.frame, x: x, y: y) != PipeWirePatternProducer.colour(x: 40 + x, y: 30 + y) { mismatches += 1 }
+            }
+        }
+        #expect(mismatches == 0)
+        src.ring.finishRead(read)
+        #expect(logged.withLock { $0 }.map(\.description).contains(
+            "level=info event=shared_window_size window=\"test window\" size=160x120 frame=160x120 placed=160x120+0+0 crop=160x120+40+30"))
+
+        // Wider (320x120): shrunk to 160x60 with bars above and below, in the same frame.
+        producer.setCrop(FrameRect(x: 0, y: 60, width: 320, height: 120))
+        var placed: Frame? = nil
+        for _ in 0..<40 {
+            guard case .frame(let f) = nextFrame(src) else { continue }
+            read = try #require(src.ring.takeNewest())
+            defer { src.ring.finishRead(read) }
+            // Bars black; the picture's middle is the stream's (160, 120), halved.
+            if rgb(read.slot, read.frame, x: 80, y: 10) == (0, 0, 0) && rgb(read.slot, read.frame, x: 80, y: 110) == (0, 0, 0) {
+                let (r, g, _) = rgb(read.slot, read.frame, x: 80, y: 60)
+                #expect(abs(Int(r) - 160) <= 2 && abs(Int(g) - 120) <= 2)
+                placed = f
+                break
+            }
+        }
+        #expect(placed?.size == FrameSize(width: 160, height: 120))
+
+        // The producer leaves (the window closed): the slate, then the end in words.
+        producer.stop()
+        var outcome = nextFrame(src)
+        var slate = false
+        while case .frame(let f) = outcome {
+            if let r = src.ring.takeNewest() {
+                slate = rgb(r.slot, r.frame, x: 5, y: 5) == (0x40, 0x40, 0x40) && f.damage == nil
+                src.ring.finishRead(r)
+            }
+            outcome = nextFrame(src)
+        }
+        #expect(slate)
+        // The slate is drawn once; the end comes when the hold is over (as the capture loop waits for it).
+        for _ in 0..<20 {
+            guard case .timeout = outcome else { break }
+            _ = src.waitForChange(until: SystemMonotonicClock().now() + .milliseconds(100))
+            outcome = src.capture(onlyIfChanged: true)
+        }
+        guard case .sourceEnded(let sentence) = outcome else { Issue.record("expected the end, got \(outcome)"); return }
+        #expect(sentence == "the shared window was closed, so the cast ended")
+        #expect(logged.withLock { $0 }.map(\.description).contains(
+            "level=notice event=shared_window_closed window=\"test window\" shows=slate then=\"the cast ends\""))
     }
 
     @Test func interruptEndsAWait() throws {

@@ -311,6 +311,29 @@ static inline int castd_pw_set_damage(struct spa_buffer *buf, const int32_t *rec
     return i < n ? i : n;
 }
 
+/// The video crop of a buffer (SPA_META_VideoCrop: where a window is in a larger stream) as
+/// (x, y, w, h) in `out`: 1 when the buffer carries a valid one, else 0.
+static inline int castd_pw_video_crop(const struct spa_buffer *buf, int32_t *out) {
+    struct spa_meta_region *r = spa_buffer_find_meta_data(buf, SPA_META_VideoCrop, sizeof(*r));
+    if (r == NULL || !spa_meta_region_is_valid(r)) return 0;
+    out[0] = r->region.position.x;
+    out[1] = r->region.position.y;
+    out[2] = (int32_t)r->region.size.width;
+    out[3] = (int32_t)r->region.size.height;
+    return 1;
+}
+
+/// Writes the video crop into a producer's buffer (tests' pattern source). 0, or -1 without crop metadata.
+static inline int castd_pw_set_video_crop(struct spa_buffer *buf, int32_t x, int32_t y, uint32_t w, uint32_t h) {
+    struct spa_meta_region *r = spa_buffer_find_meta_data(buf, SPA_META_VideoCrop, sizeof(*r));
+    if (r == NULL) return -1;
+    r->region.position.x = x;
+    r->region.position.y = y;
+    r->region.size.width = w;
+    r->region.size.height = h;
+    return 0;
+}
+
 /// The header metadata's flags (SPA_META_HEADER_FLAG_*), 0 without a header.
 static inline uint32_t castd_pw_header_flags(const struct spa_buffer *buf) {
     struct spa_meta_header *h = spa_buffer_find_meta_data(buf, SPA_META_Header, sizeof(*h));

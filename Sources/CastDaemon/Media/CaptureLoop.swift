@@ -29,6 +29,8 @@ struct CaptureLoop: Sendable {
         // reopens the stream, not the session); it ends with the cast or on failure.
         var portal: ScreenCastPortalSession? = nil
         var mutter: MutterScreenCastSession? = nil
+        // A window's steady frame, kept when its stream is opened again (a format change).
+        var windowFrame: FrameSize? = nil
         defer {
             portal?.close()
             mutter?.close()
@@ -90,11 +92,22 @@ struct CaptureLoop: Sendable {
                         state.callback(\.sharingKnown)?("\(stream.described) through the portal")
                     }
                     let cast = portal!
-                    let source = try PipeWireSource(options: .init(remote: cast.remote, node: cast.grant.streams[0].node,
-                                                                   cursor: options.cursor, log: log.write, dmabuf: options.dmabuf), clock: clock)
-                    if runGeneration(source, backend: "portal", caps: caps) == .failed {
+                    let stream = cast.grant.streams[0]
+                    // A window (issue 31): cropped to it in a steady frame; its stream's end is its close.
+                    let window = portalOptions.sourceType == .window
+                        ? PipeWireSource.WindowStream(caps: caps, frame: windowFrame, name: "portal stream \(stream.node)") : nil
+                    let source = try PipeWireSource(options: .init(remote: cast.remote, node: stream.node,
+                                                                   cursor: options.cursor, log: log.write, dmabuf: options.dmabuf,
+                                                                   window: window), clock: clock)
+                    if window != nil { windowFrame = source.size }
+                    switch runGeneration(source, backend: "portal", caps: caps) {
+                    case .failed:
                         portal?.close()   // the cast ended; the next generation asks the portal again
                         portal = nil
+                    case .sourceEnded:
+                        endedForGood(nil)
+                    case .reinit, .stopped:
+                        break
                     }
                 } catch let e as CastError where e.code == .captureNeedsUser {
                     // The dialog waits for a person who is not there: asking again would only
