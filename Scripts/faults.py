@@ -60,7 +60,9 @@ def outer(a: argparse.Namespace, argv: list[str]) -> int:
         sh("ip", "netns", "add", ns)
         sh("ip", "-n", ns, "link", "set", "lo", "up")
     guard = None
-    env = dict(os.environ, FAULTS_NS_C=ns_c, FAULTS_NS_R=ns_r)
+    # The machine's own namespaces (this process's), for rows that must run outside "c": `ip netns
+    # exec` gives the inner run a sysfs of its own, without the cgroup file systems.
+    env = dict(os.environ, FAULTS_NS_C=ns_c, FAULTS_NS_R=ns_r, FAULTS_ROOT_PID=str(os.getpid()))
     try:
         # Every process of the run in the guard's cgroup; its table here counts what of theirs
         # leaves through the machine's interfaces, the same table in "r" what the receiver sent.

@@ -5,7 +5,7 @@ CI runs the quick row of each capability; a capability's long pytest rows (a rea
 manager, §11's give-up after three re-offers on a cut path, a static Mutter screen watched for
 a minute, Chromium forced to VP8) are skipped there and run here instead, in a child pytest on
 the host (each brings its own stack, screens and namespaces, all on loopback) with
-CASTD_LONG=1. The row passes when pytest passes and ran at least one test; the per-test results
+CASTD_LONG=1, entered into the machine's own network and mount namespaces. The row passes when pytest passes and ran at least one test; the per-test results
 are in its log.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import subprocess
 import sys
 import time
 
@@ -21,14 +22,40 @@ from castkit.faults.world import Result, World, check
 
 NAME = "long integration rows (pytest -m long)"
 
+# Packages only the long rows need, installed here rather than by Scripts/bootstrap (CI, which runs
+# none of them, would pay for them on every fresh machine): gnome-shell for a window shared
+# through the real GNOME portal (wayland/test_cast_portal_gnome_window.py).
+LONG_ROW_PACKAGES = ["gnome-shell"]
+
+
+def missing_packages() -> list[str]:
+    missing = []
+    for p in LONG_ROW_PACKAGES:
+        q = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True)
+        if "install ok installed" not in q.stdout:
+            missing.append(p)
+    return missing
+
 
 async def long_rows(w: World) -> Result:
     r = Result(NAME, "every test marked long passes (at least one ran)", "")
     out = w.out / "long-rows"
     out.mkdir(parents=True, exist_ok=True)
     t = time.monotonic()
+    # In the machine's network and mount namespaces, as CI runs them: the inner fault run's own
+    # sysfs (`ip netns exec`) has no cgroup2 mount, which the rows' off-machine guard needs, and
+    # its network namespace no route to the package mirror.
+    root = os.environ.get("FAULTS_ROOT_PID")
+    enter = ["nsenter", f"--net=/proc/{root}/ns/net", f"--mount=/proc/{root}/ns/mnt", "--"] if root else []
+    if missing := missing_packages():
+        inst = await asyncio.create_subprocess_exec(*enter, str(REPO / "Scripts" / "apt-install"), *missing,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        text, _ = await inst.communicate()
+        (out / "apt-install.log").write_bytes(text)
+        if inst.returncode != 0:
+            return check(r, False, f"Scripts/apt-install {' '.join(missing)} failed (exit {inst.returncode}); see apt-install.log")
     p = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(IT / "pytest.ini"),
+        *enter, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(IT / "pytest.ini"),
         "-m", "long", str(IT), cwd=str(REPO), env=dict(os.environ, CASTD_LONG="1"),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     text, _ = await asyncio.wait_for(p.communicate(), 1800)
