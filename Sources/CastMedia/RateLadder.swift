@@ -183,11 +183,16 @@ public struct RateLadder: Sendable {
     /// it acknowledges, so the cast stays at the low step after the link has come back (the
     /// meeting row: 10 fps for minutes on a 3 Mbit/s link under a 0.95 Mbit/s target).
     func fittingFrameRate(bitrate: Int, output: Int?) -> Int? {
-        guard let out = output, Double(out) <= Self.unconstrainedShare * Double(bitrate) else { return nil }
+        guard let out = output, Self.isUnconstrained(output: out, bitrate: bitrate) else { return nil }
         let fps = max(1, current.frameRate)
         return thresholds.last {
             $0.frameRate > fps && Double(out) * Double($0.frameRate) / Double(fps) <= Self.fittingShare * Double(bitrate)
         }?.frameRate
+    }
+
+    /// Whether an encoder's output is the picture's own demand (`unconstrainedShare`).
+    static func isUnconstrained(output: Int, bitrate: Int) -> Bool {
+        Double(output) <= unconstrainedShare * Double(bitrate)
     }
 
     /// The frame rate for a target, without hysteresis.
@@ -213,7 +218,7 @@ public struct RateLadder: Sendable {
         if sparse { plain = thresholds.last!.frameRate }
         // A picture that the encoder meets under the target keeps its step, and a higher one
         // that it fits (see `fittingFrameRate`) is an up-step like any other.
-        let unconstrained = outputBitrate.map { Double($0) <= Self.unconstrainedShare * Double(bitrate) } ?? false
+        let unconstrained = outputBitrate.map { Self.isUnconstrained(output: $0, bitrate: bitrate) } ?? false
         let fitting = fittingFrameRate(bitrate: bitrate, output: outputBitrate)
         if unconstrained { plain = max(plain, current.frameRate) }
         if let f = fitting { plain = max(plain, f) }

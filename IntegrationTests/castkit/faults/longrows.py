@@ -13,29 +13,14 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
 import sys
 import time
 
 from castkit.paths import IT, REPO
 from castkit.faults.world import Result, World, check
+from castkit.mutter_rig import missing_shell
 
 NAME = "long integration rows (pytest -m long)"
-
-# Packages only the long rows need, installed here rather than by Scripts/bootstrap (CI, which runs
-# none of them, would pay for them on every fresh machine): gnome-shell for a window shared
-# through the real GNOME portal (wayland/test_cast_portal_gnome_window.py).
-LONG_ROW_PACKAGES = ["gnome-shell"]
-
-
-def missing_packages() -> list[str]:
-    missing = []
-    for p in LONG_ROW_PACKAGES:
-        q = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True)
-        if "install ok installed" not in q.stdout:
-            missing.append(p)
-    return missing
-
 
 async def long_rows(w: World) -> Result:
     r = Result(NAME, "every test marked long passes (at least one ran)", "")
@@ -47,7 +32,11 @@ async def long_rows(w: World) -> Result:
     # its network namespace no route to the package mirror.
     root = os.environ.get("FAULTS_ROOT_PID")
     enter = ["nsenter", f"--net=/proc/{root}/ns/net", f"--mount=/proc/{root}/ns/mnt", "--"] if root else []
-    if missing := missing_packages():
+    # What only the long rows need is installed here rather than by Scripts/bootstrap (CI, which
+    # runs none of them, would pay for it on every fresh machine): gnome-shell for a window shared
+    # through the real GNOME portal; the rig's own check says whether it is there (the command
+    # and its Debian package have the same name).
+    if missing := missing_shell():
         inst = await asyncio.create_subprocess_exec(*enter, str(REPO / "Scripts" / "apt-install"), *missing,
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         text, _ = await inst.communicate()

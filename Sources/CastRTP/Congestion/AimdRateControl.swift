@@ -78,7 +78,7 @@ struct AimdRateControl: Sendable {
             // really fell below the picture's rate still shows: its standing queue makes the
             // sender drain from the delivery rate (SendSideBandwidthEstimator), and once the
             // estimate nears what is sent the stream is no longer application-limited.
-            bitrate = min(Self.beta * bitrate, bitrate)
+            bitrate = Self.beta * bitrate
             lastDecrease = now
             phase = .hold
         case .decrease:
