@@ -265,10 +265,8 @@ final class PipeWireInputStream: @unchecked Sendable {
     private let cropScratch = UnsafeMutablePointer<Int32>.allocate(capacity: 4)
     /// A window's crop and placement (PipeWire thread), once the frame is chosen.
     private var fit: WindowCrop? = nil
-    /// The scaler from the crop's size to its placement, when they differ (PipeWire thread).
-    private var scaler: Scaler? = nil
-    /// The placement each ring slot holds (PipeWire thread): the bars around it are cleared only when it changes.
-    private var slotPlacement: [Int: FrameRect] = [:]
+    /// Draws the window's crop into its placement in each ring slot (PipeWire thread).
+    private var placer = WindowPlacer()
 
     init(options: PipeWireSource.Options, clock: any MonotonicClock) throws {
         sharedOnly = !options.dmabuf
@@ -640,7 +638,9 @@ final class PipeWireInputStream: @unchecked Sendable {
         pixels.dmabuf.map { syncDmaBuf($0, start: true) }
         let outStride = out.width * 4
         if let fit {
-            copyWindow(fit, from: src, stride: stride, into: dst, stride: outStride, slot: lease.index)
+            // The window's crop, copied or shrunk into its placement.
+            placer.place(src + fit.crop.y * stride + fit.crop.x * 4, stride: stride, size: fit.crop.size,
+                         into: dst, stride: outStride, frame: fit.frame, at: fit.placement, slot: lease.index)
         } else if stride == rowBytes {
             dst.copyMemory(from: src, byteCount: rowBytes * size.height)
         } else {
@@ -699,27 +699,6 @@ final class PipeWireInputStream: @unchecked Sendable {
         options.log(LogLine(.info, "shared_window_size", [("window", options.window?.name ?? "window"), ("size", "\(f.crop.size)"),
                                                           ("frame", "\(f.frame)"), ("placed", "\(f.placement)"),
                                                           ("crop", crop == nil ? "none (the whole stream)" : "\(f.crop)")]))
-    }
-
-    /// The window's crop of a buffer into a slot: copied, or shrunk into its placement; the bars
-    /// around it cleared when the slot held another placement.
-    private func copyWindow(_ fit: WindowCrop, from src: UnsafeRawPointer, stride: Int,
-                            into dst: UnsafeMutableRawPointer, stride outStride: Int, slot: Int) {
-        let place = fit.placement, crop = fit.crop
-        if slotPlacement[slot] != place {
-            memset(dst, 0, outStride * fit.frame.height)
-            slotPlacement[slot] = place
-        }
-        let from = src + crop.y * stride + crop.x * 4
-        let to = dst + place.y * outStride + place.x * 4
-        if fit.scaled {
-            if scaler?.source != crop.size || scaler?.target != place.size {
-                scaler = Scaler(from: crop.size, to: place.size)
-            }
-            scaler!.scale(from, srcStride: stride, into: to, dstStride: outStride)
-        } else {
-            for y in 0..<crop.height { (to + y * outStride).copyMemory(from: from + y * stride, byteCount: crop.width * 4) }
-        }
     }
 
     private func sayOnce(_ sentence: String) {

@@ -66,12 +66,11 @@ public final class XCompositeWindowSource: FrameSource {
     /// The window's pixmap size (border included) and where it goes in the frame.
     private var windowSize = FrameSize(width: 0, height: 0)
     private var placement = FrameRect(x: 0, y: 0, width: 0, height: 0)
-    /// A segment of the window's size when it differs from the frame, and the scaler from it.
+    /// A segment of the window's size when it differs from the frame.
     private var staging: ShmSlot?
-    private var scaler: Scaler?
-    /// What each slot holds outside the window's picture: the placement drawn last (an empty
-    /// rect after a slate), so that bars are cleared only when the placement changes.
-    private var slotPlacement: [ObjectIdentifier: FrameRect] = [:]
+    /// Draws the staged picture into each slot and knows the placement each slot holds (an
+    /// empty rect after a slate), so that bars are cleared only when the placement changes.
+    private var placer = WindowPlacer()
     /// The next frame must be whole (first frame, a placement change, slate ↔ window).
     private var wholeFrame = true
     private var pendingDamage: [FrameRect] = []
@@ -248,7 +247,6 @@ public final class XCompositeWindowSource: FrameSource {
             if place != placement { wholeFrame = true }
             placement = place
             if let staging { XShmSource.free(staging, display); self.staging = nil }
-            scaler = place.size == s ? nil : Scaler(from: s, to: place.size)
             if s != size {
                 staging = try? XShmSource.makeSlot(display, visual: visual, depth: depth,
                                                    size: FrameRect(x: 0, y: 0, width: s.width, height: s.height))
@@ -306,22 +304,10 @@ public final class XCompositeWindowSource: FrameSource {
                 return .timeout
             }
             if let staging {
-                let key = ObjectIdentifier(slot)
-                if slotPlacement[key] != placement {
-                    memset(slot.bytes, 0, slot.capacity)
-                    slotPlacement[key] = placement
-                }
-                let dst = slot.bytes + placement.y * stride + placement.x * 4
-                let srcStride = Int(staging.image.pointee.bytes_per_line)
-                if let scaler {
-                    scaler.scale(staging.bytes, srcStride: srcStride, into: dst, dstStride: stride)
-                } else {
-                    for row in 0..<placement.height {
-                        memcpy(dst + row * stride, staging.bytes + row * srcStride, placement.width * 4)
-                    }
-                }
+                placer.place(staging.bytes, stride: Int(staging.image.pointee.bytes_per_line), size: windowSize,
+                             into: slot.bytes, stride: stride, frame: size, at: placement, slot: lease.index)
             } else {
-                slotPlacement[ObjectIdentifier(slot)] = placement
+                placer.note(slot: lease.index, holds: placement)
             }
             let frame = Frame(format: format, size: size, stride: stride, captureTime: now,
                               damage: wholeFrame ? nil : pendingDamage)
@@ -338,7 +324,7 @@ public final class XCompositeWindowSource: FrameSource {
         if onlyIfChanged && !wholeFrame { return .timeout }
         guard let lease = ring.beginWrite(waitingUpTo: XShmSource.slotWait) else { return .timeout }
         memset(lease.slot.bytes, Int32(SharedWindowLifecycle.slateGrey), lease.slot.capacity)
-        slotPlacement[ObjectIdentifier(lease.slot)] = FrameRect(x: 0, y: 0, width: 0, height: 0)
+        placer.note(slot: lease.index, holds: FrameRect(x: 0, y: 0, width: 0, height: 0))
         let frame = Frame(format: format, size: size, stride: stride, captureTime: now, damage: nil)
         wholeFrame = false
         pendingDamage = []
