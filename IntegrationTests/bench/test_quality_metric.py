@@ -164,3 +164,26 @@ def test_the_bench_compares_each_kept_frame_with_the_source_of_its_timecode():
     assert rows[3][1:] == [1.0, 100.0]
     s = quality.summary([r[1] for r in rows], [r[2] for r in rows])
     assert s["quality_frames"] == 4 and s["ssim_p5"] == pytest.approx(rows[2][1], abs=1e-4) and s["ssim_mean"] < 1.0
+
+
+def test_the_reference_luma_follows_what_the_stream_signals():
+    """BT.709 or BT.601, limited or full range, by the decoded frames' (colorspace, color_range);
+    nothing signalled is BT.709 at limited range, as castd and the GStreamer sender code it."""
+    px = np.array([[0xFFFFFF, 0x000000, 0xFF0000, 0x00FF00]], np.uint32)
+    assert quality.luma_as_signalled(px, (1, 1)).tolist() == [[235, 16, 63, 173]]
+    assert quality.luma_as_signalled(px, None).tolist() == quality.luma709(px).tolist()
+    assert quality.luma_as_signalled(px, (1, 2)).tolist() == [[255, 0, 54, 182]]
+    assert quality.luma_as_signalled(px, (6, 2)).tolist() == [[255, 0, 76, 150]]
+    assert quality.luma_as_signalled(px, (5, 1)).tolist() == [[235, 16, 81, 145]]
+
+
+def test_both_ranges_are_compared_on_one_scale():
+    """A one-code error reads the same PSNR in full range as in codes, and 20·log10(255/219) lower
+    in limited range, where a code is a larger step on the screen."""
+    ref = np.full((32, 32), 128, np.uint8)
+    off = ref + 1
+    full = quality.psnr(quality.on_full_scale(off, (1, 2)), quality.on_full_scale(ref, (1, 2)))
+    limited = quality.psnr(quality.on_full_scale(off, (1, 1)), quality.on_full_scale(ref, (1, 1)))
+    assert full == pytest.approx(quality.psnr(off, ref)) == pytest.approx(20 * np.log10(255))
+    assert full - limited == pytest.approx(20 * np.log10(255 / 219))
+    assert quality.on_full_scale(np.array([16, 235], np.uint8), None).tolist() == [0.0, 255.0]

@@ -52,22 +52,35 @@ PAGE_JS = """(() => {
   }
   fg.putImageData(img, 0, 0);
   const cs = window.__cs = { monoOffsetMs: 0, n: 0, pc: null, hint: 'motion', maxBitrate: 4000000, painted: 0 };
-  const paint = () => {
-    const n = ++cs.n;
-    g.drawImage(field, (n * 9) %% MARGIN, (n * 5) %% MARGIN, W, H, 0, 0, W, H);
+  // One frame: the busy field moved by the frame count, or (a quality content set up first by
+  // castkit/bench/canvas_content.py) that content at time value v; then the timecode, last.
+  cs.drawFrame = (v, f, n) => {
+    if (window.__content) window.__content.draw(g, v);
+    else g.drawImage(field, (n * 9) %% MARGIN, (n * 5) %% MARGIN, W, H, 0, 0, W, H);
     // timecode.encode: v = µs of CLOCK_MONOTONIC mod 2**32, frame counter, check byte
-    const us = Math.floor((performance.now() + cs.monoOffsetMs) * 1000);
-    const v = us %% 4294967296, f = n & 255;
     const chk = (((v & 255) + ((v >>> 8) & 255) + ((v >>> 16) & 255) + ((v >>> 24) & 255) + f) & 255) ^ 0xA5;
     for (let i = 0; i < COLS * ROWS; i++) {
       const bit = i < 32 ? Math.floor(v / 2 ** i) & 1 : i < 40 ? (f >> (i - 32)) & 1 : (chk >> (i - 40)) & 1;
       g.fillStyle = bit ? '#fff' : '#000';
       g.fillRect((i %% COLS) * CELL, Math.floor(i / COLS) * CELL, CELL, CELL);
     }
+  };
+  const paint = () => {
+    const n = ++cs.n;
+    const us = Math.floor((performance.now() + cs.monoOffsetMs) * 1000);
+    cs.drawFrame(us %% 4294967296, n & 255, n);
     cs.painted++;
   };
+  // The canvas's pixels as base64 RGBA (the tests' read-back), and a stop for its painting.
+  cs.pixels = () => {
+    const d = g.getImageData(0, 0, W, H).data;
+    let s = '';
+    for (let i = 0; i < d.length; i += 0x8000) s += String.fromCharCode.apply(null, d.subarray(i, i + 0x8000));
+    return btoa(s);
+  };
+  cs.stopPainting = () => { clearInterval(cs.timer); return true; };
   paint();
-  setInterval(paint, 1000 / FPS);
+  cs.timer = setInterval(paint, 1000 / FPS);
   cs.stream = canvas.captureStream(%(capture_fps)s);
   cs.offer = async (hint, maxBitrate, codec) => {
     if (cs.pc) cs.pc.close();
@@ -111,6 +124,29 @@ PAGE_JS = """(() => {
   };
   return true;
 })()"""
+
+
+async def serve_blank_page() -> tuple[str, asyncio.AbstractServer]:
+    """An empty HTML page at http://127.0.0.1:<port>/ (and the server): the sender's page must be
+    a secure context for --use-fake-ui-for-media-stream's grant to apply, and only with it does
+    Chromium put host candidates in its offer. On about:blank it offers none, and a receiver that
+    sends no checks of its own first (aiortc) then connects only now and then, through the
+    peer-reflexive candidates of Chromium's checks."""
+    body = b"<!doctype html><html><head><title>canvas sender</title></head><body></body></html>"
+
+    async def one(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            await r.readuntil(b"\r\n\r\n")
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\nContent-Length: "
+                    + str(len(body)).encode() + b"\r\n\r\n" + body)
+            await w.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            w.close()
+
+    server = await asyncio.start_server(one, "127.0.0.1", 0)
+    return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/", server
 
 
 def page_js(width: int = 1920, height: int = 1080, paint_fps: float = 30, capture_fps: float = 30) -> str:

@@ -18,14 +18,16 @@ class ReceiverProc:
 
     @classmethod
     async def spawn(cls, prefix: list[str], cfg: dict, log: Path, chromium: bool = False,
-                    env: dict | None = None) -> "ReceiverProc":
+                    env: dict | None = None, script: Path | None = None, limit: int = 1 << 24) -> "ReceiverProc":
         """Start the receiver process under `prefix` (e.g. ["ip", "netns", "exec", ns]) with its
-        configuration `cfg`; its stderr is appended to `log`."""
-        script = CASTKIT / ("chromium_proc.py" if chromium else "receiver_proc.py")
+        configuration `cfg`; its stderr is appended to `log`. `script`: another process that
+        speaks JSON lines the same way (default receiver_proc.py, or chromium_proc.py);
+        `limit`: the longest answer line, bytes."""
+        script = script or CASTKIT / ("chromium_proc.py" if chromium else "receiver_proc.py")
         errf = open(log, "ab")
         p = await asyncio.create_subprocess_exec(
             *prefix, PYTHON, str(script), json.dumps(cfg), env=env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errf, limit=1 << 24)
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errf, limit=limit)
         errf.close()
         return cls(p, log)
 
@@ -37,11 +39,18 @@ class ReceiverProc:
             raise RuntimeError(f"receiver process ended (see {self.log})")
         return json.loads(line)
 
-    async def close(self) -> None:
+    async def call(self, timeout: float = 60, **msg) -> dict:
+        """cmd, with an answer of {"error"} (and the pages' "console", if any) raised as a RuntimeError."""
+        got = await self.cmd(timeout, **msg)
+        if "error" in got:
+            raise RuntimeError(f"receiver: {got['error']} {got.get('console', '')}".rstrip())
+        return got
+
+    async def close(self, timeout: float = 10) -> None:
         if self.proc.returncode is None:
             try:
                 self.proc.stdin.write(b'{"cmd":"quit"}\n')
-                await asyncio.wait_for(self.proc.wait(), 10)
+                await asyncio.wait_for(self.proc.wait(), timeout)
             except (asyncio.TimeoutError, ConnectionError):
                 self.proc.kill()
                 await self.proc.wait()

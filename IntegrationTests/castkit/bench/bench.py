@@ -40,12 +40,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from castkit.bench import content as contents, proctree, quality, receiver, rss_map
+from castkit.bench import content as contents, proctree, quality, quality_links, receiver, round_rx, rss_map
 from castkit.bench.host import machine
 from castkit.bench.screen import BenchScreen
 from castkit.bench.stats import quantile, ratio
 from castkit.audio_rig import PipeWireAudioRig, write_tone
-from castkit.castd_proc import Receiver, castd_env
+from castkit.castd_proc import castd_env
 from castkit.devstack import devstack_down, devstack_up
 from castkit.castd_build import binary
 from castkit.paths import REPO
@@ -197,36 +197,30 @@ def _max_1s_bitrate(packets: list[tuple[float, int, int]]) -> float:
 
 async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmup: float, codec: str = "h264",
                     rig: PipeWireAudioRig | None = None, audio: bool = False,
-                    content: contents.Content | None = None, quality_every: float = 0.25) -> dict:
+                    content: contents.Content | None = None, quality_every: float = 0.25,
+                    rx=None, sender=None) -> dict:
+    """One sender casting `screen` for warmup + seconds to one receiver: `rx` (round_rx: a
+    LocalReceiver in this process by default, or a RemoteReceiver behind a link), `sender` a
+    SenderProc-like object (default: SenderProc of `kind`)."""
     home = Path(tempfile.mkdtemp(prefix="castd-bench-"))
-    rx = Receiver(stack)
+    rx = rx or round_rx.LocalReceiver(stack)
     s = await rx.create()
     sid = s["sessionId"]
-    sender = SenderProc(kind, stack, screen, home, codec, rig, audio)
-    answerer = None
+    sender = sender or SenderProc(kind, stack, screen, home, codec, rig, audio)
+    taken = False
     try:
         pid = await sender.start(s["pin"], sid)
         rss_waiting = proctree.rss_mib(pid)
-        answerer = receiver.TimecodeReceiver(rx.client, sid, screen.width, codec=codec if codec != "h264" else None,
-                                             keep_luma_every=quality_every if content else None)
-        await answerer.start()
-        for record in (receiver.PACKETS, receiver.AUDIO_PACKETS, receiver.FRAMES_OUT, receiver.DECODES):
-            record.clear()
-        t_approve = time.monotonic()
-        await rx.client.api("session-approve", {"sessionId": sid, "approve": True, "streamPrefs": PREFS})
-        end = time.monotonic() + 30
-        while not answerer.rec.samples:
-            if time.monotonic() > end:
-                raise RuntimeError(f"{kind}: no decoded frame within 30 s ({len(receiver.PACKETS)} RTP packets "
-                                   f"arrived; receiver states {answerer.connection_states}):\n"
-                                   + "\n".join((sender.err + sender.out)[-40:]))
-            await asyncio.sleep(0.005)
-        t_first = answerer.rec.samples[0].decoded
+        t_approve = await rx.answer(screen.width, codec if codec != "h264" else None,
+                                    quality_every if content else None, PREFS)
+        try:
+            t_first = await rx.first_frame(30)
+        except RuntimeError as e:
+            raise RuntimeError(f"{kind}: {e}:\n" + "\n".join((sender.err + sender.out)[-40:])) from None
         await asyncio.sleep(warmup)
-        # time.process_time(): this process's CPU, all threads: the aiortc receiver and its decoder
-        cpu0, w0, rx0 = proctree.cpu_seconds(pid), time.monotonic(), time.process_time()
+        cpu0, w0, rx0 = proctree.cpu_seconds(pid), time.monotonic(), await rx.cpu()
         await asyncio.sleep(seconds)
-        cpu1, w1, rx1 = proctree.cpu_seconds(pid), time.monotonic(), time.process_time()
+        cpu1, w1, rx1 = proctree.cpu_seconds(pid), time.monotonic(), await rx.cpu()
         peak = proctree.peak_rss_mib(pid)
         rss_kinds = proctree.rss_breakdown_mib(pid)
         rss_kinds_map = proctree.smaps_breakdown_mib(pid)
@@ -235,21 +229,26 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         if sender.main.returncode is not None:   # died mid-round: its figures would be zeros
             raise RuntimeError(f"{kind} exited ({sender.main.returncode}) during the round:\n"
                                + "\n".join((sender.err + sender.out)[-40:]))
+        taken = True
     finally:
         await sender.stop()
-        if answerer:
-            await answerer.close()
-        await rx.client.close()
-    samples = [x for x in answerer.rec.samples if w0 <= x.decoded <= w1]
+        if not taken:
+            with contextlib.suppress(Exception):
+                await rx.close()
+    try:
+        data = await rx.take(w0, w1)
+    finally:
+        await rx.close()
+    samples = [x for x in data.samples if w0 <= x.decoded <= w1]
     lat = [(x.decoded - x.drawn) * 1000 for x in samples if x.drawn is not None]
-    stages = receiver.breakdown(samples)
-    times = [x.decoded for x in answerer.rec.samples if t_first <= x.decoded <= w1]
+    stages = receiver.breakdown(samples, data.packets, data.frames_out, data.decodes)
+    times = [x.decoded for x in data.samples if t_first <= x.decoded <= w1]
     # The cast's first two seconds (before the warm-up and the window): how soon it reaches its rate.
     first_2s = sum(1 for t in times if t < t_first + 2.0) / 2.0
     gaps = [b - a for a, b in zip(times, times[1:])]
-    pk = [p for p in receiver.PACKETS if w0 <= p[0] <= w1]
+    pk = [p for p in data.packets if w0 <= p[0] <= w1]
     frame_bytes: dict[int, list[int]] = {}   # RTP timestamp -> [payload bytes, packets], over the whole round
-    for _, n, ts in receiver.PACKETS:
+    for _, n, ts in data.packets:
         f = frame_bytes.setdefault(ts, [0, 0])
         f[0] += n
         f[1] += 1
@@ -258,14 +257,14 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
     sizes = sorted({f"{x.width}x{x.height}" for x in samples})
     extra = {}
     if rig is not None:
-        apk = [p for p in receiver.AUDIO_PACKETS if w0 <= p[0] <= w1]
-        adec = [a for a in answerer.rec.audio if w0 <= a[0] <= w1]
+        apk = [p for p in data.audio_packets if w0 <= p[0] <= w1]
+        adec = [a for a in data.audio if w0 <= a[0] <= w1]
         extra = {"audio": audio, "audio_packets": len(apk), "audio_packets_per_s": round(len(apk) / span, 1),
                  "audio_bitrate_bps": int(sum(n for _, n in apk) * 8 / span),
                  "audio_decoded_s": round(sum(n for _, n, _ in adec) / 48_000, 2),
                  "audio_level_dbfs": round(quantile([l for _, _, l in adec], 0.5), 1) if adec else None}
     if content is not None:
-        extra |= measure_quality(content, [q for q in answerer.rec.lumas if w0 <= q[0] <= w1], w0)
+        extra |= measure_quality(content, data.lumas, w0, data.color) | {"stream_color": data.color}
     return extra | {
         "sender": kind, "window_s": round(span, 2),
         "approval_to_first_frame_ms": round((t_first - t_approve) * 1000, 1),
@@ -279,7 +278,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
         "rss_by_mapping_mib": rss_kinds_map, "rss_map_kib": rss_detail,
         "mean_bitrate_bps": int(sum(n for _, n, _ in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
-        "decoded_sizes": sizes, "castd_stats": stats, "codecs": answerer.codecs,
+        "decoded_sizes": sizes, "castd_stats": stats, "codecs": data.codecs,
         # castd's `video_codec` line: what its encoder made of the answer (codec=h264 profile=high)
         "video_codec": next((l.split("event=video_codec", 1)[1].strip() for l in reversed(sender.err)
                              if "event=video_codec" in l), None),
@@ -287,14 +286,23 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
     }
 
 
-def measure_quality(content: contents.Content, lumas: list, w0: float) -> dict:
-    """Each kept decoded luma against the source redrawn from its timecode, scaled to the
-    decoded size when they differ: per frame (seconds into the window, SSIM, PSNR dB)."""
+def measure_quality(content: contents.Content, lumas: list, w0: float, color: tuple[int, int] | None = None) -> dict:
+    """Each kept decoded luma against the source redrawn from its timecode, in the luma the
+    stream signals (`color`: quality.luma_as_signalled), scaled to the decoded size when they
+    differ, both on the full-range scale (quality.on_full_scale): per frame (seconds into the
+    window, SSIM, PSNR dB)."""
     rows = []
-    for t, v, n, y in lumas:
+    keep = os.environ.get("CASTD_BENCH_LUMAS")   # a directory: each compared pair kept as .npz (decoded, reference)
+    for i, (t, v, n, y) in enumerate(lumas):
         h, w = y.shape
-        ref = quality.scale_to(quality.luma709(contents.render(content, v, n)), w, h)
-        rows.append([round(t - w0, 3), round(quality.ssim(y, ref), 5), round(quality.psnr(y, ref), 3)])
+        ref = quality.scale_to(quality.luma_as_signalled(contents.render(content, v, n), color), w, h)
+        a, b = quality.on_full_scale(y, color), quality.on_full_scale(ref, color)
+        rows.append([round(t - w0, 3), round(quality.ssim(a, b), 5), round(quality.psnr(a, b), 3)])
+        if keep:
+            import numpy as np
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            np.savez_compressed(Path(keep) / f"{content.name}-{int(time.time() * 1000)}-{i}.npz", decoded=y, reference=ref,
+                                v=v, frame=n)
     return {"quality_per_frame": rows}
 
 
@@ -480,7 +488,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="1 round of 8 s per sender and scenario (≤ 5 min)")
     ap.add_argument("--rounds", type=int, help="rounds per sender and scenario (default 3; --quick 1)")
     ap.add_argument("--seconds", type=float, help="measured seconds per round (default 20; --quick 8)")
-    ap.add_argument("--warmup", type=float, default=1.0, help="seconds after the first frame before measuring")
+    ap.add_argument("--warmup", type=float,
+                    help="seconds after the first frame before measuring (default 1; through --link 3, so that the "
+                         "rate controllers have settled on the link)")
     ap.add_argument("--quality", action="store_true",
                     help="the quality rows: SSIM/PSNR of decoded frames against their source (the scenarios of --content)")
     ap.add_argument("--content", action="append", choices=list(contents.CONTENTS),
@@ -489,7 +499,15 @@ def main() -> int:
                     help="seconds between the decoded frames compared (each takes ~1 s of CPU after the round)")
     ap.add_argument("--scenario", action="append", choices=list(SCENARIOS) + list(QUALITY),
                     help="repeatable (default: all but the *-audio rows, which need PipeWire)")
-    ap.add_argument("--sender", action="append", choices=list(SENDERS), help="repeatable (default: both)")
+    ap.add_argument("--sender", action="append", choices=list(quality_links.SENDERS),
+                    help="repeatable (default: castd and gstreamer; with --link also Chromium's own sender, "
+                         "libwebrtc-detail and libwebrtc: contentHint 'detail' and 'motion')")
+    ap.add_argument("--link", action="append", metavar="free|KBIT|all",
+                    help="with --quality, repeatable: every sender through a real tc tbf bottleneck of KBIT kbit/s "
+                         "(or free) to a receiver in another network namespace, in one run (root; all: free, 4000, "
+                         "2000 and 1000); writes quality-links.json, its plots and the table "
+                         "(castkit/bench/quality_links.py)")
+    ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
     ap.add_argument("--castd", help="the castd binary to run (default: this tree's release build), "
                                      "e.g. another checkout's, to compare before and after a change")
@@ -500,13 +518,32 @@ def main() -> int:
                     help="castd's max-bitrate-kbps (150-4000): a lower cap on its rate (not a link: the loopback "
                          "path stays free)")
     ap.add_argument("--out", default=str(REPO / "artifacts" / "bench"), help="directory for bench.json and the plots")
-    args = ap.parse_args()
+    argv = sys.argv[1:]
+    args = ap.parse_args(argv)
     global CASTD, H264_PROFILE, MAX_KBPS
     CASTD, H264_PROFILE, MAX_KBPS = args.castd, args.h264_profile, args.max_bitrate_kbps
+    import castkit.bench.bench as module   # this module again when run as __main__: the link rows use that one
+    module.CASTD, module.H264_PROFILE, module.MAX_KBPS = CASTD, H264_PROFILE, MAX_KBPS
+    if args.warmup is None:
+        args.warmup = 3.0 if args.link else 1.0
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.seconds = args.seconds or (8.0 if args.quick else 20.0)
     if args.content and not args.quality:
         ap.error("--content chooses the quality rows' content: add --quality")
+    if args.link:
+        if not args.quality:
+            ap.error("--link is for the quality rows: add --quality")
+        if "all" in args.link:
+            args.link = list(quality_links.LINKS)
+        bad = [x for x in args.link if x != "free" and not (x.isdigit() and 100 <= int(x) <= 100_000)]
+        if bad:
+            ap.error(f"--link takes free or a rate in kbit/s (100-100000), not {', '.join(bad)}")
+        args.content = args.content or list(contents.CONTENTS)
+        args.sender = tuple(k for k in quality_links.SENDERS if k in (args.sender or quality_links.SENDERS))
+        args.argv = [x for x in argv if x != "--inner"]
+        return quality_links.main(args, argv)
+    if any(k not in SENDERS for k in args.sender or ()):
+        ap.error("Chromium's own sender (libwebrtc, libwebrtc-detail) runs in the quality rows through --link")
     if args.quality:
         args.scenario = (args.scenario or []) + [f"quality-1080p-{c}" for c in (args.content or contents.CONTENTS)]
     args.scenario = args.scenario or DEFAULT_SCENARIOS

@@ -65,9 +65,11 @@ def log(msg: str) -> None:
 
 # ---------------------------------------------------------------- outer: namespaces and the guard
 
-def outer(a: argparse.Namespace, argv: list[str]) -> int:
+def outer(a: argparse.Namespace, argv: list[str], script: str = __file__, result: str = "bottleneck.json") -> int:
+    """Makes the link and the guard, runs `script --inner argv` in the sender namespace, and
+    adds the guard's counts (off_machine) to its JSON result `a.out`/`result`."""
     if os.geteuid() != 0:
-        print("Scripts/bench --bottleneck: needs root (network namespaces, tc, nftables)", file=sys.stderr)
+        print("Scripts/bench: the real bottleneck needs root (network namespaces, tc, nftables)", file=sys.stderr)
         return 2
     from castkit.confine import Guard
     tag = secrets.token_hex(2)
@@ -78,11 +80,11 @@ def outer(a: argparse.Namespace, argv: list[str]) -> int:
         guard = Guard(f"b{tag}")
         guard.add_namespace(link.ns_s)
         env = dict(os.environ, BN_TAG=tag)
-        r = subprocess.run(["ip", "netns", "exec", link.ns_s, PYTHON, __file__, "--inner", *argv], env=env,
+        r = subprocess.run(["ip", "netns", "exec", link.ns_s, PYTHON, script, "--inner", *argv], env=env,
                            preexec_fn=guard.join)
         off = guard.counters()
         inside = guard.counters(link.ns_s)
-        out = Path(a.out) / "bottleneck.json"
+        out = Path(a.out) / result
         if out.exists():
             res = json.loads(out.read_text())
             res["off_machine"] = {"root_namespace": off, "sender_namespace_positive_control": inside}
@@ -98,43 +100,25 @@ def outer(a: argparse.Namespace, argv: list[str]) -> int:
 # ---------------------------------------------------------------- inner: one sender in one scenario
 
 class RxProc:
-    """castkit/bottleneck_rx.py in the receiver namespace, driven by JSON lines."""
+    """castkit/bottleneck_rx.py in the receiver namespace (rxproc.ReceiverProc), driven by JSON lines."""
 
-    def __init__(self, proc, logf: Path):
-        self.proc, self.log = proc, logf
+    def __init__(self, proc):
+        self.p = proc
 
     @classmethod
     async def start(cls, link: BottleneckLink, stack, logf: Path) -> "RxProc":
         from castkit.confine import CONFINED_ENV, confined_env_value
+        from castkit.rxproc import ReceiverProc
         cfg = {"api_url": stack.api_url, "forward_to": link.addr_s}
         env = dict(os.environ, **{CONFINED_ENV: confined_env_value(link.ns_r)})
-        errf = open(logf, "ab")
-        p = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", link.ns_r, PYTHON, str(CASTKIT / "bottleneck_rx.py"),
-            json.dumps(cfg), env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errf,
-            limit=1 << 26)
-        errf.close()
-        return cls(p, logf)
+        return cls(await ReceiverProc.spawn(["ip", "netns", "exec", link.ns_r], cfg, logf, env=env,
+                                            script=CASTKIT / "bottleneck_rx.py", limit=1 << 26))
 
     async def cmd(self, timeout: float = 90, **msg) -> dict:
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        await self.proc.stdin.drain()
-        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
-        if not line:
-            raise RuntimeError(f"receiver process ended (see {self.log})")
-        got = json.loads(line)
-        if "error" in got:
-            raise RuntimeError(f"receiver: {got['error']} {got.get('console', '')}")
-        return got
+        return await self.p.call(timeout, **msg)
 
     async def close(self) -> None:
-        if self.proc.returncode is None:
-            try:
-                self.proc.stdin.write(b'{"cmd":"quit"}\n')
-                await asyncio.wait_for(self.proc.wait(), 20)
-            except (asyncio.TimeoutError, ConnectionError):
-                self.proc.kill()
-                await self.proc.wait()
+        await self.p.close(timeout=20)
 
 
 class Castd:

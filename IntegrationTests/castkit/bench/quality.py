@@ -19,14 +19,48 @@ K1, K2, L = 0.01, 0.03, 255.0
 WINDOW, SIGMA = 11, 1.5
 
 
-def luma709(rgb: np.ndarray) -> np.ndarray:
-    """Limited-range BT.709 Y' (uint8) of 0x00RRGGBB pixels (uint32) or an h × w × 3 RGB array."""
+# (Kr, Kb) of the luma matrices, by libavcodec's AVColorSpace number (what a decoded frame's
+# colorspace says the H.264 VUI signalled): 1 BT.709, 5 BT.470BG and 6 SMPTE 170M (BT.601)
+MATRICES = {1: (0.2126, 0.0722), 5: (0.299, 0.114), 6: (0.299, 0.114)}
+FULL_RANGE = 2    # AVColorRange JPEG: Y' 0-255 (1, MPEG, and 0, unspecified: 16-235)
+
+
+def luma(rgb: np.ndarray, kr: float = 0.2126, kb: float = 0.0722, full_range: bool = False) -> np.ndarray:
+    """Y' (uint8) of 0x00RRGGBB pixels (uint32) or an h × w × 3 RGB array: BT.709 at limited
+    range by default, or another matrix (Kr, Kb) and full range."""
     if rgb.ndim == 2:
         r, g, b = (rgb >> 16) & 0xFF, (rgb >> 8) & 0xFF, rgb & 0xFF
     else:
         r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
-    y = 16 + 219 * (0.2126 * r.astype(np.float32) + 0.7152 * g + 0.0722 * b) / 255
+    e = kr * r.astype(np.float32) + (1 - kr - kb) * g + kb * b
+    y = e if full_range else 16 + 219 * e / 255
     return np.clip(np.rint(y), 0, 255).astype(np.uint8)
+
+
+def on_full_scale(y: np.ndarray, color: tuple[int, int] | None) -> np.ndarray:
+    """A luma picture in full-range units (float): limited-range codes (16-235) stretched to
+    0-255, full-range ones as they are. PSNR and SSIM of two streams that code luma in different
+    ranges compare only on one scale: a code step of limited range is 255/219 of a full-range
+    one on the screen, so in codes limited range would read 20·log10(255/219) = 1.32 dB higher."""
+    if color is not None and color[1] == FULL_RANGE:
+        return y.astype(np.float64)
+    return (y.astype(np.float64) - 16) * (255 / 219)
+
+
+def luma709(rgb: np.ndarray) -> np.ndarray:
+    """Limited-range BT.709 Y' (uint8): what castd's H.264 path and the bench's GStreamer sender make."""
+    return luma(rgb)
+
+
+def luma_as_signalled(rgb: np.ndarray, color: tuple[int, int] | None) -> np.ndarray:
+    """Y' as the stream says it coded it: `color` is the decoded frames' (colorspace, color_range)
+    (receiver.Recording.color); a receiver shows the picture by the same signal. Chromium's
+    canvas sender signals BT.709 at full range; castd and the GStreamer sender BT.709 at limited
+    range. Unsigned (None, or an unspecified matrix): BT.709 at limited range."""
+    if color is None:
+        return luma709(rgb)
+    kr, kb = MATRICES.get(color[0], MATRICES[1])
+    return luma(rgb, kr, kb, full_range=color[1] == FULL_RANGE)
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:

@@ -158,6 +158,9 @@ class Recording:
     # the quality bench: (time.monotonic(), timecode value, painter frame, decoded luma h × w) of
     # decoded frames with a readable timecode, at most one per `keep_luma_every` seconds
     lumas: list[tuple[float, int, int, np.ndarray]] = field(default_factory=list)
+    # what the stream says of its colour (the decoded frames' colorspace and color_range, libavcodec's
+    # AVColorSpace and AVColorRange numbers, from the H.264 VUI): the luma the quality rows compare with
+    color: tuple[int, int] | None = None
 
 
 class TimecodeReceiver(ReceiverAnswerer):
@@ -187,6 +190,7 @@ class TimecodeReceiver(ReceiverAnswerer):
                         drawn, n = us / 1e6, got[1]
                         if self.keep_luma_every is not None and now - self._kept_at >= self.keep_luma_every:
                             self._kept_at = now   # compared after the round (quality.py): too slow here
+                            self.rec.color = (int(frame.colorspace), int(frame.color_range))
                             self.rec.lumas.append((now, got[0], got[1], y[:frame.height, :frame.width].copy()))
                 self.rec.samples.append(Sample(now, drawn, n, frame.width, frame.height, frame.pts,
                                                time.monotonic()))
