@@ -175,6 +175,27 @@ import CastMedia
         }
     }
 
+    /// Screen content is coded without the loop filter (X264Encoder: measured sharper for as many
+    /// bits): every slice says disable_deblocking_filter_idc 1, in Constrained Baseline and in
+    /// High, and the PPS lets slices say so. Slice headers read by ffmpeg.
+    @Test func slicesAreCodedWithoutTheLoopFilter() throws {
+        for profile in [H264ProfileLevel.constrainedBaseline, .high] {
+            let enc = try X264Encoder(config: EncoderConfig(size: p720.size, frameRate: 30, bitrate: 2_000_000,
+                                                            h264Profile: profile))
+            let img = PlanarImage(format: .i420, size: p720.size)
+            let busy = BusyFrames(size: p720.size)
+            var stream: [UInt8] = []
+            for n in 0..<10 {
+                busy.fill(img, frame: n)
+                stream += try #require(try enc.encode(img, pts: Instant(nanoseconds: Int64(n) * 33_333_333))).bytes
+            }
+            let trace = try TraceHeaders.run(annexB: stream)
+            #expect(trace.all("Picture Parameter Set").first?["deblocking_filter_control_present_flag"] == 1)
+            let idcs = trace.all("Slice Header").map { $0["disable_deblocking_filter_idc"] }
+            #expect(idcs.count >= 10 && idcs.allSatisfy { $0 == 1 }, "\(profile): \(idcs)")
+        }
+    }
+
     /// A still screen becomes sharp (`StillRefinement`): a 1080p slide of glyph-like strokes
     /// replaced by another in one frame, then 45 still frames at 1 Mbit/s and 30 fps. With the
     /// one-frame rate buffer x264 spends a fraction of the budget on them and the page stays

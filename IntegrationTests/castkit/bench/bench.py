@@ -112,8 +112,9 @@ class SenderProc:
     """castd (pair, then --session while still waiting for approval) or the GStreamer sender."""
 
     def __init__(self, kind: str, stack, screen: BenchScreen, home: Path, codec: str = "h264",
-                 rig: PipeWireAudioRig | None = None, audio: bool = False):
+                 rig: PipeWireAudioRig | None = None, audio: bool = False, binary: str | None = None):
         self.kind, self.stack, self.screen, self.home, self.codec = kind, stack, screen, home, codec
+        self.binary = binary or castd_binary()   # castd's: this tree's (or --castd), or another build
         self.rig, self.audio = rig, audio   # with a rig: its PipeWire in reach; audio: send it or not
         self.procs: list[asyncio.subprocess.Process] = []
         self.out: list[str] = []
@@ -130,12 +131,12 @@ class SenderProc:
         audio_flag = [] if self.rig is None else ["--audio", "auto" if self.audio else "off"]
         profile_flag = ["--h264-profile", H264_PROFILE] if H264_PROFILE else []
         if self.kind == "castd":
-            pair = await asyncio.create_subprocess_exec(castd_binary(), "pair", "--pin", pin, "--json", env=env,
+            pair = await asyncio.create_subprocess_exec(self.binary, "pair", "--pin", pin, "--json", env=env,
                                                         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             self.procs.append(pair)
             self._spawn_readers(pair)
             await _wait_for(self.out, '"paired"', pair, 30)
-            daemon = await asyncio.create_subprocess_exec(castd_binary(), "--session", session_id, "--log-level",
+            daemon = await asyncio.create_subprocess_exec(self.binary, "--session", session_id, "--log-level",
                                                           os.environ.get("CASTD_LOG_LEVEL", "info"),
                                                           *audio_flag, *profile_flag, env=env, stdout=asyncio.subprocess.PIPE,
                                                           stderr=asyncio.subprocess.PIPE)
@@ -278,7 +279,7 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "peak_rss_mib": peak, "rss_waiting_for_approval_mib": rss_waiting, "rss_at_end_mib": rss_kinds,
         "rss_by_mapping_mib": rss_kinds_map, "rss_map_kib": rss_detail,
         "mean_bitrate_bps": int(sum(n for _, n, _ in pk) * 8 / span), "max_1s_bitrate_bps": int(_max_1s_bitrate(pk)),
-        "decoded_sizes": sizes, "castd_stats": stats, "codecs": data.codecs,
+        "decoded_sizes": sizes, "castd_stats": stats, "codecs": data.codecs, "receiver_plis": data.plis,
         # castd's `video_codec` line: what its encoder made of the answer (codec=h264 profile=high)
         "video_codec": next((l.split("event=video_codec", 1)[1].strip() for l in reversed(sender.err)
                              if "event=video_codec" in l), None),
@@ -332,6 +333,7 @@ def summarize(rounds: list[dict]) -> dict:
         "readable_timecode_fraction": round(sum(r["frames_with_readable_timecode"] for r in rounds)
                                             / max(1, sum(r["frames"] for r in rounds)), 3),
         "freezes": sum(r["freezes"] for r in rounds),
+        "receiver_plis": sum(r.get("receiver_plis", 0) for r in rounds),
         "longest_gap_ms": max(r["longest_gap_ms"] for r in rounds),
         "decoded_sizes": sorted({s for r in rounds for s in r["decoded_sizes"]}),
         "largest_frame_kb": max(r.get("largest_frame_kb", 0) for r in rounds),
@@ -502,6 +504,9 @@ def main() -> int:
     ap.add_argument("--sender", action="append", choices=list(quality_links.SENDERS),
                     help="repeatable (default: castd and gstreamer; with --link also Chromium's own sender, "
                          "libwebrtc-detail and libwebrtc: contentHint 'detail' and 'motion')")
+    ap.add_argument("--castd-before", metavar="PATH",
+                    help="with --link: another castd build cast as one more sender, castd-before (a change's "
+                         "before and after in one table)")
     ap.add_argument("--link", action="append", metavar="free|KBIT|all",
                     help="with --quality, repeatable: every sender through a real tc tbf bottleneck of KBIT kbit/s "
                          "(or free) to a receiver in another network namespace, in one run (root; all: free, 4000, "
@@ -539,7 +544,13 @@ def main() -> int:
         if bad:
             ap.error(f"--link takes free or a rate in kbit/s (100-100000), not {', '.join(bad)}")
         args.content = args.content or list(contents.CONTENTS)
-        args.sender = tuple(k for k in quality_links.SENDERS if k in (args.sender or quality_links.SENDERS))
+        asked = list(args.sender or [k for k in quality_links.SENDERS if k != "castd-before"])
+        if args.castd_before:
+            args.castd_before = str(Path(args.castd_before).resolve())
+            asked.append("castd-before")
+        elif "castd-before" in asked:
+            ap.error("the castd-before sender needs --castd-before PATH")
+        args.sender = tuple(k for k in quality_links.SENDERS if k in asked)
         args.argv = [x for x in argv if x != "--inner"]
         return quality_links.main(args, argv)
     if any(k not in SENDERS for k in args.sender or ()):

@@ -42,7 +42,7 @@ from types import SimpleNamespace
 from castkit.bench import content as contents
 from castkit.bench.stats import quantile
 
-SENDERS = ("castd", "gstreamer", "libwebrtc-detail", "libwebrtc")
+SENDERS = ("castd", "castd-before", "gstreamer", "libwebrtc-detail", "libwebrtc")
 HINTS = {"libwebrtc": "motion", "libwebrtc-detail": "detail"}
 LINKS = ("free", "4000", "2000", "1000")
 
@@ -132,7 +132,7 @@ async def run(a) -> dict:
     logs.mkdir(parents=True, exist_ok=True)
     result = {"command": " ".join(["Scripts/bench"] + a.argv),
               "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "config": {"castd": bench.castd_binary(), "rounds": a.rounds, "seconds_per_round": a.seconds,
+              "config": {"castd": bench.castd_binary(), "castd_before": a.castd_before, "rounds": a.rounds, "seconds_per_round": a.seconds,
                          "warmup_s": a.warmup, "painter_fps": a.painter_fps, "quality_every_s": a.quality_every,
                          "links": list(a.link), "senders": list(a.sender), "prefs": bench.PREFS,
                          "tbf": "rate R burst max(5000 B, 1.25 R/HZ) latency 200ms on the sender's veth egress"},
@@ -156,11 +156,16 @@ async def run(a) -> dict:
                         for kind in (a.sender if i % 2 == 0 else tuple(reversed(a.sender))):
                             log(f"{name} {link_label(ln)} round {i + 1}/{a.rounds}: {kind}")
                             home = Path(tempfile.mkdtemp(prefix="castd-bench-"))
-                            sender = (CanvasSenderProc(kind, stack, browser, page_url, c, screen, a.painter_fps) if kind in HINTS
-                                      else SenderProc(kind, stack, screen, home))
+                            # castd-before: castd's round with another build (--castd-before)
+                            proc_kind = "castd" if kind == "castd-before" else kind
+                            sender = (CanvasSenderProc(kind, stack, browser, page_url, c, screen, a.painter_fps)
+                                      if kind in HINTS else
+                                      SenderProc(proc_kind, stack, screen, home,
+                                                 binary=a.castd_before if kind == "castd-before" else None))
                             try:
-                                r = await run_round(stack, screen, kind, a.seconds, a.warmup, content=c,
+                                r = await run_round(stack, screen, proc_kind, a.seconds, a.warmup, content=c,
                                                     quality_every=a.quality_every, rx=rx, sender=sender)
+                                r["sender"] = kind
                                 if kind in HINTS and sender.out:
                                     r["libwebrtc_outbound"] = json.loads(sender.out[-1])
                                 q = r.get("quality_per_frame") or [[0, 0, 0]]
@@ -173,8 +178,8 @@ async def run(a) -> dict:
                                     f.write(f"--- {name} {ln} {kind}\n{traceback.format_exc()}\n")
                                 r = {"sender": kind, "error": f"{type(e).__name__}: {e}"[:2000]}
                             r["round"] = i + 1
-                            if kind == "castd":
-                                r["log"] = str(logs / f"{name}-{ln}-{i + 1}-castd.log")
+                            if proc_kind == "castd":
+                                r["log"] = str(logs / f"{name}-{ln}-{i + 1}-{kind}.log")
                                 Path(r["log"]).write_text("\n".join(sender.err) + "\n")
                             rounds[kind].append(r)
                     cell = {"content": name, "link": ln, "link_kbit": link_kbit(ln)}

@@ -21,6 +21,15 @@ same for every sender:
   not counted); audio packets apart (AUDIO_PACKETS), and decoded audio is
   counted and its level measured (the audio rows: proof that audio flowed).
 
+A fifth, for a receiver that recovers as Chromium's does: when packets keep arriving but no
+frame has been decoded for a second (a frame whose lost packet was never resent, so the
+jitter buffer waits for it), the receiver sends an RTCP PLI, at most one a second
+(`STALL_PLI_S`), and for H.264 gives up what its jitter buffer holds and restarts it at the
+next key frame (Chromium's receiver asks for a key frame when its NACKs give up or nothing
+is decodable, and drops the frames it cannot decode). aiortc alone sends a PLI only once
+2048 packets have passed the hole and waits for the hole meanwhile, which at 1-2 Mbit/s
+is ten seconds or more of frozen picture.
+
 For the latency breakdown (issue 19) it also records when each video frame
 left the jitter buffer (FRAMES_OUT) and when aiortc's decoder thread began
 and finished decoding it (DECODES), keyed by RTP timestamp, and each decoded
@@ -55,6 +64,7 @@ PACKETS: list[tuple[float, int, int]] = []
 # (time.monotonic(), RTP payload bytes) of every audio packet
 AUDIO_PACKETS: list[tuple[float, int]] = []
 VIDEO_CAPACITY = 2048   # packets (a power of two, as aiortc requires)
+STALL_PLI_S = 1.0       # no decoded frame this long while packets arrive: a PLI (see above)
 # (time.monotonic(), RTP timestamp) of every video frame the jitter buffer released
 FRAMES_OUT: list[tuple[float, int]] = []
 # (decode start, decode end, RTP timestamp) of every video frame, on aiortc's decoder thread
@@ -97,13 +107,38 @@ def accepting_h264_high():
         video[:] = before
 
 
+def starts_h264_keyframe(payload: bytes) -> bool:
+    """Whether an H.264 RTP payload (RFC 6184) begins a key frame: an SPS, alone or first in a
+    STAP-A, or the first fragment (FU-A, S bit) or the whole of an IDR slice."""
+    if len(payload) < 2:
+        return False
+    kind = payload[0] & 0x1F
+    if kind == 24:                     # STAP-A: 2-byte size, then the first NAL unit
+        return len(payload) > 3 and payload[3] & 0x1F in (5, 7)
+    if kind == 28:                     # FU-A: the FU header's S bit and type
+        return bool(payload[1] & 0x80) and payload[1] & 0x1F == 5
+    return kind in (5, 7)
+
+
 class MarkerJitterBuffer(JitterBuffer):
     def __init__(self, capacity: int, prefetch: int = 0, is_video: bool = False) -> None:
         super().__init__(max(capacity, VIDEO_CAPACITY) if is_video else capacity, prefetch, is_video)
+        self.waiting_for_keyframe = False
+
+    def restart_at_keyframe(self) -> None:
+        """Drops what it holds and every packet until one that starts an H.264 key frame, as
+        Chromium's receiver drops undecodable frames once it has asked for a key frame."""
+        self._packets = [None] * self._capacity
+        self._origin = None
+        self.waiting_for_keyframe = True
 
     def add(self, packet):
         if self._is_video:
             PACKETS.append((time.monotonic(), len(packet.payload), packet.timestamp))
+            if self.waiting_for_keyframe:
+                if not starts_h264_keyframe(packet.payload):
+                    return False, None
+                self.waiting_for_keyframe = False
         else:
             AUDIO_PACKETS.append((time.monotonic(), len(packet.payload)))
         return super().add(packet)
@@ -175,7 +210,28 @@ class TimecodeReceiver(ReceiverAnswerer):
         self.keep_luma_every = keep_luma_every   # seconds; None: keep no pictures
         self._kept_at = 0.0
 
+    async def _watch_stalls(self) -> None:
+        """A PLI when packets arrive and no frame has been decoded for STALL_PLI_S (at most one
+        per STALL_PLI_S); each one is in self.keyframes.requests as "pli"."""
+        last_pli = 0.0
+        while True:
+            await asyncio.sleep(0.1)
+            now = time.monotonic()
+            decoded = self.rec.samples[-1].decoded if self.rec.samples else None
+            if (decoded is not None and now - decoded > STALL_PLI_S and PACKETS and now - PACKETS[-1][0] < 0.5
+                    and now - last_pli > STALL_PLI_S and self.receiver is not None and self.media_ssrc is not None):
+                last_pli = now
+                jb = getattr(self.receiver, "_RTCRtpReceiver__jitter_buffer", None)
+                if isinstance(jb, MarkerJitterBuffer) and "H264" in " ".join(self.codecs):
+                    jb.restart_at_keyframe()   # the stalled frame is given up; decoding resumes at the key frame
+                try:
+                    await self.send_pli()
+                except Exception:  # noqa: BLE001 (the connection is closing)
+                    return
+
     async def _consume(self, track, nid: str) -> None:
+        watch = asyncio.create_task(self._watch_stalls())
+        self._tasks.append(watch)
         try:
             while True:
                 frame = await track.recv()
@@ -198,6 +254,8 @@ class TimecodeReceiver(ReceiverAnswerer):
                 self.frame_event.set()
         except MediaStreamError:
             return
+        finally:
+            watch.cancel()
 
     def _on_audio_track(self, track) -> None:
         self._tasks.append(asyncio.create_task(self._consume_audio(track)))

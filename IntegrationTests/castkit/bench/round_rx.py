@@ -49,13 +49,15 @@ class RoundData:
     codecs: list[str] = field(default_factory=list)
     connection_states: list[str] = field(default_factory=list)
     color: tuple[int, int] | None = None    # receiver.Recording.color
+    plis: int = 0                           # PLIs the receiver sent on a stalled picture (receiver.STALL_PLI_S)
 
     def to_json(self) -> dict:
         from dataclasses import astuple
         return {"samples": [list(astuple(s)) for s in self.samples], "packets": self.packets,
                 "audio_packets": self.audio_packets, "frames_out": self.frames_out, "decodes": self.decodes,
                 "audio": self.audio, "lumas": [[t, v, n] for t, v, n, _ in self.lumas],
-                "codecs": self.codecs, "connection_states": self.connection_states, "color": self.color}
+                "codecs": self.codecs, "connection_states": self.connection_states, "color": self.color,
+                "plis": self.plis}
 
     @classmethod
     def from_json(cls, d: dict, pictures: list[np.ndarray]) -> "RoundData":
@@ -65,7 +67,7 @@ class RoundData:
                    decodes=[tuple(x) for x in d["decodes"]], audio=[tuple(a) for a in d["audio"]],
                    lumas=[(t, v, n, y) for (t, v, n), y in zip(d["lumas"], pictures)],
                    codecs=d["codecs"], connection_states=d["connection_states"],
-                   color=tuple(d["color"]) if d.get("color") else None)
+                   color=tuple(d["color"]) if d.get("color") else None, plis=d.get("plis", 0))
 
 
 class LocalReceiver:
@@ -114,7 +116,8 @@ class LocalReceiver:
                          audio_packets=list(receiver.AUDIO_PACKETS), frames_out=list(receiver.FRAMES_OUT),
                          decodes=list(receiver.DECODES), audio=list(a.rec.audio),
                          lumas=[q for q in a.rec.lumas if w0 <= q[0] <= w1], codecs=list(a.codecs),
-                         connection_states=list(a.connection_states), color=a.rec.color)
+                         connection_states=list(a.connection_states), color=a.rec.color,
+                         plis=sum(1 for _, kind in a.keyframes.requests if kind == "pli"))
 
     async def close(self) -> None:
         if self.answerer:

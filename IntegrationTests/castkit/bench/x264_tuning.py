@@ -48,6 +48,9 @@ VARIANTS = {
     "me-hex": ("superfast", "me=hex"),
     "veryfast": ("veryfast", ""),
     "faster": ("faster", ""),
+    # pairs, after the single changes
+    "no-deblock+aq-0.5": ("superfast", "no-deblock=1:aq-strength=0.5"),
+    "no-deblock+veryfast": ("veryfast", "no-deblock=1"),
 }
 
 
