@@ -133,3 +133,19 @@ def test_canvas_sender_pairs_and_reaches_the_chromium_receiver(tmp_path):
     assert res["off_machine"]["root_namespace"]["run_any"] == 0
     assert res["off_machine"]["sender_namespace_positive_control"]["run_any"] > 0
     assert (tmp_path / "bottleneck-free.png").exists()
+
+
+@root_only
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("cc", ["cubic", "bbr"])
+def test_the_bulk_tcp_download_fills_the_link_it_shares(cc):
+    """The competing download of the *-tcp-* scenarios: through a 2 Mbit/s tbf link it takes
+    nearly all of it, with the congestion control asked for."""
+    with BottleneckLink() as link:
+        link.set_rate(2000)
+        r = subprocess.run(["ip", "netns", "exec", link.ns_s, str(ROOT / ".venv" / "bin" / "python"),
+                            str(ROOT / "IntegrationTests" / "castkit" / "tcp_bulk.py"), "measure", link.ns_r, link.addr_r,
+                            cc, "6"], capture_output=True, text=True, timeout=50)
+        assert r.returncode == 0, r.stderr[-2000:]
+        steady = json.loads(r.stdout)
+        assert 1.6 < steady < 2.3, steady     # (100-ms bins at the window's edges: a few % either way)

@@ -54,7 +54,12 @@ SCENARIOS = {
     "1mbit": ([(1.0, 1000)], 0.0),
     "steps-8-1.5-8": ([(1 / 3, 8000), (1 / 3, 1500), (1 / 3, 8000)], 0.0),
     "2mbit-2pct-loss": ([(1.0, 2000)], 0.02),
+    # a bulk TCP download through the same link for the whole run (castkit/tcp_bulk.py); asked
+    # for by name, not in the default set
+    "2mbit-tcp-cubic": ([(1.0, 2000)], 0.0),
+    "2mbit-tcp-bbr": ([(1.0, 2000)], 0.0),
 }
+TCP = {"2mbit-tcp-cubic": "cubic", "2mbit-tcp-bbr": "bbr"}
 SENDERS = ("castd", "libwebrtc", "libwebrtc-detail")
 HINTS = {"libwebrtc": "motion", "libwebrtc-detail": "detail"}
 
@@ -209,7 +214,8 @@ class Run:
         rx_session = await self.rx.cmd(cmd="create")
         sid, pin = rx_session["sessionId"], rx_session["pin"]
         home = Path(tempfile.mkdtemp(prefix="castd-bn-"))
-        castd = sender = page = client = None
+        castd = sender = page = client = flow = None
+        tcp_series: list = []
         frames: list = []
         stats: list = []
         outbound: list = []
@@ -244,6 +250,10 @@ class Run:
                     raise RuntimeError(f"{kind}: no frame within 45 s (viewer state {got.get('state')})")
                 await asyncio.sleep(0.5)
             t_start = frames[0][0]
+            if scenario in TCP:      # the competing download, from the cast's first frame to its end
+                from castkit.tcp_bulk import BulkFlow
+                flow = BulkFlow(link.ns_r, link.addr_r, TCP[scenario])
+                await flow.start()
             steps = []
             offset = 0.0
             for frac, rate in segments:
@@ -271,6 +281,8 @@ class Run:
             frames += got["frames"]
             stats += got["stats"]
         finally:
+            if flow:
+                tcp_series = await flow.stop()
             if castd:
                 await castd.stop()
                 (self.logs / f"{scenario}-{kind}-castd.log").write_text("\n".join(l for _, l in castd.lines) + "\n")
@@ -300,6 +312,16 @@ class Run:
                 summary["libwebrtc"]["sent_mbps"] = round((last["bytesSent"] - first["bytesSent"]) * 8 / span / 1e6, 3)
                 summary["libwebrtc"]["encoded_fps"] = round(((last.get("framesEncoded") or 0)
                                                              - (first.get("framesEncoded") or 0)) / span, 2)
+        if flow:
+            from castkit.tcp_bulk import mbps
+            media = summary.get("delivered_mbps") or 0
+            tcp = round(mbps(tcp_series, t0, t1), 3)
+            rate = (segments[0][1] or 0) / 1000
+            summary["tcp"] = {"cc": TCP[scenario], "mbps": tcp, "share": round(tcp / rate, 3) if rate else None,
+                              "media_share": round(media / rate, 3) if rate else None,
+                              # each 10 s: the download's and the cast's share are judged over a minute
+                              "mbps_per_10s": [round(mbps(tcp_series, a, a + 10), 3)
+                                               for a in [t0 + 10 * k for k in range(int((t1 - t0) // 10))]]}
         rel = lambda t: round(t - t_start, 2)  # noqa: E731
         summary["timeline"] = {
             "delivered_mbps": [[rel(t), round(m, 3)] for t, m in bm.rate_series(stats)],
@@ -307,6 +329,8 @@ class Run:
             "queue_ms": [[rel(s["t"]), round(q, 1)] for s in link_samples if (q := bm.queue_ms(s)) is not None],
             "capacity_mbps": [[rel(t), r / 1000 if r else None] for t, r in steps],
             "fps": bm.per_second_counts([t for t, _ in frames], t_start, t_end),
+            "tcp_mbps": [[rel(a), round(mbps(tcp_series, a, a + 1), 3)] for a in
+                         [t_start + k for k in range(int(t_end - t_start))]] if flow else [],
             "glass_to_glass_ms": [[rel(t), round((t - d) * 1000, 1)] for t, c in frames
                                   if (d := bm.decode_timecode(c, t)) is not None and t >= t_start],
         }
@@ -401,7 +425,8 @@ def table(result: dict) -> str:
             if "error" in s:
                 rows.append(f"| {e['scenario']} | {kind} | error: {s['error'][:80]} ||||||||||")
                 continue
-            settle = ", ".join(f"{x['kind']} {x['settle_s']} s" for x in s.get("settle", [])) or "—"
+            settle = ", ".join(f"{x['kind']} {x['settle_s']} s" for x in s.get("settle", [])) or (
+                f"TCP ({s['tcp']['cc']}) beside: {s['tcp']['mbps']} Mbit/s" if s.get("tcp") else "—")
             rows.append(f"| {e['scenario']} | {kind} | {s['fps_mean']} ({s['fps_worst_second']}) | {s['resolution']} "
                         f"| {s['freezes']} ({s['freezes_s']}) | {s['loss_percent']} % | {s['delivered_mbps']} "
                         f"| {s['rtt_ms_median']} ms | {s['glass_to_glass_ms_median']} ({s['glass_to_glass_ms_p95']}) ms "
@@ -416,7 +441,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="20 s per steady scenario, 36 s for the steps (~8 min)")
     ap.add_argument("--seconds", type=float, help="seconds per steady scenario (default 50; --quick 20)")
     ap.add_argument("--steps-seconds", type=float, help="seconds of the 8 → 1.5 → 8 run (default 60; --quick 36)")
-    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="repeatable (default: all five)")
+    ap.add_argument("--scenario", action="append", choices=list(SCENARIOS),
+                    help="repeatable (default: the five without a TCP download; 2mbit-tcp-cubic and 2mbit-tcp-bbr "
+                         "share the 2 Mbit/s link with a bulk TCP download)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS),
                     help="repeatable (default: castd and libwebrtc; libwebrtc-detail is contentHint 'detail')")
     ap.add_argument("--castd", help="the castd binary to run (default: this checkout's release build, or CASTD_BIN_DIR's)")
@@ -432,7 +459,7 @@ def main() -> int:
     a.castd = str(Path(a.castd).resolve()) if a.castd else binary("castd")
     a.seconds = a.seconds or (20.0 if a.quick else 50.0)
     a.steps_seconds = a.steps_seconds or (36.0 if a.quick else 60.0)
-    a.scenario = a.scenario or list(SCENARIOS)
+    a.scenario = a.scenario or [n for n in SCENARIOS if n not in TCP]
     a.sender = tuple(k for k in SENDERS if k in (a.sender or ("castd", "libwebrtc")))
     del p
     if "castd" in a.sender and not os.access(a.castd, os.X_OK):

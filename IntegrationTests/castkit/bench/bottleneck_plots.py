@@ -28,6 +28,8 @@ def draw(result: dict, outdir: Path) -> list[str]:
                 continue
             tl = s["timeline"]
             axes[0].plot(*_xy(tl["delivered_mbps"]), color=colour, label=f"{kind} delivered")
+            if tl.get("tcp_mbps"):
+                axes[0].plot(*_xy(tl["tcp_mbps"]), color=colour, linestyle="-.", label=f"TCP beside {kind}")
             if not cap_drawn and tl["capacity_mbps"] and tl["capacity_mbps"][0][1] is not None:
                 xs, ys = _xy(tl["capacity_mbps"])
                 end = max(xs[-1], tl["delivered_mbps"][-1][0] if tl["delivered_mbps"] else xs[-1])

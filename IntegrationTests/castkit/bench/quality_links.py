@@ -202,7 +202,8 @@ async def run(a) -> dict:
     return result
 
 
-COLUMNS = ("fps", "g2g median / p95 ms", "Mbit/s", "SSIM mean", "SSIM p5", "PSNR-Y mean dB", "PSNR-Y p5 dB", "frames")
+COLUMNS = ("fps", "g2g median / p95 ms", "Mbit/s", "SSIM mean", "SSIM p5", "PSNR-Y mean dB", "PSNR-Y p5 dB", "frames",
+           "freezes / PLIs")
 
 
 def table(result: dict) -> str:
@@ -220,7 +221,8 @@ def table(result: dict) -> str:
                 continue
             rows.append(head + f" {s['fps']} | {s['glass_to_glass_median_ms']} / {s['glass_to_glass_p95_ms']} "
                         f"| {s['mean_bitrate_bps'] / 1e6:.2f} | {s.get('ssim_mean')} | {s.get('ssim_p5')} "
-                        f"| {s.get('psnr_mean_db')} | {s.get('psnr_p5_db')} | {s.get('quality_frames')} |")
+                        f"| {s.get('psnr_mean_db')} | {s.get('psnr_p5_db')} | {s.get('quality_frames')} "
+                        f"| {s.get('freezes')} / {s.get('receiver_plis', 0)} |")
     return "\n".join(rows)
 
 
