@@ -554,7 +554,8 @@ def main() -> int:
         args.argv = [x for x in argv if x != "--inner"]
         return quality_links.main(args, argv)
     if any(k not in SENDERS for k in args.sender or ()):
-        ap.error("Chromium's own sender (libwebrtc, libwebrtc-detail) runs in the quality rows through --link")
+        ap.error("Chromium's own sender (libwebrtc, libwebrtc-detail) and castd-before run in the quality rows "
+                 "through --link")
     if args.quality:
         args.scenario = (args.scenario or []) + [f"quality-1080p-{c}" for c in (args.content or contents.CONTENTS)]
     args.scenario = args.scenario or DEFAULT_SCENARIOS
