@@ -215,11 +215,14 @@ extension SendSideBandwidthEstimatorTests {
         var t = 0.0
         for _ in 0..<30 { seq = exchange(&e, from: seq, n: 5, startMs: t, gapMs: 20, extraMs: { _ in 0 }); t += 100 }
         let (before, probes) = drain(&e)
-        let probe = try #require(probes.first)   // a start-up probe, sent only now
+        #expect(probes.count == 2)   // the start-up pair, sent only now
         let acked = try #require(before?.acknowledgedBitsPerSecond)
         #expect(acked < 600_000)
-        seq = probeExchange(&e, cluster: probe.id, from: seq, startMs: t, gapMs: 4,
-                            oneWayMs: 20, arrivalGapMs: 6.4, feedbackMs: t + 90)   // arrives at 1.5 Mbit/s
+        // The first (1.5 Mbit/s) goes through; the second, sent at 3, arrives at 1.5 Mbit/s.
+        seq = probeExchange(&e, cluster: probes[0].id, from: seq, startMs: t, gapMs: 6.4,
+                            oneWayMs: 20, arrivalGapMs: 6.4, feedbackMs: t + 80)
+        seq = probeExchange(&e, cluster: probes[1].id, from: seq, startMs: t + 51.2, gapMs: 3.2,
+                            oneWayMs: 20, arrivalGapMs: 6.4, feedbackMs: t + 95)
         t += 100
         let raised = try #require(drain(&e).target)
         #expect(raised.bitsPerSecond >= 1_300_000)

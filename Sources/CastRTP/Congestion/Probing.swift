@@ -8,16 +8,40 @@ public struct ProbeCluster: Equatable, Sendable {
     public var bitsPerSecond: Int64
     public var minPackets: Int
     public var minBytes: Int
+    /// Sent right after the cluster before it, paced from its last packet rather than at the
+    /// next pacing turn: the second of an application-limited stream's probe pair, which must
+    /// find the token bucket the first drained still empty.
+    public var followsPrevious = false
 }
 
 /// Reads the rate a probe cluster reached from its feedback (libwebrtc
 /// `ProbeBitrateEstimator`): the send rate (bytes but the last over the send
 /// span) and the receive rate (bytes but the first over the arrival span),
 /// once 80 % of the cluster's packets and bytes are acknowledged; spans over
-/// 1 s or a send/receive ratio over 2 are not trusted. When the receive rate
+/// 1 s or a receive rate over twice the send rate (packets bunched on the way)
+/// are not trusted. (castd had the ratio the other way round until 2026-12-07,
+/// and so threw away exactly the readings of a probe far over the link.) When the receive rate
 /// is under 90 % of the send rate the path is saturated and 95 % of the
-/// receive rate is the answer; otherwise the smaller of the two.
+/// receive rate is the answer; otherwise the smaller of the two. A reading is
+/// given at each packet from the 80 % on; the latest covers the most of the
+/// cluster and is the one to use (as libwebrtc, which keeps the last): the
+/// first ones can miss exactly the packets a token bucket held back.
 struct ProbeResultEstimator: Sendable {
+    struct Reading: Equatable, Sendable {
+        var bitsPerSecond: Double
+        /// The path carried less than the cluster was sent at: a reading of its capacity.
+        var saturated: Bool
+
+        /// Of this reading and a `later` one of the same cluster, the one to keep: the highest
+        /// (a packet held up on the way lowers the readings after it, and is not the link),
+        /// but of two saturated readings the later, which covers more of the cluster: a
+        /// token bucket passed the first packets at line rate, and the last show the link.
+        func keeping(_ later: Reading) -> Reading {
+            if saturated, later.saturated { return later }
+            return later.bitsPerSecond > bitsPerSecond ? later : self
+        }
+    }
+
     static let minReceivedShare = 0.80
     static let maxSpanMs = 1_000.0
     static let maxValidRatio = 2.0
@@ -38,7 +62,7 @@ struct ProbeResultEstimator: Sendable {
     }
 
     /// A probe packet acknowledged; returns the cluster's rate when it can be read.
-    mutating func acknowledged(cluster id: Int, sentAt: Instant, size: Int, arrivalMs: Double) -> Double? {
+    mutating func acknowledged(cluster id: Int, sentAt: Instant, size: Int, arrivalMs: Double) -> Reading? {
         guard var c = clusters[id] else { return nil }
         if c.firstSend.map({ sentAt < $0 }) ?? true { c.firstSend = sentAt }
         if c.lastSend.map({ sentAt >= $0 }) ?? true { c.lastSend = sentAt; c.lastSendSize = size }
@@ -56,9 +80,11 @@ struct ProbeResultEstimator: Sendable {
         guard sendMs > 0, receiveMs > 0, sendMs <= Self.maxSpanMs, receiveMs <= Self.maxSpanMs else { return nil }
         let sendRate = Double(c.bytes - c.lastSendSize) * 8000 / sendMs
         let receiveRate = Double(c.bytes - c.firstArrivalSize) * 8000 / receiveMs
-        guard receiveRate > 0, sendRate / receiveRate <= Self.maxValidRatio else { return nil }
-        if receiveRate < Self.saturatedRatio * sendRate { return Self.targetUtilization * receiveRate }
-        return min(sendRate, receiveRate)
+        guard receiveRate > 0, receiveRate / sendRate <= Self.maxValidRatio else { return nil }
+        if receiveRate < Self.saturatedRatio * sendRate {
+            return Reading(bitsPerSecond: Self.targetUtilization * receiveRate, saturated: true)
+        }
+        return Reading(bitsPerSecond: min(sendRate, receiveRate), saturated: false)
     }
 }
 

@@ -92,6 +92,14 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     static let startProbeScales = [3.0, 6.0]
     static let probeMinPackets = 5
     static let probeDuration = 0.015
+    /// How long the clusters of one probe wait for each other's readings (a cluster spans at
+    /// most 1 s, `ProbeResultEstimator.maxSpanMs`).
+    static let probeGroupTime = Duration.seconds(1)
+    /// A probe none of whose clusters has been read by then is forgotten.
+    static let unreadProbeTime = Duration.seconds(10)
+    /// How long the start-up probes sent together wait for each other's readings (a cluster
+    /// spans at most 1 s, `ProbeResultEstimator.maxSpanMs`).
+    static let startGroupTime = Duration.seconds(1)
     static let furtherProbeShare = 0.7
     static let probeScale = 2.0
     static let periodicProbeInterval = Duration.seconds(5)
@@ -181,10 +189,8 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     private var lastProcess: Instant?
     private var nextProbeID = 1
     private var startProbesSent = false
-    /// The clusters of the start-up (and chained start-up) probes: their results are not capped.
-    private var startProbeIDs: Set<Int> = []
-    /// The clusters of the recovery probes after a drop while application-limited (`alrRecoveryShare`).
-    private var alrRecoveryProbeIDs: Set<Int> = []
+    /// The probes asked, each a pair of clusters sent back to back and read as one (`probeResult`).
+    private var probeGroups: [ProbeGroup] = []
     /// A drop (its time) that came while application-limited, until its recovery probe is sent.
     private var alrDropToProbe: Instant?
     private var lastProbeAt: Instant?
@@ -281,9 +287,8 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         let (received, lost, late) = log.feedback(fb, reorderWindow: reorderWindow)
         lossesConfirmed += lost
         lateReports += late
-        var probeRate: Double?
-        var probeIsStartup = false
-        var probeIsALRRecovery = false
+        // Each cluster's reading in this feedback (`ProbeResultEstimator.Reading.keeping`).
+        var readings: [Int: ProbeResultEstimator.Reading] = [:]
         for m in received {
             let sendMs = Double(m.sentAt.nanoseconds) / 1e6
             _ = detector.packet(sendMs: sendMs, arrivalMs: m.arrivalMs, size: m.size)
@@ -291,13 +296,14 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             queue.arrived(sentAt: m.sentAt, arrivalMs: m.arrivalMs)
             if let id = m.probeCluster,
                let r = probes.acknowledged(cluster: id, sentAt: m.sentAt, size: m.size, arrivalMs: m.arrivalMs) {
-                if r > probeRate ?? 0 {
-                    probeRate = r
-                    probeIsStartup = startProbeIDs.contains(id)
-                    probeIsALRRecovery = alrRecoveryProbeIDs.contains(id)
-                }
+                readings[id] = readings[id].map { $0.keeping(r) } ?? r
             }
         }
+        let result = probeResult(readings, now: now)
+        let probeRate = result?.reading.bitsPerSecond
+        let probeIsStartup = result?.kind == .startup
+        let probeIsALRRecovery = result?.kind == .alrRecovery
+        let burstSeen = probeIsStartup && result?.burstSeen == true
         if let first = received.first, let last = received.last, last.arrivalMs - first.arrivalMs >= 20 {
             let bytes = received.dropFirst().reduce(0) { $0 + $1.size }
             deliveryRate = Double(bytes) * 8_000 / (last.arrivalMs - first.arrivalMs)
@@ -312,7 +318,9 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             let p = probeIsStartup ? p0 : probeIsALRRecovery ? min(p0, capacityProbeLimit) : min(p0, laterProbeLimit)
             let rate = min(p, bounds.upperBound)
             let raised = rate > 1.1 * aimd.bitrate
-            if rate > aimd.bitrate { aimd.set(rate, now: now) }
+            // A saturated reading after a burst allowance (`probeResult`) is the path's capacity
+            // (libwebrtc sets its estimate to any probe result): it may lower the estimate.
+            if rate > aimd.bitrate || burstSeen { aimd.set(max(rate, bounds.lowerBound), now: now) }
             loss.raise(to: rate)
             // The send rate is about to jump to the new estimate, and the acknowledged rate
             // lags a jump by seconds (its Bayesian blend moves a few per cent per window when
@@ -323,10 +331,10 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             if raised, !alr.isLimited { acked.expectFastRateChange() }
             // A start-up probe that got through and raised the estimate asks for the next, twice
             // as fast (libwebrtc's exponential start); later probes do not chain.
-            if raised, probeIsStartup, p >= Self.furtherProbeShare * lastProbeRate, lastProbeRate > 0, rate < bounds.upperBound,
-               let last = lastProbeAt, now - last < .seconds(2) {
+            if raised, probeIsStartup, !burstSeen, p >= Self.furtherProbeShare * lastProbeRate, lastProbeRate > 0,
+               rate < bounds.upperBound, let last = lastProbeAt, now - last < .seconds(2) {
                 lastProbeRate = 0   // once per probe
-                if let id = requestProbe(at: Self.probeScale * p, now: now) { startProbeIDs.insert(id) }
+                requestProbe(at: Self.probeScale * p, kind: .startup, now: now)
             }
         }
         let reduceAllowed = aimd.lastDecrease.map { now - $0 >= min(max(rtt ?? .milliseconds(100), .milliseconds(10)), .milliseconds(200)) } ?? true
@@ -443,21 +451,20 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
            lastOveruseAt.map({ now - $0 >= Self.recoveryQuietTime }) ?? true,
            lastProbeAt.map({ now - $0 >= Self.recoveryProbeInterval }) ?? true {
             alrDropToProbe = nil
-            if let id = requestProbe(at: Self.alrRecoveryShare * drop.rate, now: now) {
-                alrRecoveryProbeIDs = alrRecoveryProbeIDs.filter { $0 > id - 16 }   // the estimator keeps 16 clusters
-                alrRecoveryProbeIDs.insert(id)
-            }
+            requestProbe(at: Self.alrRecoveryShare * drop.rate, kind: .alrRecovery, now: now)
             return
         }
         if alr.isLimited {
             if let last = lastProbeAt, now - last < Self.periodicProbeInterval { return }
-            requestProbe(at: Self.probeScale * rate, now: now)
+            // A pair: the link was idle for seconds, so a token bucket in front of it is full.
+            let r = Self.probeScale * rate
+            requestProbe(at: [r, r], kind: .later, backToBack: true, now: now)
             return
         }
         if let last = lastProbeAt, now - last < Self.recoveryProbeInterval { return }
         guard let drop = beforeDrop, now - drop.at <= Self.recoveryWindow, rate < 0.9 * drop.rate else { return }
         guard quietSinceCongestion(now: now) else { return }
-        requestProbe(at: min(Self.probeScale * rate, drop.rate), now: now)
+        requestProbe(at: min(Self.probeScale * rate, drop.rate), kind: .later, now: now)
     }
 
     /// No over-use and no high loss for `recoveryQuietTime`.
@@ -468,23 +475,77 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     private mutating func startProbes(now: Instant) {
         startProbesSent = true
         guard configuration.probing else { return }
-        for s in Self.startProbeScales {
-            if let id = requestProbe(at: s * Double(configuration.startBitrate), now: now) { startProbeIDs.insert(id) }
-        }
+        let start = Double(configuration.startBitrate)
+        requestProbe(at: Self.startProbeScales.map { $0 * start }, kind: .startup, now: now)
     }
 
-    @discardableResult
-    private mutating func requestProbe(at bps: Double, now: Instant) -> Int? {
-        let rate = min(bps, bounds.upperBound)
-        guard rate > currentRate else { return nil }
-        let c = ProbeCluster(id: nextProbeID, bitsPerSecond: Int64(rate), minPackets: Self.probeMinPackets,
-                             minBytes: Int(rate * Self.probeDuration / 8))
-        nextProbeID += 1
+    /// A probe: one cluster, or a pair sent back to back (at the start `startProbeScales`;
+    /// the periodic probe of an application-limited stream twice at one rate), read as one
+    /// (`probeResult`). The recovery probes after a drop stay single: the link is busy then,
+    /// and a pair's queue would cost frames.
+    struct ProbeGroup {
+        enum Kind { case startup, alrRecovery, later }
+        var ids: [Int]
+        var kind: Kind
+        var at: Instant
+        var readings: [Int: ProbeResultEstimator.Reading] = [:]
+        /// When its first reading came (the clusters may leave well after they were asked).
+        var readAt: Instant?
+    }
+
+    /// The probes' result from this feedback's readings. A group is read once each of its
+    /// clusters has a reading (or `probeGroupTime` has passed since its first): the highest reading,
+    /// unless a later cluster came back saturated under an earlier one's. Then
+    /// the earlier one went through a burst allowance and the saturated reading is the link's:
+    /// a token bucket in front of the link (tc tbf's `burst`, any shaper's) passes the first
+    /// cluster at line rate after a quiet spell, and the second finds it empty. The start probe
+    /// at 3 Mbit/s read 3.2 on the real 1 Mbit/s tbf link, the target went to the 4 Mbit/s cap,
+    /// and the 200 ms queue overflowed (40–55 % loss). A saturated reading over the earlier
+    /// one's is jitter's (a 15 ms cluster stretched by the path) and is not taken.
+    private mutating func probeResult(_ readings: [Int: ProbeResultEstimator.Reading], now: Instant)
+        -> (reading: ProbeResultEstimator.Reading, kind: ProbeGroup.Kind, burstSeen: Bool)? {
+        var result: (reading: ProbeResultEstimator.Reading, kind: ProbeGroup.Kind, burstSeen: Bool)?
+        for i in probeGroups.indices {
+            let fresh = readings.filter { probeGroups[i].ids.contains($0.key) }
+            guard !fresh.isEmpty else { continue }
+            probeGroups[i].readings.merge(fresh) { $0.keeping($1) }
+            if probeGroups[i].readAt == nil { probeGroups[i].readAt = now }
+            let g = probeGroups[i]
+            guard g.readings.count == g.ids.count || g.readAt.map({ now - $0 >= Self.probeGroupTime }) == true else { continue }
+            let inOrder = g.ids.compactMap { g.readings[$0] }
+            var capped: ProbeResultEstimator.Reading?
+            for (k, r) in inOrder.enumerated() where r.saturated && inOrder[..<k].contains(where: { $0.bitsPerSecond > r.bitsPerSecond }) {
+                if r.bitsPerSecond < capped?.bitsPerSecond ?? .infinity { capped = r }
+            }
+            guard let r = capped ?? inOrder.max(by: { $0.bitsPerSecond < $1.bitsPerSecond }) else { continue }
+            if result.map({ r.bitsPerSecond > $0.reading.bitsPerSecond }) ?? true { result = (r, g.kind, capped != nil) }
+        }
+        probeGroups.removeAll { g in g.readAt.map { now - $0 >= Self.probeGroupTime } ?? (now - g.at >= Self.unreadProbeTime) }
+        return result
+    }
+
+    private mutating func requestProbe(at bps: Double, kind: ProbeGroup.Kind, now: Instant) {
+        requestProbe(at: [bps], kind: kind, now: now)
+    }
+
+    /// `backToBack`: each cluster after the first follows it without a gap (`ProbeCluster.followsPrevious`).
+    private mutating func requestProbe(at rates: [Double], kind: ProbeGroup.Kind, backToBack: Bool = false, now: Instant) {
+        var ids: [Int] = []
+        for bps in rates {
+            let rate = min(bps, bounds.upperBound)
+            guard rate > currentRate else { continue }
+            let c = ProbeCluster(id: nextProbeID, bitsPerSecond: Int64(rate), minPackets: Self.probeMinPackets,
+                                 minBytes: Int(rate * Self.probeDuration / 8), followsPrevious: backToBack && !ids.isEmpty)
+            nextProbeID += 1
+            lastProbeRate = rate
+            probes.started(c)
+            outputs.append(.probe(c))
+            ids.append(c.id)
+        }
+        guard !ids.isEmpty else { return }
         probesRequested += 1
         lastProbeAt = now
-        lastProbeRate = rate
-        probes.started(c)
-        outputs.append(.probe(c))
-        return c.id
+        probeGroups.append(ProbeGroup(ids: ids, kind: kind, at: now))
+        if probeGroups.count > 8 { probeGroups.removeFirst() }   // the estimator keeps 16 clusters
     }
 }

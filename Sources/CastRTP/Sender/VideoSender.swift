@@ -776,6 +776,16 @@ extension VideoSender {
             p.packets += 1
             p.next = p.next + .nanoseconds(Int64(b.count) * 8_000_000_000 / max(p.cluster.bitsPerSecond, 1))
         }
-        probe = p.packets >= p.cluster.minPackets && p.bytes >= p.cluster.minBytes ? nil : p
+        guard p.packets >= p.cluster.minPackets && p.bytes >= p.cluster.minBytes else { probe = p; return }
+        probe = nil
+        // A cluster that follows this one goes at once, paced from where this one ended: a
+        // gap until the next pacing turn (up to 100 ms while the screen is still) would let a
+        // token bucket refill between the two (`ProbeCluster.followsPrevious`).
+        if probeQueue.first?.followsPrevious == true {
+            let c = probeQueue.removeFirst()
+            probe = (c, 0, 0, p.next)
+            statistics.probesSent += 1
+            sendProbe(now: now)
+        }
     }
 }
