@@ -64,8 +64,11 @@ def test_the_policy_is_removed_when_the_install_is_interrupted(tmp_path):
     policy = tmp_path / "policy-rc.d"
     env = dict(os.environ, APT_INSTALL_POLICY_RC_D=str(policy),
                APT_INSTALL_APT_GET=str(fake_apt_get(tmp_path, policy, hang=True)))
+    # As from a terminal, SIGINT at its default: a runner started in the background of a
+    # non-interactive shell ignores it, and bash cannot trap a signal ignored at its start.
     p = subprocess.Popen([str(APT_INSTALL), "coturn"], env=env, start_new_session=True,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 20
         while not (tmp_path / "hanging").exists():       # apt-get install is running
