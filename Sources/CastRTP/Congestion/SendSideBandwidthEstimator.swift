@@ -97,9 +97,6 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     static let probeGroupTime = Duration.seconds(1)
     /// A probe none of whose clusters has been read by then is forgotten.
     static let unreadProbeTime = Duration.seconds(10)
-    /// How long the start-up probes sent together wait for each other's readings (a cluster
-    /// spans at most 1 s, `ProbeResultEstimator.maxSpanMs`).
-    static let startGroupTime = Duration.seconds(1)
     static let furtherProbeShare = 0.7
     static let probeScale = 2.0
     static let periodicProbeInterval = Duration.seconds(5)
@@ -189,7 +186,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     private var lastProcess: Instant?
     private var nextProbeID = 1
     private var startProbesSent = false
-    /// The probes asked, each a pair of clusters sent back to back and read as one (`probeResult`).
+    /// The probes asked, each one cluster or a pair read as one (`ProbeGroup`, `probeResult`).
     private var probeGroups: [ProbeGroup] = []
     /// A drop (its time) that came while application-limited, until its recovery probe is sent.
     private var alrDropToProbe: Instant?
@@ -479,10 +476,12 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         requestProbe(at: Self.startProbeScales.map { $0 * start }, kind: .startup, now: now)
     }
 
-    /// A probe: one cluster, or a pair sent back to back (at the start `startProbeScales`;
-    /// the periodic probe of an application-limited stream twice at one rate), read as one
-    /// (`probeResult`). The recovery probes after a drop stay single: the link is busy then,
-    /// and a pair's queue would cost frames.
+    /// A probe: one cluster, or a pair read as one (`probeResult`): at the start
+    /// `startProbeScales`, the second cluster at the next pacing turn (back to back, beside
+    /// constant cross traffic the burst took more than its share of a FIFO and read high); the
+    /// periodic probe of an application-limited stream twice at one rate, back to back
+    /// (`ProbeCluster.followsPrevious`). The recovery probes after a drop stay single: the
+    /// link is busy then, and a pair's queue would cost frames.
     struct ProbeGroup {
         enum Kind { case startup, alrRecovery, later }
         var ids: [Int]
