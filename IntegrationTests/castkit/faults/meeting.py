@@ -101,7 +101,9 @@ async def meeting(w: World) -> Result:
     gw = Path(TOKEN_STACK.get(w).state_dir) / "gateway.log"
     served = gw.read_text(errors="replace").splitlines() if gw.exists() else []
     refreshes = sum(1 for l in served if "path=/auth/v1/token status=200" in l)
-    refused = sum(1 for l in served if "path=/auth/v1/token status=" in l and "status=200" not in l)
+    # The receiver page's CORS preflights (OPTIONS, 204) are not refusals.
+    refused = sum(1 for l in served if "path=/auth/v1/token status=" in l and "status=200" not in l
+                  and "method=OPTIONS" not in l)
     # The Chromium receiver page inserts no rows of its own, so signaling is judged from castd's
     # side: its Realtime socket never interrupted before the end (the shutdown's 'left' comes after).
     interrupted = [l for t, l in zip(times, lines) if t <= t_end and "event=realtime_interrupted" in l]
