@@ -23,9 +23,8 @@ public struct ProbeCluster: Equatable, Sendable {
 /// and so threw away exactly the readings of a probe far over the link.) When the receive rate
 /// is under 90 % of the send rate the path is saturated and 95 % of the
 /// receive rate is the answer; otherwise the smaller of the two. A reading is
-/// given at each packet from the 80 % on; the latest covers the most of the
-/// cluster and is the one to use (as libwebrtc, which keeps the last): the
-/// first ones can miss exactly the packets a token bucket held back.
+/// given at each packet from the 80 % on; which of them to keep is
+/// `Reading.keeping`.
 struct ProbeResultEstimator: Sendable {
     struct Reading: Equatable, Sendable {
         var bitsPerSecond: Double

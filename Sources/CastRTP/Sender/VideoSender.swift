@@ -758,11 +758,7 @@ extension VideoSender {
     /// Sends the current probe cluster's padding due at `now`: RTX copies of recent
     /// media packets at the cluster's rate, until its packets and bytes are out.
     private mutating func sendProbe(now: Instant) {
-        if probe == nil, !probeQueue.isEmpty {
-            let c = probeQueue.removeFirst()
-            probe = (c, 0, 0, now)
-            statistics.probesSent += 1
-        }
+        if probe == nil, !probeQueue.isEmpty { startNextProbe(at: now) }
         guard var p = probe, rtx != nil else { probe = nil; return }
         var k = 0
         while p.next <= now, p.packets < p.cluster.minPackets || p.bytes < p.cluster.minBytes {
@@ -782,10 +778,14 @@ extension VideoSender {
         // gap until the next pacing turn (up to 100 ms while the screen is still) would let a
         // token bucket refill between the two (`ProbeCluster.followsPrevious`).
         if probeQueue.first?.followsPrevious == true {
-            let c = probeQueue.removeFirst()
-            probe = (c, 0, 0, p.next)
-            statistics.probesSent += 1
+            startNextProbe(at: p.next)
             sendProbe(now: now)
         }
+    }
+
+    /// Takes the next queued cluster as the one being sent, its first packet due at `at`.
+    private mutating func startNextProbe(at: Instant) {
+        probe = (probeQueue.removeFirst(), 0, 0, at)
+        statistics.probesSent += 1
     }
 }
