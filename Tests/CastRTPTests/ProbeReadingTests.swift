@@ -4,7 +4,7 @@ import CastCore
 
 struct ProbeReadingTests {
     /// Sends `n` packets of 1200 bytes of cluster 1 every `sendGapMs` and acknowledges them
-    /// arriving every `arrivalGapMs` (the first after `firstArrivalMs`); returns every reading.
+    /// arriving `arrivalGapMs(i)` after the one before (the first at 20 ms); returns every reading.
     func read(rate: Int64, n: Int, sendGapMs: Double, arrivalGapMs: (Int) -> Double) -> [ProbeResultEstimator.Reading] {
         var p = ProbeResultEstimator()
         p.started(ProbeCluster(id: 1, bitsPerSecond: rate, minPackets: 5, minBytes: Int(Double(rate) * 0.015 / 8)))
