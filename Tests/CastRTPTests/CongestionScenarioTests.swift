@@ -464,3 +464,25 @@ extension CongestionScenarioTests {
         }
     }
 }
+
+extension CongestionScenarioTests {
+    @Test func aTokenBucketStillFoolsTheStartOnALongerPath() throws {
+        // The same 2 Mbit/s tbf start with the path's one-way delay at 25–31 ms (a sweep of 1–40 ms
+        // on the fake clock: every delay from 22 to 40 ms read high, none under). Two causes, from
+        // the estimator's readings: the feedback splits the second cluster, the pair is read at its
+        // 80 % point before the bucket's share of it is seen, and the start chains a further probe
+        // at the cap whose first packets pass the refilled bucket unsaturated (25 ms); or the
+        // pacing turn between the two clusters is long enough for the bucket to refill, and the
+        // second passes at line rate too (31 ms). Reading a start cluster only once it is whole
+        // and over its later half fixed both, but broke the starts on a jittery lossy path
+        // (5 % loss, 20 ms jitter: 3.6 → 1.4 Mbit/s); not kept (docs/rate-control.md).
+        for delay in [25, 28, 31] as [Int64] {
+            let sim = try startThroughATokenBucket(bitsPerSecond: 2_000_000, delay: .milliseconds(delay), seed: 3)
+            let settled = sim.targets(from: seconds(0.6), to: seconds(3))
+            print("start through a 2.0M tbf, \(delay) ms one way: 0.6–3 s \(mbps(settled.min() ?? 0))–\(mbps(settled.max() ?? 0))")
+            withKnownIssue("a 2 Mbit/s tbf start reads 2.6–4.0 Mbit/s when the path's one-way delay is 22–40 ms") {
+                #expect((settled.max() ?? .max) <= 2_500_000, "\(delay) ms: \(settled.max() ?? 0)")
+            }
+        }
+    }
+}
