@@ -81,6 +81,31 @@ def test_settle_times_after_a_step_down_and_up():
     assert never[0]["settle_s"] is None and never[1]["settle_s"] is None
 
 
+def test_each_fall_is_judged_on_its_own_frames():
+    steps = [(0.0, 4400), (10.0, 1200), (13.0, 4400), (16.0, 1200), (19.0, 4400)]
+    # 30 frames a second at 40 ms; after the first fall 300 ms until 10.6 s, then 90 ms (under the
+    # bound) but one frame at 150 ms at 11.5 s; after the second 180 ms until 16.4 s, and no frame
+    # in [17.0, 18.2)
+    def g2g(t: float) -> float:
+        if 10 <= t < 10.6:
+            return 0.3
+        if 10.6 <= t < 13:
+            return 0.15 if abs(t - 11.5) < 0.01 else 0.09
+        if 16 <= t < 16.4:
+            return 0.18
+        return 0.04
+    frames = [(t, code_bytes(t - g2g(t), k)) for k in range(600) if not 17.0 <= (t := k / 30) < 18.2]
+    first, second = bm.falls(frames, steps, 20.0)
+    assert first["at_s"] == 10.0 and first["to_kbit"] == 1200
+    assert first["drained_s"] == pytest.approx(1.53, abs=0.02)     # the frame after the 150 ms one
+    assert first["worst_after_1s_ms"] == pytest.approx(150, abs=0.5)
+    assert second["drained_s"] == pytest.approx(0.4, abs=0.02) and second["worst_after_1s_ms"] == pytest.approx(40, abs=0.5)
+    assert second["longest_gap_s"] == pytest.approx(1.2, abs=0.04)
+    # the step up is not a fall, and a segment whose last frame is still slow has not drained
+    assert len(bm.falls(frames, steps, 20.0)) == 2
+    assert bm.falls(frames, steps[:2], 10.5)[0]["drained_s"] is None
+
+
 def test_tc_statistics_parsed():
     text = ("qdisc tbf 8001: root refcnt 2 rate 2Mbit burst 5000b lat 200ms\n"
             " Sent 1234567 bytes 2345 pkt (dropped 17, overlimits 99 requeues 0)\n backlog 41240b 28p requeues 0\n")

@@ -54,6 +54,9 @@ SCENARIOS = {
     "1mbit": ([(1.0, 1000)], 0.0),
     "steps-8-1.5-8": ([(1 / 3, 8000), (1 / 3, 1500), (1 / 3, 8000)], 0.0),
     "2mbit-2pct-loss": ([(1.0, 2000)], 0.02),
+    # issue 32's repeated sharp falls: 4.4 Mbit/s, then 1.2 for 3 s in every 6 s, five times (with
+    # --seconds 60; the fractions scale with it); asked for by name, not in the default set
+    "falls-4.4-1.2": ([(0.25, 4400)] + [(0.05, 1200), (0.05, 4400)] * 5 + [(0.25, 4400)], 0.0),
     # a bulk TCP download through the same link for the whole run (castkit/tcp_bulk.py); asked
     # for by name, not in the default set
     "2mbit-tcp-cubic": ([(1.0, 2000)], 0.0),
@@ -377,7 +380,9 @@ class Run:
                             f"{s['resolution']}, freezes {s['freezes']} ({s['freezes_s']} s), loss {s['loss_percent']} %, "
                             f"{s['delivered_mbps']} Mbit/s, RTT {s['rtt_ms_median']} ms, queue {s['queue_ms_median']} ms, "
                             f"g2g {s['glass_to_glass_ms_median']} / {s['glass_to_glass_ms_p95']} ms"
-                            + (f", settle {[x['settle_s'] for x in s['settle']]}" if s.get("settle") else ""))
+                            + (f", settle {[x['settle_s'] for x in s['settle']]}" if s.get("settle") else "")
+                            + (f", falls (drained s, worst after 1 s ms) {[(x['drained_s'], x['worst_after_1s_ms']) for x in s['falls']]}"
+                               if len(s.get("falls") or []) > 1 else ""))
                     except Exception as e:  # a failed run is reported; the bench goes on
                         log(f"{name}: {kind} failed: {type(e).__name__}: {e}")
                         with (self.logs / "errors.txt").open("a") as f:
@@ -443,7 +448,8 @@ def main() -> int:
     ap.add_argument("--steps-seconds", type=float, help="seconds of the 8 → 1.5 → 8 run (default 60; --quick 36)")
     ap.add_argument("--scenario", action="append", choices=list(SCENARIOS),
                     help="repeatable (default: the five without a TCP download; 2mbit-tcp-cubic and 2mbit-tcp-bbr "
-                         "share the 2 Mbit/s link with a bulk TCP download)")
+                         "share the 2 Mbit/s link with a bulk TCP download; falls-4.4-1.2 drops 4.4 → 1.2 Mbit/s "
+                         "for 3 s in every 6, five times, and reports each fall's drain)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS),
                     help="repeatable (default: castd and libwebrtc; libwebrtc-detail is contentHint 'detail')")
     ap.add_argument("--castd", help="the castd binary to run (default: this checkout's release build, or CASTD_BIN_DIR's)")
@@ -459,7 +465,7 @@ def main() -> int:
     a.castd = str(Path(a.castd).resolve()) if a.castd else binary("castd")
     a.seconds = a.seconds or (20.0 if a.quick else 50.0)
     a.steps_seconds = a.steps_seconds or (36.0 if a.quick else 60.0)
-    a.scenario = a.scenario or [n for n in SCENARIOS if n not in TCP]
+    a.scenario = a.scenario or [n for n in SCENARIOS if n not in TCP and not n.startswith("falls")]
     a.sender = tuple(k for k in SENDERS if k in (a.sender or ("castd", "libwebrtc")))
     del p
     if "castd" in a.sender and not os.access(a.castd, os.X_OK):

@@ -137,6 +137,38 @@ def settle_times(steps: list[tuple[float, float | None]], link: list[dict], rate
     return out
 
 
+FALL_BOUND_MS = 100.0        # issue 32: after a sharp fall, glass to glass back under this within 1 s
+
+
+def falls(frames: list, steps: list[tuple[float, float | None]], t_end: float, bound_ms: float = FALL_BOUND_MS) -> list[dict]:
+    """Per fall in capacity (a step to a lower rate), over the frames presented from the fall to
+    the next step: `drained_s`, from the fall to the first frame after the last one whose glass
+    to glass was over `bound_ms` (0 when none was; None when the segment's last frame still
+    was); `worst_after_1s_ms`, the slowest frame presented from one second after the fall; and
+    the longest gap between presented frames (from the fall on)."""
+    out = []
+    for i in range(1, len(steps)):
+        at, rate = steps[i]
+        before = steps[i - 1][1]
+        if rate is None or (before is not None and rate >= before):
+            continue
+        end = steps[i + 1][0] if i + 1 < len(steps) else t_end
+        seg = [(t, (t - d) * 1000) for t, c in frames
+               if at <= t < end and (d := decode_timecode(c, t)) is not None and 0 <= t - d < 60]
+        slow = [k for k, (_, g) in enumerate(seg) if g > bound_ms]
+        if not slow:
+            drained = 0.0
+        elif slow[-1] + 1 < len(seg):
+            drained = round(seg[slow[-1] + 1][0] - at, 2)
+        else:
+            drained = None
+        later = [g for t, g in seg if t >= at + 1]
+        out.append({"at_s": round(at - steps[0][0], 2), "to_kbit": rate, "drained_s": drained,
+                    "worst_after_1s_ms": round(max(later), 1) if later else None,
+                    "longest_gap_s": round(max_gap([t for t, _ in frames], at, end), 2)})
+    return out
+
+
 def summarize(frames: list, stats: list[dict], link: list[dict], steps: list, t0: float, t1: float) -> dict:
     """The figures of one sender in one scenario over the window [t0, t1]."""
     span = t1 - t0
@@ -186,6 +218,7 @@ def summarize(frames: list, stats: list[dict], link: list[dict], steps: list, t0
     }
     if len(steps) > 1:
         out["settle"] = settle_times(steps, link, rates, t1)
+        out["falls"] = falls(frames, steps, t1)
     return out
 
 
