@@ -247,7 +247,7 @@ extension CongestionScenarioTests {
         /// The longest time between two frames' arrivals in the segment (a frozen picture).
         var longestGap: Duration
         var description: String {
-            "\(at) s → \(Double(to / 10_000) / 100)M: drained after \(drainedAfter.map { String(format: "%.3f s", $0) } ?? "never"), "
+            "\(at) s → \(Double(to / 10_000) / 100)M: drained after \(drainedAfter.map { String(format: "%.2f s", $0) } ?? "never"), "
                 + "worst after 1 s \(worstAfterOneSecond.totalNanoseconds / 1_000_000) ms, longest gap \(longestGap.totalNanoseconds / 1_000_000) ms"
         }
     }
@@ -290,25 +290,16 @@ extension CongestionScenarioTests {
         print("falls (bound 80 ms):\n  " + result.map(\.description).joined(separator: "\n  "))
         #expect(result.count == 8)
         for f in result { #expect(f.longestGap < .milliseconds(1000), "\(f)") }
-        // The falls to 1.2 Mbit/s, the first from the cap and the four repeated ones from
-        // 1.5–1.8 Mbit/s, meet the goal: the sender drains after an over-use in a sharp fall (the
-        // estimate backs off from the delivery rate, the pacer paces at the estimate) and after
-        // one that finds a queue of 100 ms grown within a second from under 25 ms (the repeated
-        // falls, too shallow to count as sharp, drained in 1.40–1.47 s without that and had
-        // frames at 117–614 ms a second after; the 21 s fall drains in exactly 1.0 s).
-        for f in result.prefix(5) {
-            #expect(f.drainedAfter.map { $0 <= 1.0 } == true, "\(f)")
-            #expect(f.worstAfterOneSecond < .milliseconds(80), "\(f)")
-        }
-        // Not met yet by the other three. They drain in the first second too, but seconds later,
-        // with the estimate back at the link (at 1.0 and 1.5 Mbit/s ~1 % past it), single frames
-        // take 97–110 ms, each next to a recovery probe (2 × the rate for 15 ms, every 2 s) on a
-        // link at capacity. Starting the probe with a frame's packets and padding only the rest
-        // (libwebrtc's prober waits for a queued packet too) left these three as they were, and the
-        // step-up scenarios then found 80 % of the cap 10 s later or never: not kept. The goal
-        // stays asserted, as a known issue until it is met.
-        withKnownIssue("after the falls to 1.0, 1.5 and 0.7 Mbit/s single frames at a recovery probe still take 97–110 ms, not under 80") {
-            for f in result.dropFirst(5) {
+        // Not met yet. The sender drains after an over-use in a sharp fall (the estimate backs
+        // off from the delivery rate, the pacer paces at the estimate) and does not resend packets
+        // too old to matter after one: the first fall drains in 0.83 s. The repeated falls come
+        // while the estimate is climbing back (1.5–1.8 Mbit/s), are not sharp enough for a drain,
+        // and take 1.40–1.47 s, frames a second after them 117–614 ms; after the falls to 1.0,
+        // 1.5 and 0.7 single frames take 105–110 ms next to a recovery probe seconds later.
+        // Draining a sudden deep queue met the repeated falls here but made the real bottleneck
+        // bench worse, and was reverted (docs/rate-control.md). A known issue until it is met.
+        withKnownIssue("the repeated falls drain in 1.4 s, and single frames seconds after a fall still take over 80 ms") {
+            for f in result {
                 #expect(f.drainedAfter.map { $0 <= 1.0 } == true, "\(f)")
                 #expect(f.worstAfterOneSecond < .milliseconds(80), "\(f)")
             }
