@@ -36,15 +36,19 @@ def decode_timecode(code: list[int] | None, t: float) -> float | None:
     return timecode.unwrap(v, int(t * 1e6)) / 1e6
 
 
-def latencies_ms(frames: list, t0: float, t1: float) -> list[float]:
-    """Glass-to-glass ms of every presented frame in [t0, t1] with a readable code."""
+def glass_to_glass(frames) -> list[tuple[float, float]]:
+    """(presented at, glass-to-glass ms) of every presented frame with a readable code."""
     out = []
     for t, code in frames:
-        if t0 <= t <= t1:
-            drawn = decode_timecode(code, t)
-            if drawn is not None and 0 <= t - drawn < 60:
-                out.append((t - drawn) * 1000)
+        drawn = decode_timecode(code, t)
+        if drawn is not None and 0 <= t - drawn < 60:
+            out.append((t, (t - drawn) * 1000))
     return out
+
+
+def latencies_ms(frames: list, t0: float, t1: float) -> list[float]:
+    """Glass-to-glass ms of every presented frame in [t0, t1] with a readable code."""
+    return [g for t, g in glass_to_glass(f for f in frames if t0 <= f[0] <= t1)]
 
 
 def per_second_counts(times: list[float], t0: float, t1: float) -> list[int]:
@@ -153,8 +157,7 @@ def falls(frames: list, steps: list[tuple[float, float | None]], t_end: float, b
         if rate is None or (before is not None and rate >= before):
             continue
         end = steps[i + 1][0] if i + 1 < len(steps) else t_end
-        seg = [(t, (t - d) * 1000) for t, c in frames
-               if at <= t < end and (d := decode_timecode(c, t)) is not None and 0 <= t - d < 60]
+        seg = glass_to_glass(f for f in frames if at <= f[0] < end)
         slow = [k for k, (_, g) in enumerate(seg) if g > bound_ms]
         if not slow:
             drained = 0.0
