@@ -23,13 +23,15 @@ def test_castd_and_chromiums_sender_are_measured_through_the_link(tmp_path):
     res = json.loads((tmp_path / "quality-links.json").read_text())
     [cell] = res["cells"]
     assert (cell["content"], cell["link_kbit"]) == ("slides", 2000)
-    for kind, colour in (("castd", [1, 1]), ("libwebrtc-detail", [1, 2])):
+    # castd's own floor is ours to hold; Chromium's sender is the comparator: its detail hint gives up
+    # frame rate when the machine is busy (a CI run saw 7.3 fps in 3 s), so it only has to have been cast
+    for kind, colour, fps_floor in (("castd", [1, 1], 10), ("libwebrtc-detail", [1, 2], 2)):
         s = cell[kind]
         assert "error" not in s, s
         [rnd] = cell["rounds"][kind]
         # BT.709 at limited range from castd, at full range from Chromium: each compared as signalled
         assert rnd["stream_color"] == colour
-        assert s["quality_frames"] >= 4 and s["fps"] > 10 and s["decoded_sizes"] == ["1920x1080"]
+        assert s["quality_frames"] >= 4 and s["fps"] > fps_floor and s["decoded_sizes"] == ["1920x1080"], (kind, s)
         # a slide compared with the right source is sharp; with a wrong one (another slide, another
         # range) it scores below 30 dB
         assert s["psnr_mean_db"] > 35 and s["ssim_mean"] > 0.98
