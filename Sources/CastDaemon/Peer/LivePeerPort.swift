@@ -107,7 +107,9 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                     ("t_ms", clock.now().nanoseconds / 1_000_000), ("media_kbps", bps / 1000), ("pacing_kbps", (e?.pacingBitsPerSecond ?? 0) / 1000),
                     ("acked_kbps", (e?.acknowledgedBitsPerSecond ?? 0) / 1000), ("usage", e.map { "\($0.usage)" } ?? "-"),
                     ("alr", e?.applicationLimited ?? false), ("loss", e.map { Int($0.lossFraction * 1000) } ?? 0),
-                    ("rtt_ms", e?.roundTripTime.map { Int($0.totalNanoseconds / 1_000_000) } ?? -1)]))
+                    ("rtt_ms", e?.roundTripTime.map { Int($0.totalNanoseconds / 1_000_000) } ?? -1),
+                    ("queue_ms", e?.queueingDelayMs.map { Int($0) } ?? -1), ("delivery_kbps", (e?.deliveryBitsPerSecond ?? 0) / 1000),
+                    ("draining", e?.draining ?? false)]))
             }
         } catch {
             log.write(LogLine(.error, "peer_create_failed", [("error", "\(error)")]))

@@ -67,6 +67,17 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         /// Set from an over-use or a high-loss reading until the bottleneck's queue has
         /// drained: the target is then below the delivery rate, and the pacer sends at it, not `pacingFactor` × it.
         public var draining = false
+        /// For the controller's trace only (not part of `==`, so a new reading alone is no new
+        /// target): the bottleneck's queueing delay and the rate the last feedback's packets
+        /// arrived at, when known.
+        public var queueingDelayMs: Double?
+        public var deliveryBitsPerSecond: Int64?
+
+        public static func == (a: RateTarget, b: RateTarget) -> Bool {
+            a.bitsPerSecond == b.bitsPerSecond && a.pacingBitsPerSecond == b.pacingBitsPerSecond && a.usage == b.usage
+                && a.applicationLimited == b.applicationLimited && a.acknowledgedBitsPerSecond == b.acknowledgedBitsPerSecond
+                && a.roundTripTime == b.roundTripTime && a.lossFraction == b.lossFraction && a.draining == b.draining
+        }
     }
 
     public enum Input: Sendable {
@@ -418,7 +429,8 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         return RateTarget(bitsPerSecond: Int64(media), pacingBitsPerSecond: Int64(media * factor),
                           usage: detector.state, applicationLimited: alr.isLimited,
                           acknowledgedBitsPerSecond: acked.bitsPerSecond.map { Int64(min(max($0, 0), 1e12)) },
-                          roundTripTime: rtt, lossFraction: loss.lastLossFraction, draining: draining)
+                          roundTripTime: rtt, lossFraction: loss.lastLossFraction, draining: draining,
+                          queueingDelayMs: queue.current, deliveryBitsPerSecond: deliveryRate.map { Int64(min(max($0, 0), 1e12)) })
     }
 
     private mutating func trackDrops(_ rate: Double, now: Instant) {
