@@ -290,17 +290,23 @@ extension CongestionScenarioTests {
         print("falls (bound 80 ms):\n  " + result.map(\.description).joined(separator: "\n  "))
         #expect(result.count == 8)
         for f in result { #expect(f.longestGap < .milliseconds(1000), "\(f)") }
-        // Not met yet. The sender drains after an over-use in a sharp fall (the estimate backs
-        // off from the delivery rate, the pacer paces at the estimate) and does not resend packets
-        // too old to matter after one: the first fall drains in 0.83 s. The repeated falls come
-        // while the estimate is climbing back (1.5–1.8 Mbit/s), are not sharp enough for a drain,
-        // and take 1.40–1.47 s, frames a second after them 117–614 ms; after the falls to 1.0
-        // and 1.5 single frames take 107–110 ms next to a recovery probe seconds later, after
-        // 1.5 → 0.7 up to 166 ms.
-        // Draining a sudden deep queue met the repeated falls here but made the real bottleneck
-        // bench worse, and was reverted (docs/rate-control.md). A known issue until it is met.
-        withKnownIssue("the repeated falls drain in 1.4 s, and single frames seconds after a fall still take over 80 ms") {
-            for f in result {
+        // The falls to 1.2 Mbit/s, the first from the cap and the four repeated ones from
+        // 1.5–1.8 Mbit/s, meet the goal: the sender drains after an over-use in a sharp fall (the
+        // estimate backs off from the delivery rate, the pacer paces at the estimate) and after
+        // one that finds a queue of 100 ms grown within a second from under 25 ms while packets
+        // arrive at under 0.9 × the acknowledged rate of when the queue was short (the repeated
+        // falls, too shallow to count as sharp, drained in 1.40–1.47 s without it and had frames
+        // at 117–614 ms a second after).
+        for f in result.prefix(5) {
+            #expect(f.drainedAfter.map { $0 <= 1.0 } == true, "\(f)")
+            #expect(f.worstAfterOneSecond < .milliseconds(80), "\(f)")
+        }
+        // Not met yet by the other three. They empty their queue in the first second too, but
+        // seconds later, with the estimate back at the link (at 1.0 and 1.5 Mbit/s ~1 % past it),
+        // single frames take 105–111 ms, each next to a recovery probe (2 × the rate for 15 ms,
+        // every 2 s) on a link at capacity (docs/rate-control.md). A known issue until it is met.
+        withKnownIssue("after the falls to 1.0, 1.5 and 0.7 Mbit/s single frames at a recovery probe still take 105–111 ms, not under 80") {
+            for f in result.dropFirst(5) {
                 #expect(f.drainedAfter.map { $0 <= 1.0 } == true, "\(f)")
                 #expect(f.worstAfterOneSecond < .milliseconds(80), "\(f)")
             }

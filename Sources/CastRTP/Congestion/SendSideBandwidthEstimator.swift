@@ -162,6 +162,20 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     static let sharpFallRatio = 0.8
     /// A queue this long is standing: the link was busy through the last feedback's span.
     static let standingQueueDelayMs = 50.0
+    /// A queue this deep, grown from under `drainedQueueDelayMs` within `suddenQueueTime`, is
+    /// drained at an over-use however sharp the fall: the link fell under the rate just now,
+    /// if by less than `sharpFallRatio` (4.4 → 1.2 Mbit/s with the estimate at 1.5 after an
+    /// earlier fall). Left to AIMD's cut to 0.85 × the acknowledged rate, such a queue took
+    /// 1.4 s to drain and frames a second after the fall 117–614 ms (CongestionScenarioTests,
+    /// the repeated falls). A queue that built up over seconds (cross traffic's) is not, nor
+    /// one the link delivers at over `suddenFallRatio` × the acknowledged rate of when the
+    /// queue was short: the link did not
+    /// fall, the queue is a burst of ours (a keyframe, any frame on a slow link) or an estimate
+    /// that climbed past the link. Without this the real 1 and 2 Mbit/s tbf links drained every
+    /// 6–8 s at 1.17–1.19 × an unchanged link, and the 1 Mbit/s row lost frames to it.
+    static let deepQueueDelayMs = 100.0
+    static let suddenQueueTime = Duration.seconds(1)
+    static let suddenFallRatio = 0.9
     /// Draining ends after this at the latest: a queue that does not fall is not ours to drain.
     static let maximumDrainTime = Duration.seconds(2)
     /// While draining, target and pacing are the delivery rate less what empties the queue in
@@ -185,6 +199,9 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// When the last drain ended (or now, while one lasts): losses since were congestion's.
     public var lastDrainAt: Instant? { drainingSince != nil ? lastProcess : drainEndedAt }
     private var drainEndedAt: Instant?
+    /// When feedback last showed a queue under `drainedQueueDelayMs`, and the acknowledged rate then.
+    private var shortQueueAt: Instant?
+    private var ackedWhenShort: Double?
     /// The rate at which the last feedback's packets arrived (bits per second).
     private var deliveryRate: Double?
     private var remb: Double?
@@ -358,14 +375,25 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     }
 
     /// Draining starts at an over-use or a high-loss reading with a standing queue (the link
-    /// is slower than what was sent, and its queue is full) and ends once the queueing delay is back under
+    /// is slower than what was sent, and its queue is full) in a sharp fall, or with a sudden
+    /// deep queue (`deepQueueDelayMs`), and ends once the queueing delay is back under
     /// `drainedQueueDelayMs` with no over-use, or after `maximumDrainTime`.
     private mutating func updateDraining(now: Instant) {
         let congested = detector.state == .overusing || lastHighLossAt == now
-        // Only a standing queue is drained: the small over-uses of a steady link (AIMD finding
-        // its rate again) are left to AIMD, or each would cost frames (the real 2 Mbit/s tbf row).
+        // Only a standing queue in a sharp fall, or a sudden deep one, is drained: the small
+        // over-uses of a steady link (AIMD finding its rate again) are left to AIMD, or each
+        // would cost frames (the real 2 Mbit/s tbf row).
         let sharpFall = deliveryRate.map { $0 < Self.sharpFallRatio * currentRate } ?? false
-        if congested, ((queue.current ?? 0) >= Self.standingQueueDelayMs && sharpFall) || drainingSince != nil {
+        let q = queue.current ?? 0
+        if q < Self.drainedQueueDelayMs { shortQueueAt = now; ackedWhenShort = acked.bitsPerSecond }
+        // ... and only when the link now delivers less than it carried while the queue was
+        // short: a frame bigger than the link takes in a frame time (a keyframe, or any frame on
+        // a slow link) queues as suddenly, and so does an estimate that climbed past a steady
+        // link, but the link delivers those at the rate it carried all along.
+        let linkFell = deliveryRate.flatMap { d in ackedWhenShort.map { d < Self.suddenFallRatio * $0 } } ?? false
+        let suddenQueue = q >= Self.deepQueueDelayMs && shortQueueAt.map { now - $0 <= Self.suddenQueueTime } ?? false
+            && linkFell
+        if congested, (q >= Self.standingQueueDelayMs && sharpFall) || suddenQueue || drainingSince != nil {
             if drainingSince == nil { drainingSince = now }
             // With a standing queue the packets arrive at the link's rate: that, not the
             // acknowledged rate (which lags a fall by seconds), is what the estimate backs off
@@ -472,7 +500,8 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         }
         if let last = lastProbeAt, now - last < Self.recoveryProbeInterval { return }
         guard let drop = beforeDrop, now - drop.at <= Self.recoveryWindow, rate < 0.9 * drop.rate else { return }
-        guard quietSinceCongestion(now: now) else { return }
+        // Not while draining: the probe would queue behind what the drain is emptying.
+        guard quietSinceCongestion(now: now), drainingSince == nil else { return }
         requestProbe(at: min(Self.probeScale * rate, drop.rate), kind: .later, now: now)
     }
 
