@@ -381,7 +381,8 @@ class Run:
                             f"{s['delivered_mbps']} Mbit/s, RTT {s['rtt_ms_median']} ms, queue {s['queue_ms_median']} ms, "
                             f"g2g {s['glass_to_glass_ms_median']} / {s['glass_to_glass_ms_p95']} ms"
                             + (f", settle {[x['settle_s'] for x in s['settle']]}" if s.get("settle") else "")
-                            + (f", falls (drained s, worst after 1 s ms) {[(x['drained_s'], x['worst_after_1s_ms']) for x in s['falls']]}"
+                            + (f", falls (drained s, worst after 1 s ms; tbf queue peak ms, emptied s) "
+                               f"{[(x['drained_s'], x['worst_after_1s_ms'], x.get('queue_peak_ms'), x.get('queue_emptied_s')) for x in s['falls']]}"
                                if len(s.get("falls") or []) > 1 else ""))
                     except Exception as e:  # a failed run is reported; the bench goes on
                         log(f"{name}: {kind} failed: {type(e).__name__}: {e}")

@@ -142,14 +142,22 @@ def settle_times(steps: list[tuple[float, float | None]], link: list[dict], rate
 
 
 FALL_BOUND_MS = 100.0        # issue 32: after a sharp fall, glass to glass back under this within 1 s
+QUEUE_EMPTY_MS = 10.0        # tbf's backlog under this: no standing queue (a frame in flight aside)
 
 
-def falls(frames: list, steps: list[tuple[float, float | None]], t_end: float, bound_ms: float = FALL_BOUND_MS) -> list[dict]:
+def falls(frames: list, steps: list[tuple[float, float | None]], t_end: float, bound_ms: float = FALL_BOUND_MS,
+          link: list[dict] | None = None) -> list[dict]:
     """Per fall in capacity (a step to a lower rate), over the frames presented from the fall to
     the next step: `drained_s`, from the fall to the first frame after the last one whose glass
     to glass was over `bound_ms` (0 when none was; None when the segment's last frame still
     was); `worst_after_1s_ms`, the slowest frame presented from one second after the fall; and
-    the longest gap between presented frames (from the fall on)."""
+    the longest gap between presented frames (from the fall on).
+
+    Glass to glass also counts each frame's own time on the link (a 15 kB frame is 100 ms at
+    1.2 Mbit/s), so with `link` (tbf samples) the queue itself is judged too: `queue_peak_ms`,
+    tbf's deepest backlog in the segment; `queue_emptied_s`, from the fall to the first sample
+    after that peak under QUEUE_EMPTY_MS (None if none came before the next step); and
+    `queue_after_1s_ms`, the mean backlog from one second after the fall."""
     out = []
     for i in range(1, len(steps)):
         at, rate = steps[i]
@@ -166,9 +174,18 @@ def falls(frames: list, steps: list[tuple[float, float | None]], t_end: float, b
         else:
             drained = None
         later = [g for t, g in seg if t >= at + 1]
-        out.append({"at_s": round(at - steps[0][0], 2), "to_kbit": rate, "drained_s": drained,
-                    "worst_after_1s_ms": round(max(later), 1) if later else None,
-                    "longest_gap_s": round(max_gap([t for t, _ in frames], at, end), 2)})
+        entry = {"at_s": round(at - steps[0][0], 2), "to_kbit": rate, "drained_s": drained,
+                 "worst_after_1s_ms": round(max(later), 1) if later else None,
+                 "longest_gap_s": round(max_gap([t for t, _ in frames], at, end), 2)}
+        qs = [(s["t"], q) for s in (link or []) if at <= s["t"] < end and (q := queue_ms(s)) is not None]
+        if qs:
+            peak = max(range(len(qs)), key=lambda k: qs[k][1])
+            emptied = next((t for t, q in qs[peak:] if q < QUEUE_EMPTY_MS), None)
+            after = [q for t, q in qs if t >= at + 1]
+            entry.update(queue_peak_ms=round(qs[peak][1], 1),
+                         queue_emptied_s=round(emptied - at, 2) if emptied is not None else None,
+                         queue_after_1s_ms=round(sum(after) / len(after), 1) if after else None)
+        out.append(entry)
     return out
 
 
@@ -221,7 +238,7 @@ def summarize(frames: list, stats: list[dict], link: list[dict], steps: list, t0
     }
     if len(steps) > 1:
         out["settle"] = settle_times(steps, link, rates, t1)
-        out["falls"] = falls(frames, steps, t1)
+        out["falls"] = falls(frames, steps, t1, link=link)
     return out
 
 
