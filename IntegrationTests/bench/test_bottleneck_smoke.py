@@ -110,13 +110,14 @@ def test_each_fall_reads_tbfs_queue_apart_from_the_frames_time_on_the_link():
     steps = [(0.0, 4400), (10.0, 1200), (13.0, 4400), (16.0, 1200), (19.0, 4400)]
     frames = [(k / 30, code_bytes(k / 30 - 0.04, k)) for k in range(600)]
     # tbf's backlog in ms of its rate, four samples a second: the first fall fills it to 200 ms
-    # at 10.5 s, it is under 10 ms at 11.25 s, and a frame in flight reads 30 ms at 11.5 s; the
-    # second fall's queue never empties before the step up; the step up (13 s) is not a fall
+    # at 10.5 s, it is under 50 ms (QUEUE_EMPTY_MS) at 11.25 s, and a frame in flight reads 70 ms
+    # at 11.5 s; the second fall's queue stays over 50 ms until the step up; the step up (13 s)
+    # is not a fall
     def q(t: float) -> float:
         if 10 <= t < 13:
-            return {10.0: 0, 10.25: 120, 10.5: 200, 10.75: 60, 11.0: 20, 11.25: 5, 11.5: 30}.get(t, 0)
+            return {10.0: 0, 10.25: 120, 10.5: 200, 10.75: 90, 11.0: 60, 11.25: 30, 11.5: 70}.get(t, 0)
         if 16 <= t < 19:
-            return 150 if t == 16.5 else 20
+            return 150 if t == 16.5 else 60
         return 0
     def sample(t: float) -> dict:
         rate = next(r for at, r in reversed(steps) if at <= t)
@@ -125,8 +126,8 @@ def test_each_fall_reads_tbfs_queue_apart_from_the_frames_time_on_the_link():
     first, second = bm.falls(frames, steps, 20.0, link=link)
     assert first["queue_peak_ms"] == pytest.approx(200, abs=0.5)
     assert first["queue_emptied_s"] == pytest.approx(1.25)      # after the peak, not the 0 at the fall
-    # from 11 s to the step up: 20, 5, 30 and five zeros
-    assert first["queue_after_1s_ms"] == pytest.approx(55 / 8, abs=0.1)
+    # from 11 s to the step up: 60, 30, 70 and five zeros
+    assert first["queue_after_1s_ms"] == pytest.approx(160 / 8, abs=0.1)
     assert second["queue_peak_ms"] == pytest.approx(150, abs=0.5) and second["queue_emptied_s"] is None
     # without tbf samples (a free link) the queue is not judged
     assert "queue_peak_ms" not in bm.falls(frames, steps, 20.0)[0]

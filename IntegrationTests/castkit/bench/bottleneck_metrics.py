@@ -142,7 +142,7 @@ def settle_times(steps: list[tuple[float, float | None]], link: list[dict], rate
 
 
 FALL_BOUND_MS = 100.0        # issue 32: after a sharp fall, glass to glass back under this within 1 s
-QUEUE_EMPTY_MS = 10.0        # tbf's backlog under this: no standing queue (a frame in flight aside)
+QUEUE_EMPTY_MS = 50.0        # tbf's backlog under this: the standing queue is gone (a frame in flight may remain)
 
 
 def falls(frames: list, steps: list[tuple[float, float | None]], t_end: float, bound_ms: float = FALL_BOUND_MS,
