@@ -13,11 +13,19 @@ def test_a_pin_as_a_measured_value_or_inside_a_longer_number_is_not_a_hit():
     assert secret_hits(log, PIN) == 0
 
 
+def test_a_pin_inside_a_row_id_or_an_address_hash_is_not_a_hit():
+    log = ("level=debug event=row type=ice_candidate id=7d1d23c9-2b88-49cd-97c7-e2a482913d75\n"
+           "level=debug event=remote_candidate type=host address=v4#dd482913 transport=udp\n"
+           "level=debug event=row type=answer id=8cc1fa98-611c-4091-8e83-0a14fa482913\n")
+    assert secret_hits(log, PIN) == 0
+
+
 def test_a_pin_standing_alone_or_under_another_key_is_a_hit():
     assert secret_hits("level=info event=pair pin=482913", PIN) == 1
     assert secret_hits('{"pin":"482913"}', PIN) == 1
     assert secret_hits("castd pair --pin 482913", PIN) == 1
     assert secret_hits("bps=482913 and then 482913", PIN) == 1
+    assert secret_hits("pin=482913, id=-482913.", PIN) == 2
 
 
 def test_tokens_are_found_anywhere():

@@ -38,6 +38,9 @@ public enum AddressRedaction {
         h.combine(address)
         let tag = UInt32(truncatingIfNeeded: h.finalize())
         let family = address.contains(":") ? "v6" : (address.hasSuffix(".local") ? "mdns" : "v4")
-        return "\(family)#" + String(tag, radix: 16)
+        // Always eight hex digits: a shorter tag could be a run of decimal digits alone, which
+        // the fault run's secrets check cannot tell from a PIN.
+        let hex = String(tag, radix: 16)
+        return "\(family)#" + String(repeating: "0", count: 8 - hex.count) + hex
     }
 }

@@ -86,6 +86,12 @@ import Testing
         #expect(AddressRedaction.redact("127.0.0.1") == "127.0.0.1")
         let v4 = AddressRedaction.redact("192.0.2.7")
         #expect(v4.hasPrefix("v4#") && !v4.contains("192"))
+        // a fixed eight hex digits, whatever the hash: one tag in 16 is under 0x10000000, so
+        // among 256 addresses some need the padding (that none does has a chance of 7 in 10^8)
+        for k in 0..<256 {
+            let tag = AddressRedaction.redact("198.51.100.\(k)").dropFirst(3)
+            #expect(tag.count == 8 && tag.allSatisfy(\.isHexDigit), "\(tag)")
+        }
         #expect(AddressRedaction.redact("2001:db8::1").hasPrefix("v6#"))
         #expect(AddressRedaction.redact("4f2c.local").hasPrefix("mdns#"))
         #expect(AddressRedaction.redact("192.0.2.7") == v4)
