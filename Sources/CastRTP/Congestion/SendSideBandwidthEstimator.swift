@@ -67,16 +67,16 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         /// Set from an over-use or a high-loss reading until the bottleneck's queue has
         /// drained: the target is then below the delivery rate, and the pacer sends at it, not `pacingFactor` × it.
         public var draining = false
-        /// For the controller's trace only (not part of `==`, so a new reading alone is no new
-        /// target): the bottleneck's queueing delay and the rate the last feedback's packets
-        /// arrived at, when known.
-        public var queueingDelayMs: Double?
-        public var deliveryBitsPerSecond: Int64?
+        /// For the controller's trace only.
+        public var trace = Trace()
 
-        public static func == (a: RateTarget, b: RateTarget) -> Bool {
-            a.bitsPerSecond == b.bitsPerSecond && a.pacingBitsPerSecond == b.pacingBitsPerSecond && a.usage == b.usage
-                && a.applicationLimited == b.applicationLimited && a.acknowledgedBitsPerSecond == b.acknowledgedBitsPerSecond
-                && a.roundTripTime == b.roundTripTime && a.lossFraction == b.lossFraction && a.draining == b.draining
+        /// The bottleneck's queueing delay and the rate the last feedback's packets arrived at,
+        /// when known. Every two compare equal, so a new reading alone is no new target.
+        public struct Trace: Equatable, Sendable {
+            public var queueingDelayMs: Double?
+            public var deliveryBitsPerSecond: Int64?
+
+            public static func == (_: Trace, _: Trace) -> Bool { true }
         }
     }
 
@@ -169,9 +169,8 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// 1.4 s to drain and frames a second after the fall 117–614 ms (CongestionScenarioTests,
     /// the repeated falls). A queue that built up over seconds (cross traffic's) is not, nor
     /// one the link delivers at over `suddenFallRatio` × the acknowledged rate of when the
-    /// queue was short: the link did not
-    /// fall, the queue is a burst of ours (a keyframe, any frame on a slow link) or an estimate
-    /// that climbed past the link. Without this the real 1 and 2 Mbit/s tbf links drained every
+    /// queue was short: the link did not fall, the queue is a burst of ours (a keyframe, any
+    /// frame on a slow link) or an estimate that climbed past the link. Without this the real 1 and 2 Mbit/s tbf links drained every
     /// 6–8 s at 1.17–1.19 × an unchanged link, and the 1 Mbit/s row lost frames to it.
     static let deepQueueDelayMs = 100.0
     static let suddenQueueTime = Duration.seconds(1)
@@ -456,9 +455,14 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         let factor = draining ? Self.drainPacingFactor : configuration.pacingFactor
         return RateTarget(bitsPerSecond: Int64(media), pacingBitsPerSecond: Int64(media * factor),
                           usage: detector.state, applicationLimited: alr.isLimited,
-                          acknowledgedBitsPerSecond: acked.bitsPerSecond.map { Int64(min(max($0, 0), 1e12)) },
+                          acknowledgedBitsPerSecond: acked.bitsPerSecond.map(Self.wholeBitsPerSecond),
                           roundTripTime: rtt, lossFraction: loss.lastLossFraction, draining: draining,
-                          queueingDelayMs: queue.current, deliveryBitsPerSecond: deliveryRate.map { Int64(min(max($0, 0), 1e12)) })
+                          trace: .init(queueingDelayMs: queue.current, deliveryBitsPerSecond: deliveryRate.map(Self.wholeBitsPerSecond)))
+    }
+
+    /// A rate as whole bits per second, held to 0…10¹² so that no reading traps the conversion.
+    private static func wholeBitsPerSecond(_ r: Double) -> Int64 {
+        Int64(min(max(r, 0), 1e12))
     }
 
     private mutating func trackDrops(_ rate: Double, now: Instant) {
