@@ -223,8 +223,10 @@ class ReceiverAnswerer:
 
     def _watch_keyframes(self, pc: RTCPeerConnection, answer_sdp: str) -> None:
         """Taps the video receiver: every RTP packet of the negotiated H.264 payload
-        types is looked at for an IDR, and aiortc's own PLIs are logged too."""
+        types is looked at for an IDR, and aiortc's own PLIs are logged too. The media
+        SSRC (for PLI and FIR) is taken from H.264 or VP8 packets, not RTX."""
         self._h264_pts = {int(pt) for pt in re.findall(r"a=rtpmap:(\d+) H264/90000", answer_sdp)}
+        media_pts = self._h264_pts | {int(pt) for pt in re.findall(r"a=rtpmap:(\d+) VP8/90000", answer_sdp)}
         receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
         if receiver is None:
             return
@@ -234,9 +236,10 @@ class ReceiverAnswerer:
         log = self.keyframes
 
         async def tap(packet, arrival_time_ms):
+            if packet.payload_type in media_pts:
+                self.media_ssrc = packet.ssrc
             if packet.payload_type in self._h264_pts:
                 now = time.monotonic()
-                self.media_ssrc = packet.ssrc
                 first = log.first_packet.setdefault(packet.timestamp, now)
                 if len(log.first_packet) > 256:
                     for ts in list(log.first_packet)[:128]:

@@ -23,10 +23,15 @@ same for every sender:
 
 A fifth, for a receiver that recovers as Chromium's does: when packets keep arriving but no
 frame has been decoded for a second (a frame whose lost packet was never resent, so the
-jitter buffer waits for it), the receiver sends an RTCP PLI, at most one a second
-(`STALL_PLI_S`), and for H.264 gives up what its jitter buffer holds and restarts it at the
-next key frame (Chromium's receiver asks for a key frame when its NACKs give up or nothing
-is decodable, and drops the frames it cannot decode). aiortc alone sends a PLI only once
+jitter buffer waits for it), or none at all a second after the first packet (the first key
+frame lost so), the receiver sends an RTCP PLI, at most one a second (`STALL_PLI_S`), and
+gives up what its jitter buffer holds and restarts it at the next key frame, H.264 or VP8
+(Chromium's receiver asks for a key frame when its NACKs give up or nothing is decodable,
+and drops the frames it cannot decode). Until 2026-12-07 this worked for H.264 only, and
+only after a first decoded frame: the media SSRC a PLI names was taken from H.264 packets
+alone (receiver_answerer), so on VP8 no PLI ever left, and VP8 casts through a 1 Mbit/s
+link showed no picture at all in 3 of 4 rounds: the first key frame (about 44 KB, the
+tbf's queue 25 KB) lost packets that the NACKs did not recover, and nothing asked again. aiortc alone sends a PLI only once
 2048 packets have passed the hole and waits for the hole meanwhile, which at 1-2 Mbit/s
 is ten seconds or more of frozen picture.
 
@@ -120,25 +125,50 @@ def starts_h264_keyframe(payload: bytes) -> bool:
     return kind in (5, 7)
 
 
+def starts_vp8_keyframe(payload: bytes) -> bool:
+    """Whether a VP8 RTP payload (RFC 7741) begins a key frame: the descriptor's S bit with
+    partition index 0, and the VP8 payload header's P bit (inverse key frame flag) clear."""
+    if len(payload) < 2:
+        return False
+    if not payload[0] & 0x10 or payload[0] & 0x07:      # S, PID
+        return False
+    at = 1
+    if payload[0] & 0x80:                                 # X: the extension byte I L T K
+        if len(payload) < 2:
+            return False
+        ext = payload[1]
+        at = 2
+        if ext & 0x80:                                    # I: PictureID, 7 or 15 bits (M)
+            if len(payload) <= at:
+                return False
+            at += 2 if payload[at] & 0x80 else 1
+        if ext & 0x40:                                    # L: TL0PICIDX
+            at += 1
+        if ext & 0x30:                                    # T or K: TID / Y / KEYIDX
+            at += 1
+    return len(payload) > at and not payload[at] & 0x01
+
+
 class MarkerJitterBuffer(JitterBuffer):
     def __init__(self, capacity: int, prefetch: int = 0, is_video: bool = False) -> None:
         super().__init__(max(capacity, VIDEO_CAPACITY) if is_video else capacity, prefetch, is_video)
-        self.waiting_for_keyframe = False
+        self.waiting_for_keyframe = None
 
-    def restart_at_keyframe(self) -> None:
-        """Drops what it holds and every packet until one that starts an H.264 key frame, as
-        Chromium's receiver drops undecodable frames once it has asked for a key frame."""
+    def restart_at_keyframe(self, starts_keyframe) -> None:
+        """Drops what it holds and every packet until one that starts a key frame
+        (`starts_keyframe`: starts_h264_keyframe or starts_vp8_keyframe), as Chromium's receiver
+        drops undecodable frames once it has asked for a key frame."""
         self._packets = [None] * self._capacity
         self._origin = None
-        self.waiting_for_keyframe = True
+        self.waiting_for_keyframe = starts_keyframe
 
     def add(self, packet):
         if self._is_video:
             PACKETS.append((time.monotonic(), len(packet.payload), packet.timestamp))
             if self.waiting_for_keyframe:
-                if not starts_h264_keyframe(packet.payload):
+                if not self.waiting_for_keyframe(packet.payload):
                     return False, None
-                self.waiting_for_keyframe = False
+                self.waiting_for_keyframe = None
         else:
             AUDIO_PACKETS.append((time.monotonic(), len(packet.payload)))
         return super().add(packet)
@@ -211,19 +241,24 @@ class TimecodeReceiver(ReceiverAnswerer):
         self._kept_at = 0.0
 
     async def _watch_stalls(self) -> None:
-        """A PLI when packets arrive and no frame has been decoded for STALL_PLI_S (at most one
-        per STALL_PLI_S); each one is in self.keyframes.requests as "pli"."""
+        """A PLI when packets arrive and no frame has been decoded for STALL_PLI_S, or none yet
+        STALL_PLI_S after the first packet (at most one per STALL_PLI_S); each one is in
+        self.keyframes.requests as "pli"."""
         last_pli = 0.0
+        before = len(PACKETS)     # PACKETS holds earlier casts' packets too
         while True:
             await asyncio.sleep(0.1)
             now = time.monotonic()
             decoded = self.rec.samples[-1].decoded if self.rec.samples else None
-            if (decoded is not None and now - decoded > STALL_PLI_S and PACKETS and now - PACKETS[-1][0] < 0.5
+            since = decoded if decoded is not None else PACKETS[before][0] if len(PACKETS) > before else None
+            if (since is not None and now - since > STALL_PLI_S and now - PACKETS[-1][0] < 0.5
                     and now - last_pli > STALL_PLI_S and self.receiver is not None and self.media_ssrc is not None):
                 last_pli = now
                 jb = getattr(self.receiver, "_RTCRtpReceiver__jitter_buffer", None)
-                if isinstance(jb, MarkerJitterBuffer) and "H264" in " ".join(self.codecs):
-                    jb.restart_at_keyframe()   # the stalled frame is given up; decoding resumes at the key frame
+                names = " ".join(self.codecs)
+                starts = starts_h264_keyframe if "H264" in names else starts_vp8_keyframe if "VP8" in names else None
+                if isinstance(jb, MarkerJitterBuffer) and starts:
+                    jb.restart_at_keyframe(starts)   # the stalled frame is given up; decoding resumes at the key frame
                 try:
                     await self.send_pli()
                 except Exception:  # noqa: BLE001 (the connection is closing)
