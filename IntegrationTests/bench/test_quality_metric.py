@@ -177,6 +177,16 @@ def test_the_reference_luma_follows_what_the_stream_signals():
     assert quality.luma_as_signalled(px, (5, 1)).tolist() == [[235, 16, 81, 145]]
 
 
+def test_a_vp8_stream_is_read_as_bt601_and_an_h264_one_as_it_signals():
+    # aiortc's libvpx decoder leaves colorspace unspecified (2); VP8 has only BT.601
+    assert quality.signalled_color((2, 0), "vp8") == (quality.BT601, 0)
+    assert quality.signalled_color(None, "vp8") == (quality.BT601, 1)
+    assert quality.signalled_color((2, 2), "vp8") == (quality.BT601, 2)
+    assert quality.signalled_color((1, 1), "vp8") == (1, 1)      # a decoder that says BT.709 is believed
+    assert quality.signalled_color((2, 0), "h264") == (2, 0)     # H.264: unsigned stays BT.709 (luma_as_signalled)
+    assert quality.signalled_color(None, "h264") is None
+
+
 def test_both_ranges_are_compared_on_one_scale():
     """A one-code error reads the same PSNR in full range as in codes, and 20·log10(255/219) lower
     in limited range, where a code is a larger step on the screen."""

@@ -100,7 +100,7 @@ async def main() -> None:
             await close_pages()
             await rp.create()
         elif cmd == "approve":
-            viewer = await rp.approve(msg, timeout=60, no_ice_servers=True)
+            viewer = await rp.approve(msg, timeout=60, no_ice_servers=True, codec=msg.get("codec"))
             rp.clock = Clock()        # each page has its own performance.timeOrigin
             await viewer.page.evaluate(HOOK)
             await rp.clock.sync(viewer.page)

@@ -79,6 +79,7 @@ PREFS = {"autoQuality": True, "resolution": "1080p", "frameRate": 30}
 FREEZE_S = 0.2
 CASTD: str | None = None   # --castd: another build of castd (before/after comparisons); default this tree's release build
 H264_PROFILE: str | None = None   # --h264-profile: castd's, passed on; the receiver then takes High too
+QUALITY_CODEC = "h264"            # --codec: what the receiver answers in the quality rows
 MAX_KBPS: int | None = None       # --max-bitrate-kbps: castd's max-bitrate-kbps (CASTD_MAX_BITRATE_KBPS)
 
 
@@ -265,7 +266,8 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
                  "audio_decoded_s": round(sum(n for _, n, _ in adec) / 48_000, 2),
                  "audio_level_dbfs": round(quantile([l for _, _, l in adec], 0.5), 1) if adec else None}
     if content is not None:
-        extra |= measure_quality(content, data.lumas, w0, data.color) | {"stream_color": data.color}
+        color = quality.signalled_color(data.color, codec)
+        extra |= measure_quality(content, data.lumas, w0, color) | {"stream_color": color}
     return extra | {
         "sender": kind, "window_s": round(span, 2),
         "approval_to_first_frame_ms": round((t_first - t_approve) * 1000, 1),
@@ -285,6 +287,11 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
                              if "event=video_codec" in l), None),
         "largest_frame_kb": round(largest[0] / 1000, 1), "largest_frame_packets": largest[1],
     }
+
+
+def scenario_codec(name: str) -> str:
+    """What the receiver answers in a scenario: VP8 in the VP8 row, --codec's in the quality rows."""
+    return "vp8" if name in VP8 else QUALITY_CODEC if name in QUALITY else "h264"
 
 
 def measure_quality(content: contents.Content, lumas: list, w0: float, color: tuple[int, int] | None = None) -> dict:
@@ -430,7 +437,7 @@ async def run(args) -> dict:
                             log(f"{name} round {i + 1}/{args.rounds}: {key}")
                             try:
                                 r = await run_round(stack, screen, kind, args.seconds, args.warmup,
-                                                    "vp8" if name in VP8 else "h264", rig, with_audio,
+                                                    scenario_codec(name), rig, with_audio,
                                                     content, args.quality_every)
                             except Exception as e:  # a failed round is reported, the bench goes on
                                 log(f"{name} {key} round failed: {e}")
@@ -444,7 +451,7 @@ async def run(args) -> dict:
                     rig.stop()
             entry = {"scenario": name, "screen": f"{w}x{h}", "background": bg, "timecode": name not in IDLE,
                      "content": bg if content else None,
-                     "codec": "vp8" if name in VP8 else "h264"}
+                     "codec": scenario_codec(name)}
             if name in IDLE:
                 entry["note"] = ("a still screen without a timecode: no latency; frames are the sender's refreshes, "
                                  "and 'freezes' count its gaps between them")
@@ -516,6 +523,9 @@ def main() -> int:
     ap.add_argument("--painter-fps", type=float, default=60, help="how often the timecode is redrawn")
     ap.add_argument("--castd", help="the castd binary to run (default: this tree's release build), "
                                      "e.g. another checkout's, to compare before and after a change")
+    ap.add_argument("--codec", choices=("h264", "vp8"), default="h264",
+                    help="with --quality: the codec the receiver answers, so every sender sends it (default h264; "
+                         "vp8: as Firefox answers)")
     ap.add_argument("--h264-profile", choices=("auto", "high", "baseline"),
                     help="castd's --h264-profile; the receiver then answers H.264 Constrained High (640c1f) too, "
                          "so castd High against castd Baseline is two runs differing in this option only")
@@ -525,10 +535,10 @@ def main() -> int:
     ap.add_argument("--out", default=str(REPO / "artifacts" / "bench"), help="directory for bench.json and the plots")
     argv = sys.argv[1:]
     args = ap.parse_args(argv)
-    global CASTD, H264_PROFILE, MAX_KBPS
-    CASTD, H264_PROFILE, MAX_KBPS = args.castd, args.h264_profile, args.max_bitrate_kbps
+    global CASTD, H264_PROFILE, MAX_KBPS, QUALITY_CODEC
+    CASTD, H264_PROFILE, MAX_KBPS, QUALITY_CODEC = args.castd, args.h264_profile, args.max_bitrate_kbps, args.codec
     import castkit.bench.bench as module   # this module again when run as __main__: the link rows use that one
-    module.CASTD, module.H264_PROFILE, module.MAX_KBPS = CASTD, H264_PROFILE, MAX_KBPS
+    module.CASTD, module.H264_PROFILE, module.MAX_KBPS, module.QUALITY_CODEC = CASTD, H264_PROFILE, MAX_KBPS, QUALITY_CODEC
     if args.warmup is None:
         args.warmup = 3.0 if args.link else 1.0
     args.rounds = args.rounds or (1 if args.quick else 3)

@@ -226,7 +226,7 @@ class Run:
             if kind == "castd":
                 castd = Castd(self.a.castd, self.stack, self.screen.display, home)
                 pairing = asyncio.create_task(castd.pair(pin))
-                await self.rx.cmd(cmd="approve", prefs=PREFS)
+                await self.rx.cmd(cmd="approve", prefs=PREFS, codec=self.a.castd_codec)
                 await pairing
                 await castd.start(sid)
             else:
@@ -353,6 +353,7 @@ class Run:
                   "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "config": {"castd": a.castd, "seconds": a.seconds, "steps_seconds": a.steps_seconds,
                              "warmup_s": WARMUP_S, "painter_fps": a.painter_fps, "max_bitrate": a.max_bitrate, "libwebrtc_codec": a.libwebrtc_codec,
+                             "castd_codec": a.castd_codec or "h264",
                              "tbf": "rate R burst max(5000 B, 1.25 R/HZ) latency 200ms on the sender's veth egress",
                              "prefs": PREFS, "senders": list(a.sender)},
                   "scenarios": []}
@@ -458,6 +459,9 @@ def main() -> int:
     ap.add_argument("--max-bitrate", type=int, default=4_000_000, help="libwebrtc's maxBitrate (spec §7: 4 Mbit/s)")
     ap.add_argument("--libwebrtc-codec", choices=["h264", "vp8"], default="vp8",
                     help="the codec Chromium's sender puts first (default vp8: Chromium's OpenH264 cannot code the busy picture, 130-540 KB frames at 1-3 fps on a quiet machine)")
+    ap.add_argument("--castd-codec", choices=["vp8"],
+                    help="the receiver page prefers VP8 in its answer to castd (?codec=vp8), as a receiver without "
+                         "H.264 answers; default: its own answer (H.264)")
     ap.add_argument("--out", default=str(REPO / "artifacts" / "bench"), help="directory for bottleneck.json and plots")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     argv = sys.argv[1:]

@@ -22,6 +22,7 @@ WINDOW, SIGMA = 11, 1.5
 # (Kr, Kb) of the luma matrices, by libavcodec's AVColorSpace number (what a decoded frame's
 # colorspace says the H.264 VUI signalled): 1 BT.709, 5 BT.470BG and 6 SMPTE 170M (BT.601)
 MATRICES = {1: (0.2126, 0.0722), 5: (0.299, 0.114), 6: (0.299, 0.114)}
+BT601 = 5         # AVCOL_SPC_BT470BG
 FULL_RANGE = 2    # AVColorRange JPEG: Y' 0-255 (1, MPEG, and 0, unspecified: 16-235)
 
 
@@ -61,6 +62,18 @@ def luma_as_signalled(rgb: np.ndarray, color: tuple[int, int] | None) -> np.ndar
         return luma709(rgb)
     kr, kb = MATRICES.get(color[0], MATRICES[1])
     return luma(rgb, kr, kb, full_range=color[1] == FULL_RANGE)
+
+
+def signalled_color(color: tuple[int, int] | None, codec: str) -> tuple[int, int] | None:
+    """The decoded frames' (colorspace, color_range), with VP8's matrix filled in: a VP8 stream
+    has no matrix field but BT.601 (RFC 6386 §9.2, the key frame's color_space bit 0), and
+    aiortc's libvpx decoder leaves the frame's colorspace unspecified; castd's VP8 path, libvpx
+    and libwebrtc convert with BT.601 at limited range."""
+    if codec != "vp8":
+        return color
+    if color is None:
+        return (BT601, 1)
+    return color if color[0] in MATRICES else (BT601, color[1])
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:

@@ -64,8 +64,9 @@ class CanvasSenderProc:
     the content on a canvas, its RTCPeerConnection sends it; the signaling is RefSender's."""
 
     def __init__(self, kind: str, stack, browser, page_url: str, content: contents.Content, screen,
-                 painter_fps: float):
+                 painter_fps: float, codec: str = "h264"):
         self.kind, self.stack, self.browser, self.page_url, self.content = kind, stack, browser, page_url, content
+        self.codec = codec
         self.screen, self.painter_fps = screen, painter_fps
         self.page = self.client = self.sender = self.task = None
         self.main = SimpleNamespace(returncode=None)
@@ -87,7 +88,7 @@ class CanvasSenderProc:
         await map_clock(self.page)
         self.client = StackClient(StackConfig(self.stack.api_url, self.stack.supabase_url, self.stack.key))
         await self.client.sign_in()
-        self.sender = CanvasSender(self.client, self.page, hint=HINTS[self.kind], codec="h264")
+        self.sender = CanvasSender(self.client, self.page, hint=HINTS[self.kind], codec=self.codec)
         await self.sender.pair(pin=pin)
 
         async def go() -> None:
@@ -134,7 +135,7 @@ async def run(a) -> dict:
               "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "config": {"castd": bench.castd_binary(), "castd_before": a.castd_before, "rounds": a.rounds, "seconds_per_round": a.seconds,
                          "warmup_s": a.warmup, "painter_fps": a.painter_fps, "quality_every_s": a.quality_every,
-                         "links": list(a.link), "senders": list(a.sender), "prefs": bench.PREFS,
+                         "links": list(a.link), "senders": list(a.sender), "prefs": bench.PREFS, "codec": a.codec,
                          "tbf": "rate R burst max(5000 B, 1.25 R/HZ) latency 200ms on the sender's veth egress"},
               "cells": []}
     stack = devstack_up(listen="0.0.0.0", signaling_rate_limit=100000)
@@ -158,12 +159,12 @@ async def run(a) -> dict:
                             home = Path(tempfile.mkdtemp(prefix="castd-bench-"))
                             # castd-before: castd's round with another build (--castd-before)
                             proc_kind = "castd" if kind == "castd-before" else kind
-                            sender = (CanvasSenderProc(kind, stack, browser, page_url, c, screen, a.painter_fps)
+                            sender = (CanvasSenderProc(kind, stack, browser, page_url, c, screen, a.painter_fps, a.codec)
                                       if kind in HINTS else
-                                      SenderProc(proc_kind, stack, screen, home,
+                                      SenderProc(proc_kind, stack, screen, home, a.codec,
                                                  binary=a.castd_before if kind == "castd-before" else None))
                             try:
-                                r = await run_round(stack, screen, proc_kind, a.seconds, a.warmup, content=c,
+                                r = await run_round(stack, screen, proc_kind, a.seconds, a.warmup, a.codec, content=c,
                                                     quality_every=a.quality_every, rx=rx, sender=sender)
                                 r["sender"] = kind
                                 if kind in HINTS and sender.out:
