@@ -40,6 +40,17 @@ public final class VP8Encoder: VideoEncoder {
         /// under the 4 Mbit/s cap on a quiet machine (docs/encoding.md, "VP8 speed"). −6 also finds
         /// three steps (it predicts from the previous frame's vectors) for about 10 % more CPU.
         public var speed: Int32 = -10
+        /// The speed at `lowFrameRateCeiling` fps and below, where the rate controller
+        /// has lowered the frame rate for a narrow link: a frame then has two to three
+        /// times the wall time, and the CPU a lower frame rate frees goes into
+        /// libvpx's fuller search. Measured offline on the quality bench's contents
+        /// (`castkit.bench.vp8_tuning`, 1080p, 1 and 2 Mbit/s, 10 and 15 fps): −6 against
+        /// −10, PSNR-Y +0.8–0.9 dB on the video at 1 Mbit/s, −0.1…+0.3 on text and
+        /// slides, for ~1.1× the CPU a frame — well under half of 30 fps's CPU a second
+        /// (docs/quality.md, "VP8 for screen content").
+        public var lowFrameRateSpeed: Int32 = -6
+        /// The highest frame rate that gets `lowFrameRateSpeed` (the ladder's 15 fps step).
+        public var lowFrameRateCeiling = 15
         /// `g_threads`. One: libvpx's VP8 row threads wait for each other by spinning
         /// (vp8/common/threading.h: `vp8_atomic_spin_wait`, no sleep on Linux), so on a
         /// busy 2-core machine two threads cost 4–9× the CPU of one and far more wall time.
@@ -72,7 +83,7 @@ public final class VP8Encoder: VideoEncoder {
         public init() {}
 
         public var description: String {
-            "cpu-used \(speed), \(threads) thread\(threads == 1 ? "" : "s"), screen-content mode \(screenContentMode), "
+            "cpu-used \(speed) (\(lowFrameRateSpeed) at ≤ \(lowFrameRateCeiling) fps), \(threads) thread\(threads == 1 ? "" : "s"), screen-content mode \(screenContentMode), "
                 + "drop threshold \(dropFrameThreshold), max q \(maxQuantizer), static threshold \(staticThreshold)"
         }
     }
@@ -83,6 +94,8 @@ public final class VP8Encoder: VideoEncoder {
     private var context = vpx_codec_ctx_t()
     private var cfg: vpx_codec_enc_cfg_t
     private var keyframePending = false
+    /// The cpu-used libvpx has now: the tuning's speed for the current frame rate.
+    public private(set) var speed: Int32
     /// The pts libvpx sees, in 90 kHz ticks: a frame clock that advances by one
     /// frame interval (at the rate controller's frame rate) per encoded frame,
     /// not the capture time. libvpx's VP8 rate control takes the frame rate from
@@ -106,7 +119,7 @@ public final class VP8Encoder: VideoEncoder {
         guard config.frameRate > 0, config.bitrate >= 1000 else {
             throw CastError(.encoder, "libvpx: frame rate \(config.frameRate) or bitrate \(config.bitrate) out of range")
         }
-        guard (-16...16).contains(tuning.speed), (1...64).contains(tuning.threads), tuning.screenContentMode <= 2,
+        guard (-16...16).contains(tuning.speed), (-16...16).contains(tuning.lowFrameRateSpeed), (1...64).contains(tuning.threads), tuning.screenContentMode <= 2,
               tuning.maxQuantizer <= 63, tuning.dropFrameThreshold <= 100, (0...3).contains(tuning.tokenPartitions),
               (0...6).contains(tuning.noiseSensitivity), tuning.deadlineMicroseconds >= 1 else {
             throw CastError(.encoder, "libvpx: tuning out of range (\(tuning))")
@@ -139,12 +152,13 @@ public final class VP8Encoder: VideoEncoder {
         cfg = c
         self.config = config
         self.tuning = tuning
+        speed = Self.speed(at: config.frameRate, tuning)
         let err = castd_vpx_enc_init(&context, &cfg)
         guard err == VPX_CODEC_OK else {
             throw CastError(.encoder, "libvpx: VP8 encoder init failed: \(String(cString: vpx_codec_err_to_string(err)))")
         }
         do {
-            try control(VP8E_SET_CPUUSED, tuning.speed, "cpu-used")
+            try control(VP8E_SET_CPUUSED, speed, "cpu-used")
             try control(VP8E_SET_SCREEN_CONTENT_MODE, tuning.screenContentMode, "screen-content mode")
             try control(VP8E_SET_NOISE_SENSITIVITY, tuning.noiseSensitivity, "noise sensitivity")
             try control(VP8E_SET_STATIC_THRESHOLD, tuning.staticThreshold, "static threshold")
@@ -168,6 +182,11 @@ public final class VP8Encoder: VideoEncoder {
         guard err == VPX_CODEC_OK else { throw CastError(.encoder, "libvpx: \(what) \(value) refused (\(String(cString: vpx_codec_err_to_string(err))))") }
     }
 
+    /// The cpu-used for a frame rate: `lowFrameRateSpeed` up to `lowFrameRateCeiling` fps.
+    static func speed(at framesPerSecond: Int, _ tuning: Tuning) -> Int32 {
+        framesPerSecond <= tuning.lowFrameRateCeiling ? tuning.lowFrameRateSpeed : tuning.speed
+    }
+
     static func applyRate(_ c: inout vpx_codec_enc_cfg_t, bitrate: Int) {
         c.rc_target_bitrate = UInt32(max(1, (bitrate + 500) / 1000))   // kbit/s
     }
@@ -189,8 +208,14 @@ public final class VP8Encoder: VideoEncoder {
 
     /// The next frame's step on libvpx's clock is one interval at this rate, so
     /// its rate control budgets bitrate / frame rate a frame; nothing to reopen.
+    /// Crossing `lowFrameRateCeiling` changes the speed between frames.
     public func setFrameRate(_ framesPerSecond: Int) throws {
         guard framesPerSecond > 0 else { throw CastError(.encoder, "libvpx: frame rate must be positive") }
+        let s = Self.speed(at: framesPerSecond, tuning)
+        if s != speed {
+            try control(VP8E_SET_CPUUSED, s, "cpu-used")
+            speed = s
+        }
         config.frameRate = framesPerSecond
     }
 

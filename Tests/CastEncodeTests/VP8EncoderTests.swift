@@ -177,6 +177,36 @@ import CastMedia
         #expect(fastTwo > 1.5 * fastOne, "the control: at −12 libvpx misses it (\(Int(fastTwo)) against \(Int(fastOne)))")
     }
 
+    /// At the ladder's low frame rates a frame has two to three times the wall time, and the
+    /// encoder spends it on libvpx's fuller search (`lowFrameRateSpeed`); back above 15 fps it
+    /// returns to the fast speed. Each change is taken between frames, and the next frame
+    /// encodes.
+    @Test func theSpeedFollowsTheFrameRateAcrossTheLowStepsCeiling() throws {
+        let size = FrameSize(width: 640, height: 360)
+        let field = ScrollingBlocks(size: size, margin: 600)
+        let img = PlanarImage(format: .i420, size: size)
+        let t = VP8Encoder.Tuning()
+        let enc = try VP8Encoder(config: EncoderConfig(size: size, frameRate: 30, bitrate: 1_000_000), tuning: t)
+        #expect(enc.speed == t.speed)
+        var n = 0
+        for (fps, expected) in [(15, t.lowFrameRateSpeed), (10, t.lowFrameRateSpeed), (5, t.lowFrameRateSpeed),
+                                (20, t.speed), (30, t.speed), (15, t.lowFrameRateSpeed)] {
+            try enc.setFrameRate(fps)
+            #expect(enc.speed == expected, "at \(fps) fps")
+            for _ in 0..<3 {
+                field.fill(img, offset: n)
+                let au = try #require(try enc.encode(img, pts: Instant(nanoseconds: Int64(n) * 66_666_666)))
+                #expect(!au.bytes.isEmpty)
+                n += 1
+            }
+        }
+        let low = try VP8Encoder(config: EncoderConfig(size: size, frameRate: 10, bitrate: 1_000_000), tuning: t)
+        #expect(low.speed == t.lowFrameRateSpeed, "an encoder opened at a low frame rate starts at the low speed")
+        var bad = VP8Encoder.Tuning()
+        bad.lowFrameRateSpeed = -17
+        #expect(throws: CastError.self) { try VP8Encoder(config: p720, tuning: bad) }
+    }
+
     @Test func aTuningOutOfLibvpxsRangeIsRefusedWithAnEncoderError() {
         var t = VP8Encoder.Tuning()
         t.speed = 17

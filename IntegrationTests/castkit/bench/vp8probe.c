@@ -12,6 +12,10 @@
 // must hold the scroll); V=1: one line a frame (and "wrap" before a frame where the field wraps);
 // KFWRAP=1: libvpx codes each wrap frame as a key frame (VPX_EFLAG_FORCE_KF), as if the sender
 // knew where the wraps are. x264's PSNR is not computed (0).
+//
+// IN=frames.yuv: encode raw I420 frames of W×H from that file instead of the field (all of
+// them, or FRAMES); FPS: the frame rate the pts step and the summary's rate use (default 30);
+// OUT=clip.ivf: libvpx's frames in an IVF file, for a decoder to compare (vp8_tuning.py).
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,10 +54,18 @@ static double getd(const char*k,double d){ const char*v=getenv(k); return v?atof
 int main(int argc,char**argv){
   int frames=(int)getd("FRAMES",60); M=(int)getd("MARGIN",512); W=(int)getd("W",1920); H=(int)getd("H",1080); int grey=(int)getd("GREY",0); sdx=(int)getd("DX",9); sdy=(int)getd("DY",5); wrap=(int)getd("WRAP",1);
   int kbps=(int)getd("KBPS",4000);
-  make_field(grey);
+  int fps=(int)getd("FPS",30); const char*in_path=getenv("IN"); FILE*in=NULL;
   long ysz=(long)W*H, csz=ysz/4; uint8_t*buf=malloc(ysz+2*csz);
+  if(in_path){ in=fopen(in_path,"rb"); if(!in){perror(in_path);return 1;} fseek(in,0,SEEK_END); long have=ftell(in)/(ysz+2*csz); rewind(in);
+    if(!getenv("FRAMES")||have<frames) frames=(int)have;
+    if(frames<2){fprintf(stderr,"%s: under two frames\n",in_path);return 1;} }
+  else make_field(grey);
+  FILE*out=getenv("OUT")?fopen(getenv("OUT"),"wb"):NULL;
+  if(getenv("OUT")&&!out){perror(getenv("OUT"));return 1;}
+  if(out){ uint8_t h[32]={'D','K','I','F',0,0,32,0,'V','P','8','0'}; h[12]=W&255;h[13]=W>>8;h[14]=H&255;h[15]=H>>8;
+    h[16]=fps&255;h[17]=(fps>>8)&255;h[20]=1; h[24]=frames&255;h[25]=(frames>>8)&255; fwrite(h,1,32,out); }
   const char*codec=argc>1?argv[1]:"vp8";
-  double tot_bytes=0, tot_cpu=0, tot_psnr=0, tot_q=0, tot_p1=0; int cnt=0; double maxb=0;
+  double tot_bytes=0, tot_cpu=0, tot_psnr=0, tot_q=0, tot_p1=0; int cnt=0, dropped=0; double maxb=0;
   if(!strcmp(codec,"vp8")){
     vpx_codec_enc_cfg_t c; vpx_codec_enc_config_default(vpx_codec_vp8_cx(),&c,0);
     c.g_w=W;c.g_h=H;c.g_threads=1;c.g_timebase.num=1;c.g_timebase.den=90000;c.g_pass=VPX_RC_ONE_PASS;c.g_lag_in_frames=0;
@@ -74,23 +86,31 @@ int main(int argc,char**argv){
     vpx_image_t img; vpx_img_wrap(&img,VPX_IMG_FMT_I420,W,H,1,buf);
     int verbose=(int)getd("V",0);
     for(int n=0;n<frames;n++){
-      frame_yuv(stepk(n),buf,buf+ysz,buf+ysz+csz);
+      if(in){ if(fread(buf,1,ysz+2*csz,in)!=(size_t)(ysz+2*csz)){fprintf(stderr,"short read\n");return 1;} }
+      else frame_yuv(stepk(n),buf,buf+ysz,buf+ysz+csz);
       double t0=cpu_ms();
       int k0=stepk(n), k1=n?stepk(n-1):0;
       int wrapped=n>0&&(((k0*sdx)%M)<((k1*sdx)%M)||((k0*sdy)%M)<((k1*sdy)%M));
       if(verbose&&wrapped) printf("  wrap\n");
       vpx_enc_frame_flags_t fl=(getd("KFWRAP",0)&&wrapped)?VPX_EFLAG_FORCE_KF:0;
-      if(vpx_codec_encode(&ctx,&img,(vpx_codec_pts_t)n*3000,3000,fl,(unsigned long)getd("DL",1))){fprintf(stderr,"enc %s\n",vpx_codec_error_detail(&ctx));return 1;}
+      if(in) fl=0;
+      if(vpx_codec_encode(&ctx,&img,(vpx_codec_pts_t)n*(90000/fps),90000/fps,fl,(unsigned long)getd("DL",1))){fprintf(stderr,"enc %s\n",vpx_codec_error_detail(&ctx));return 1;}
       double t1=cpu_ms(); double bytes=0,ps=0,p1=0; int key=0;
       const vpx_codec_cx_pkt_t*p; vpx_codec_iter_t it=NULL;
       while((p=vpx_codec_get_cx_data(&ctx,&it))){ if(p->kind==VPX_CODEC_CX_FRAME_PKT){ bytes+=p->data.frame.sz; key=!!(p->data.frame.flags&VPX_FRAME_IS_KEY);
+          if(out){ uint32_t sz=(uint32_t)p->data.frame.sz; uint64_t pts=(uint64_t)n; uint8_t fh[12];
+            for(int i=0;i<4;i++) fh[i]=(sz>>(8*i))&255;
+            for(int i=0;i<8;i++) fh[4+i]=(pts>>(8*i))&255;
+            fwrite(fh,1,12,out); fwrite(p->data.frame.buf,1,sz,out); }
           const uint8_t*b=p->data.frame.buf; uint32_t tag=b[0]|(b[1]<<8)|(b[2]<<16); p1=(tag>>5)&0x7FFFF; }
         else if(p->kind==VPX_CODEC_PSNR_PKT) ps=p->data.psnr.psnr[0]; }
       int q=0; vpx_codec_control(&ctx,VP8E_GET_LAST_QUANTIZER_64,&q);
       if(verbose) printf("  f%d key=%d bytes=%.0f p1=%.0f psnr=%.2f q=%d cpu=%.1f\n",n,key,bytes,p1,ps,q,t1-t0);
+      if(bytes==0) dropped++;
       if(n>0){ tot_bytes+=bytes; tot_cpu+=t1-t0; tot_psnr+=ps; tot_q+=q; tot_p1+=p1; cnt++; if(bytes>maxb)maxb=bytes; }
     }
     vpx_codec_destroy(&ctx);
+    if(out&&fclose(out)){perror("OUT");return 1;}
   } else {
     x264_param_t p; x264_param_default_preset(&p,getenv("PRESET")?getenv("PRESET"):"superfast","zerolatency");
     p.i_log_level=X264_LOG_NONE; p.i_csp=X264_CSP_I420; p.i_width=W;p.i_height=H;p.i_fps_num=30;p.i_fps_den=1;p.i_timebase_num=1;p.i_timebase_den=30;p.b_vfr_input=0;
@@ -106,6 +126,6 @@ int main(int argc,char**argv){
       if(n>0){tot_bytes+=sz;tot_cpu+=t1-t0;tot_psnr+=pout.prop.f_psnr[0];tot_q+=pout.i_qpplus1-1;cnt++; if(sz>maxb)maxb=sz;} }
     x264_encoder_close(h);
   }
-  printf("%s bytes/frame=%.0f kbps@30=%.0f cpu_ms=%.1f psnrY=%.2f q=%.1f p1=%.0f max=%.0f\n",codec,tot_bytes/cnt,tot_bytes/cnt*8*30/1000,tot_cpu/cnt,tot_psnr/cnt,tot_q/cnt,tot_p1/cnt,maxb);
+  printf("%s bytes/frame=%.0f kbps=%.0f cpu_ms=%.1f psnrY=%.2f q=%.1f p1=%.0f max=%.0f dropped=%d\n",codec,tot_bytes/cnt,tot_bytes/cnt*8*fps/1000,tot_cpu/cnt,tot_psnr/cnt,tot_q/cnt,tot_p1/cnt,maxb,dropped);
   return 0;
 }

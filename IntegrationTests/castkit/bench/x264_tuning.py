@@ -62,16 +62,17 @@ def castd_params(kbps: int, fps: int, extra: str) -> str:
     return base + (":" + extra if extra else "")
 
 
-def source(name: str, seconds: float, fps: int, cache: Path) -> Path:
-    """The content's frames as raw yuv420p (BT.709 limited range), made once."""
-    f = cache / f"{name}-{W}x{H}-{fps}fps-{seconds:g}s.yuv"
+def source(name: str, seconds: float, fps: int, cache: Path, matrix: str = "bt709") -> Path:
+    """The content's frames as raw yuv420p (limited range, in `matrix`: castd's BT.709 for H.264,
+    BT.601 for VP8), made once."""
+    f = cache / f"{name}-{W}x{H}-{fps}fps-{seconds:g}s{'' if matrix == 'bt709' else '-' + matrix}.yuv"
     if f.exists():
         return f
     c = contents.Content(name, W, H)
     n = int(seconds * fps)
     tmp = f.with_suffix(".part")
     p = subprocess.Popen(["ffmpeg", "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "bgr0", "-s", f"{W}x{H}",
-                          "-r", str(fps), "-i", "-", "-vf", "scale=out_color_matrix=bt709:out_range=tv",
+                          "-r", str(fps), "-i", "-", "-vf", f"scale=out_color_matrix={matrix}:out_range=tv",
                           "-pix_fmt", "yuv420p", "-f", "rawvideo", str(tmp)], stdin=subprocess.PIPE)
     for i in range(n):
         v = (START_US + i * 1_000_000 // fps) % 2**32
@@ -96,19 +97,25 @@ def encode(src: Path, out: Path, kbps: int, fps: int, preset: str, extra: str) -
     return {"cpu_s": round(cpu, 3), "wall_s": round(time.monotonic() - t0, 3), "bytes": out.stat().st_size}
 
 
-def compare(src: Path, enc: Path, fps: int, skip: int) -> dict:
+def compare(src: Path, enc: Path, fps: int, skip: int, fmt: str = "h264") -> dict:
     """PSNR-Y per frame (mean and 5th percentile) and SSIM-Y mean, decoded against the source,
-    and the bits spent, over the frames after the first `skip`."""
+    and the bits spent, over the frames after the first `skip`. `fmt` "h264": a raw stream, a
+    picture per source frame; "ivf": a frame the encoder dropped is missing from the file, so
+    the decoded pictures are set on the source's frame clock by their timestamps (the one
+    before a gap shown again, as a receiver would)."""
     ssim_log = enc.with_suffix(".ssim.log")
+    decoded = ["-r", str(fps), "-i", str(enc)] if fmt == "h264" else ["-i", str(enc)]
+    on_clock = "" if fmt == "h264" else f"fps={fps}:start_time=0,"
     with tempfile.NamedTemporaryFile(suffix=".log") as stats:
-        r = subprocess.run(["ffmpeg", "-v", "info", "-r", str(fps), "-i", str(enc), "-f", "rawvideo", "-pix_fmt", "yuv420p",
+        r = subprocess.run(["ffmpeg", "-v", "info", *decoded, "-f", "rawvideo", "-pix_fmt", "yuv420p",
                             "-s", f"{W}x{H}", "-r", str(fps), "-i", str(src), "-lavfi",
-                            f"[0:v]split[a][b];[1:v]split[c][d];[a][c]psnr=stats_file={stats.name};[b][d]ssim=stats_file={ssim_log}",
+                            f"[0:v]{on_clock}split[a][b];[1:v]split[c][d];[a][c]psnr=stats_file={stats.name};"
+                            f"[b][d]ssim=stats_file={ssim_log}",
                             "-f", "null", "-"], capture_output=True, text=True, check=True)
         ys = [float(m.group(1)) for m in re.finditer(r"psnr_y:(\S+)", Path(stats.name).read_text())][skip:]
     ss = [float(m.group(1)) for m in re.finditer(r"Y:([\d.]+)", ssim_log.read_text())][skip:]
     sizes = [int(x) for x in subprocess.run(["ffprobe", "-v", "error", "-show_entries", "packet=size", "-of", "csv=p=0",
-                                             "-f", "h264", str(enc)], capture_output=True, text=True,
+                                             "-f", fmt, str(enc)], capture_output=True, text=True,
                                             check=True).stdout.split()][skip:]
     ys = [min(y, 100.0) for y in ys]
     ys_sorted = sorted(ys)
@@ -118,38 +125,53 @@ def compare(src: Path, enc: Path, fps: int, skip: int) -> dict:
             "mbps": round(sum(sizes) * 8 * fps / max(1, len(sizes)) / 1e6, 3)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(prog="python -m castkit.bench.x264_tuning", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--content", action="append", choices=["text", "slides", "video"])
-    ap.add_argument("--kbps", action="append", type=int, help="CBR targets (default 1000, 2000, 4000)")
-    ap.add_argument("--fps", action="append", type=int, help="frame rates (default 30; the ladder's 15 too)")
-    ap.add_argument("--variant", action="append", choices=list(VARIANTS))
-    ap.add_argument("--seconds", type=float, default=8.0, help="length of each clip (default 8)")
-    ap.add_argument("--skip", type=float, default=SKIP_S, help="seconds at the start not counted (default 2)")
-    ap.add_argument("--out", default=str(REPO / "artifacts" / "bench"))
-    a = ap.parse_args()
-    out = Path(a.out)
-    cache = out / "x264-tuning-frames"
-    cache.mkdir(parents=True, exist_ok=True)
+def sweep(a: argparse.Namespace, cache: Path, variants, matrix: str, fmt: str, encode_one) -> list[dict]:
+    """Every content × frame rate × kbit/s × variant of `a` (sweep_arguments): `encode_one(src, enc,
+    kbps, fps, variant)` encodes the clip into `enc` (a `fmt` file: h264 or ivf) and returns the
+    row's encoder fields; each is compared with its source here and printed as it comes."""
     rows = []
     for name in a.content or ["text", "slides", "video"]:
         for fps in a.fps or [30]:
-            src = source(name, a.seconds, fps, cache)
+            src = source(name, a.seconds, fps, cache, matrix)
             for kbps in a.kbps or [1000, 2000, 4000]:
-                for variant in a.variant or list(VARIANTS):
-                    preset, extra = VARIANTS[variant]
-                    enc = cache / f"{name}-{fps}-{kbps}-{variant}.h264"
-                    e = encode(src, enc, kbps, fps, preset, extra)
-                    q = compare(src, enc, fps, int(a.skip * fps))
-                    row = {"content": name, "fps": fps, "kbps": kbps, "variant": variant, "preset": preset,
-                           "params": extra, **q, "cpu_ms_per_frame": round(e["cpu_s"] * 1000 / int(a.seconds * fps), 2)}
+                for variant in a.variant or list(variants):
+                    enc = cache / f"{name}-{fps}-{kbps}-{variant}.{fmt}"
+                    e = encode_one(src, enc, kbps, fps, variant)
+                    row = {"content": name, "fps": fps, "kbps": kbps, "variant": variant, **e,
+                           **compare(src, enc, fps, int(a.skip * fps), fmt)}
                     rows.append(row)
+                    dropped = f", {row['dropped']} dropped" if "dropped" in row else ""
                     print(f"{name:6} {fps:2} fps {kbps:5} kbit/s {variant:11} PSNR-Y {row['psnr_y_mean']:6} "
                           f"(p5 {row['psnr_y_p5']:6}) SSIM-Y {row['ssim_y']} {row['mbps']} Mbit/s "
-                          f"{row['cpu_ms_per_frame']} ms/frame", file=sys.stderr, flush=True)
+                          f"{row['cpu_ms_per_frame']} ms/frame{dropped}", file=sys.stderr, flush=True)
                     enc.unlink()
                     enc.with_suffix(".ssim.log").unlink(missing_ok=True)
+    return rows
+
+
+def sweep_arguments(prog: str, doc: str, variants) -> argparse.ArgumentParser:
+    """The options a sweep of encoder settings takes (this module's and vp8_tuning's)."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--content", action="append", choices=["text", "slides", "video"])
+    ap.add_argument("--kbps", action="append", type=int, help="CBR targets (default 1000, 2000, 4000)")
+    ap.add_argument("--fps", action="append", type=int, help="frame rates (default 30)")
+    ap.add_argument("--variant", action="append", choices=list(variants))
+    ap.add_argument("--seconds", type=float, default=8.0, help="length of each clip (default 8)")
+    ap.add_argument("--skip", type=float, default=SKIP_S, help="seconds at the start not counted (default 2)")
+    ap.add_argument("--out", default=str(REPO / "artifacts" / "bench"))
+    return ap
+
+
+def main() -> int:
+    a = sweep_arguments("python -m castkit.bench.x264_tuning", __doc__, VARIANTS).parse_args()
+    out = Path(a.out)
+    cache = out / "x264-tuning-frames"
+    cache.mkdir(parents=True, exist_ok=True)
+    def one(src: Path, enc: Path, kbps: int, fps: int, variant: str) -> dict:
+        preset, extra = VARIANTS[variant]
+        e = encode(src, enc, kbps, fps, preset, extra)
+        return {"preset": preset, "params": extra, "cpu_ms_per_frame": round(e["cpu_s"] * 1000 / int(a.seconds * fps), 2)}
+    rows = sweep(a, cache, VARIANTS, "bt709", "h264", one)
     (out / "x264-tuning.json").write_text(json.dumps({"rows": rows, "seconds": a.seconds,
                                                        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                                                       indent=1))
