@@ -27,6 +27,18 @@ import CastCore
         #expect(p.nextDeadline == nil)
     }
 
+    @Test func aQueuedItemAfterTheFirstIsFoundAndUrgentOnesAreNotLookedAt() {
+        var p = Pacer<Int>(configuration: .init(bitsPerSecond: 8_000_000, burstBytes: 3000))
+        #expect(p.queued(afterFirst: { _ in true }) == nil)
+        p.enqueue(10, size: 100)
+        #expect(p.queued(afterFirst: { _ in true }) == nil, "the first is never the answer")
+        p.enqueue(99, size: 100, urgent: true)
+        for i in 11...14 { p.enqueue(i, size: 100) }
+        #expect(p.queued(afterFirst: { $0 % 2 == 0 }) == 12)
+        #expect(p.queued(afterFirst: { $0 == 10 || $0 == 99 }) == nil)
+        #expect(p.queued(afterFirst: { $0 > 20 }) == nil)
+    }
+
     @Test func aSmallFrameAfterAPauseIsNotDelayed() {
         var p = Pacer<Int>(configuration: .init(bitsPerSecond: 8_000_000, burstBytes: 3000))
         for i in 0..<10 { p.enqueue(i, size: 1000) }

@@ -60,6 +60,37 @@ import CastCore
         #expect(s.statistics.keyframesSent == 2)
     }
 
+    /// A frame that takes longer than the time bound to pace out (a VP8 frame of 20 KB on a
+    /// link of 250 kbit/s: 640 ms) is finished, not cut at the bound: cutting it would only make
+    /// the receiver need a keyframe, larger still, which the next frame behind it then waited
+    /// for in turn. On a real 1 Mbit/s tbf link with VP8's 80 KB frames of the busy screen,
+    /// half the frames sent were keyframes asked for so (2026-12-07). A frame comes here when
+    /// less than a frame interval (200 ms at 5 fps) is left in the pacer, as the encode loop's
+    /// backlog gate lets it in, so one is often queued behind the frame in flight.
+    @Test func aFrameLongerThanTheBoundIsFinishedAndNoKeyframeIsAskedFor() throws {
+        var s = try sender(transportCC: false)
+        s.handle(.maximumBitrate(100_000), now: ms(0))   // paced at 250 kbit/s
+        _ = s.events()
+        var now = ms(0)
+        var sent = 0, frames = 0
+        var events: [VideoSender.Event] = []
+        s.handle(.accessUnit(idr + Array(repeating: 0x11, count: 2000), captureTime: now), now: now)
+        while now < ms(6000) {
+            if s.queuedBytes < 6_250 {   // 200 ms at 250 kbit/s
+                s.handle(.accessUnit(pFrame(20_000), captureTime: now), now: now)
+                frames += 1
+            }
+            let out = s.drained(at: now)
+            sent += out.datagrams.count
+            events += out.events
+            now = s.nextDeadline() ?? now + .milliseconds(5)
+        }
+        #expect(frames >= 8, "\(frames) frames in 6 s")
+        #expect(!events.contains(.keyframeRequested(.congestion)))
+        #expect(s.statistics.framesDroppedByPacer == 0 && s.statistics.packetsDroppedByPacer == 0)
+        #expect(s.statistics.keyframesSent == 1)
+    }
+
     @Test func theByteBoundDropsAFrameThatWouldPassIt() throws {
         var rng = SeededRandom(seed: 9)
         var s = try VideoSender(configuration: .init(payloadType: 102, rtxPayloadType: 103, cname: "rc",

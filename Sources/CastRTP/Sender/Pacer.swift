@@ -78,6 +78,17 @@ public struct Pacer<Item: Sendable>: Sendable {
     /// The oldest non-urgent item, if any.
     public var firstQueued: Item? { queue.first?.item }
 
+    /// The first non-urgent item after the oldest that `predicate` picks, if any (a scan
+    /// from the front: callers stop it at the next frame's start).
+    public func queued(afterFirst predicate: (Item) -> Bool) -> Item? {
+        var i = 1
+        while i < queue.count {
+            if predicate(queue[i].item) { return queue[i].item }
+            i += 1
+        }
+        return nil
+    }
+
     /// Removes non-urgent items from the front while `predicate` holds; returns them.
     public mutating func dropQueued(while predicate: (Item) -> Bool) -> [Item] {
         var out: [Item] = []

@@ -705,22 +705,39 @@ extension VideoSender {
 
     static let pastRepairWindow = Duration.seconds(2)
 
-    /// When the oldest queued media packet passes the time bound.
+    /// When the queued media passes the time bound (`enforceQueueBound`): the oldest
+    /// packet's, or while a frame is in flight, the next frame's first packet's.
     private var firstQueuedExpiry: Instant? {
-        guard let f = pacer.firstQueued, !f.startsKeyframe, f.startsFrame || !sendingKeyframe else { return nil }
+        guard let f = expiringFrameStart else { return nil }
         return f.queuedAt + configuration.maxQueueDelay + .nanoseconds(1)
     }
 
-    /// Media that waited past `maxQueueDelay` is dropped with every frame after it up to
-    /// a keyframe (they depend on it); a keyframe being sent is kept (dropping it would
-    /// only ask for another as large).
+    /// The first packet whose wait the time bound measures: the oldest queued media packet
+    /// when it begins a frame; while a frame is in flight (its first packet left), the first
+    /// packet of the frame queued behind it. A keyframe's never.
+    private var expiringFrameStart: PacedPacket? {
+        guard let f = pacer.firstQueued else { return nil }
+        if f.startsFrame { return f.startsKeyframe ? nil : f }
+        if sendingKeyframe { return nil }
+        guard let next = pacer.queued(afterFirst: { $0.startsFrame }), !next.startsKeyframe else { return nil }
+        return next
+    }
+
+    /// A frame that waited past `maxQueueDelay` without beginning is dropped with every
+    /// frame after it up to a keyframe (they depend on it), and with it the rest of a frame
+    /// in flight ahead of it. A keyframe is kept, and so is the rest of a frame in flight
+    /// while nothing queued behind it has waited past the bound, however long the frame
+    /// takes: cutting it would leave the receiver nothing to decode until a keyframe, larger
+    /// than what was left, and the frame behind that keyframe would then wait past the bound
+    /// in turn. With VP8's 80 KB frames of the busy 1080p screen on a 1 Mbit/s tbf link
+    /// (640 ms a frame), every frame was cut so and half the frames sent were keyframes
+    /// (docs/receivers.md, "VP8 through a narrow link"). When the link falls under queued
+    /// frames, those behind expire and the frame in flight goes with them, as before: its
+    /// rest would only slow the drain, the receiver needing a keyframe anyway.
     private mutating func enforceQueueBound(now: Instant) {
         // A copy that waited that long is no use to anyone: it just goes.
         _ = pacer.dropQueued { $0.isCopy && now - $0.queuedAt > configuration.maxQueueDelay }
-        guard let f = pacer.firstQueued, now - f.queuedAt > configuration.maxQueueDelay else { return }
-        if f.startsKeyframe { return }
-        // A keyframe whose first packet already left is not dropped either.
-        if !f.startsFrame, sendingKeyframe { return }
+        guard let f = expiringFrameStart, now - f.queuedAt > configuration.maxQueueDelay else { return }
         dropQueuedMedia(upToKeyframe: true)
         if pacer.firstQueued?.startsKeyframe != true { startAwaitingKeyframe(now: now) }
     }
