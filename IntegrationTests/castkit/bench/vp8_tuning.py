@@ -2,7 +2,7 @@
 encoding", "the same for libvpx").
 
     .venv/bin/python -m castkit.bench.vp8_tuning [--content text|slides|video]... [--kbps N]...
-        [--variant NAME]... [--seconds S] [--fps F]... [--out DIR]
+        [--variant NAME]... [--seconds S] [--fps F]... [--out DIR] [--summarize JSON]
 
 The VP8 twin of x264_tuning: the same contents, clips and comparison (x264_tuning.source and
 .compare), encoded by libvpx set up as castd's VP8Encoder sets it up (real-time deadline, CBR,
@@ -28,8 +28,9 @@ from castkit.bench import x264_tuning as shared
 
 PROBE_C = Path(__file__).with_name("vp8probe.c")
 
-# name → the probe's settings that differ from castd's (VP8Encoder.Tuning); each other variant
-# changes one thing
+# name → the probe's settings that differ from "castd", VP8Encoder.Tuning's above 15 fps (at 15 fps
+# and below castd now runs cpu-used −6, the speed-6 variant, which this sweep chose); each other
+# variant changes one thing
 CASTD = {"SPEED": "-10", "SCM": "1", "STATIC": "1", "SHARP": "0", "ER": "1", "MAXINTRA": "300",
          "UNDER": "100", "OVER": "15", "BUFI": "500", "BUFO": "600", "BUF": "1000", "MINQ": "2", "MAXQ": "63"}
 VARIANTS = {
