@@ -188,10 +188,12 @@ async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720), b
     from castkit.chromium import Chromium
     from castkit.receiver_pages import Dashboard, Viewer
     from castkit.xscreen import XScreen
-    screen = screen or await XScreen(*size).start()
-    browser = browser or await Chromium(hide_mdns=hide_mdns).start()
     daemon = None
     try:
+        # Inside the try: a screen that cannot start (castd-pattern not built) must not leave
+        # the caller's browser running.
+        screen = screen or await XScreen(*size).start()
+        browser = browser or await Chromium(hide_mdns=hide_mdns).start()
         dash = await Dashboard.open(browser, stack.dashboard)
         env = castd_env(stack, tmp_path, DISPLAY=screen.display)
         pairing = asyncio.create_task(run_castd(env, "pair", "--pin", dash.pin, "--json"))
@@ -204,5 +206,7 @@ async def chromium_cast(stack, tmp_path, *, hide_mdns=False, size=(1280, 720), b
     finally:
         if daemon:
             await daemon.kill()
-        await browser.close()
-        screen.stop()
+        if browser:
+            await browser.close()
+        if screen:
+            screen.stop()
