@@ -29,17 +29,21 @@ class XScreen:
         self.xvfb = subprocess.Popen(["Xvfb", self.display, "-screen", "0", f"{self.width}x{self.height}x24",
                                       "-nolisten", "tcp", "-noreset"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            if os.path.exists(f"/tmp/.X11-unix/X{self.number}"):
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise RuntimeError("Xvfb did not start")
-        pattern = binary("castd-pattern")
-        args = [pattern, "--display", self.display, "--fps", "30"] + ([] if animate else ["--static"])
-        self.painter = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        line = await asyncio.get_running_loop().run_in_executor(None, self.painter.stdout.readline)
-        assert b"drawing on" in line, line
+        try:   # a screen that cannot start leaves no Xvfb behind (castd-pattern not built, say)
+            for _ in range(100):
+                if os.path.exists(f"/tmp/.X11-unix/X{self.number}"):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise RuntimeError("Xvfb did not start")
+            pattern = binary("castd-pattern")
+            args = [pattern, "--display", self.display, "--fps", "30"] + ([] if animate else ["--static"])
+            self.painter = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            line = await asyncio.get_running_loop().run_in_executor(None, self.painter.stdout.readline)
+            assert b"drawing on" in line, line
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self):
