@@ -31,9 +31,9 @@ and drops the frames it cannot decode). Until 2026-12-07 this worked for H.264 o
 only after a first decoded frame: the media SSRC a PLI names was taken from H.264 packets
 alone (receiver_answerer), so on VP8 no PLI ever left, and VP8 casts through a 1 Mbit/s
 link showed no picture at all in 3 of 4 rounds: the first key frame (about 44 KB, the
-tbf's queue 25 KB) lost packets that the NACKs did not recover, and nothing asked again. aiortc alone sends a PLI only once
-2048 packets have passed the hole and waits for the hole meanwhile, which at 1-2 Mbit/s
-is ten seconds or more of frozen picture.
+tbf's queue 25 KB) lost packets that the NACKs did not recover, and nothing asked again.
+aiortc alone sends a PLI only once 2048 packets have passed the hole and waits for the hole
+meanwhile, which at 1-2 Mbit/s is ten seconds or more of frozen picture.
 
 For the latency breakdown (issue 19) it also records when each video frame
 left the jitter buffer (FRAMES_OUT) and when aiortc's decoder thread began
@@ -134,8 +134,6 @@ def starts_vp8_keyframe(payload: bytes) -> bool:
         return False
     at = 1
     if payload[0] & 0x80:                                 # X: the extension byte I L T K
-        if len(payload) < 2:
-            return False
         ext = payload[1]
         at = 2
         if ext & 0x80:                                    # I: PictureID, 7 or 15 bits (M)

@@ -81,12 +81,7 @@ public struct Pacer<Item: Sendable>: Sendable {
     /// The first non-urgent item after the oldest that `predicate` picks, if any (a scan
     /// from the front: callers stop it at the next frame's start).
     public func queued(afterFirst predicate: (Item) -> Bool) -> Item? {
-        var i = 1
-        while i < queue.count {
-            if predicate(queue[i].item) { return queue[i].item }
-            i += 1
-        }
-        return nil
+        queue.dropFirst().first { predicate($0.item) }?.item
     }
 
     /// Removes non-urgent items from the front while `predicate` holds; returns them.

@@ -737,7 +737,10 @@ extension VideoSender {
     private mutating func enforceQueueBound(now: Instant) {
         // A copy that waited that long is no use to anyone: it just goes.
         _ = pacer.dropQueued { $0.isCopy && now - $0.queuedAt > configuration.maxQueueDelay }
-        guard let f = expiringFrameStart, now - f.queuedAt > configuration.maxQueueDelay else { return }
+        // The head is the oldest: while it is within the bound nothing behind it can be past it,
+        // and the scan behind a frame in flight (`expiringFrameStart`) is not needed.
+        guard let head = pacer.firstQueued, now - head.queuedAt > configuration.maxQueueDelay,
+              let f = expiringFrameStart, now - f.queuedAt > configuration.maxQueueDelay else { return }
         dropQueuedMedia(upToKeyframe: true)
         if pacer.firstQueued?.startsKeyframe != true { startAwaitingKeyframe(now: now) }
     }
