@@ -484,3 +484,80 @@ extension CongestionScenarioTests {
         }
     }
 }
+
+extension CongestionScenarioTests {
+    /// The cast beside a bulk TCP download (`LinkEmulator.BulkFlow`) on a 2 Mbit/s link with a
+    /// 200 ms drop-tail buffer: the cast's mean target and the download's rate over 25–65 s.
+    func besideABulkDownload(sharedLinkShare: Double) throws -> (cast: Int64, tcp: Int64, queue: Duration) {
+        var configuration = CallSimulation.configuration()
+        configuration.congestion.sharedLinkShare = sharedLinkShare
+        var link = LinkEmulator(bitsPerSecond: 2_000_000, buffer: .milliseconds(200), delay: .milliseconds(5))
+        link.bulk = .init(startsAt: seconds(5))
+        var sim = try CallSimulation(configuration: configuration, link: link)
+        try sim.run(until: seconds(65))
+        if sharedLinkShare > 0 {
+            // From four seconds after the download's queue has stood (it starts at 5 s) the floor holds.
+            let shared = sim.samples.filter { $0.at >= seconds(12) }
+            #expect(shared.allSatisfy { $0.sharedFloor != nil })
+            // ... and the pacer sends near the target, not at 2.5 × it, into the other flow's full queue.
+            #expect(shared.allSatisfy { Double($0.pacing) <= 1.25 * Double($0.estimate) })
+        }
+        return (sim.meanTarget(from: seconds(25), to: seconds(65)),
+                sim.link.bulk!.bitsPerSecond(from: seconds(25), to: seconds(65)),
+                sim.queueDelays(from: seconds(25), to: seconds(65)).quantile(0.5))
+    }
+
+    @Test func aBulkDownloadBesideLeavesEachAThirdOfTheLink() throws {
+        // A delay-based controller yields to a flow that fills the buffer whatever it sends, one
+        // over-use cut after another: the plain yield (no floor) is shown beside, as a reference.
+        let now = try besideABulkDownload(sharedLinkShare: SendSideBandwidthEstimator.Configuration().sharedLinkShare)
+        let plain = try besideABulkDownload(sharedLinkShare: 0)
+        print("beside a bulk download, 2M: cast \(mbps(now.cast)), download \(mbps(now.tcp)), queue p50 \(now.queue) "
+              + "(no floor: cast \(mbps(plain.cast)), download \(mbps(plain.tcp)))")
+        #expect(now.cast >= 2_000_000 / 3, "\(now.cast)")
+        #expect(now.tcp >= 2_000_000 / 3, "\(now.tcp)")
+        #expect(plain.cast < now.cast)
+    }
+
+    @Test func theFloorFollowsASharedLinkThatFallsAndEndsWithTheDownload() throws {
+        // 2 Mbit/s shared with a bulk download from 5 s; at 30 s the link falls to 0.6 Mbit/s
+        // (under the floor the cast kept: 0.4 × 2); at 50 s the download ends.
+        var link = LinkEmulator(bitsPerSecond: 2_000_000, buffer: .milliseconds(200), delay: .milliseconds(5))
+        link.bulk = .init(startsAt: seconds(5), endsAt: seconds(50))
+        var sim = try CallSimulation(configuration: CallSimulation.configuration(), link: link)
+        try sim.run(until: seconds(80)) { link, now in
+            if now >= seconds(30), link.bitsPerSecond != 600_000 { link.bitsPerSecond = 600_000 }
+        }
+        let fallen = sim.meanTarget(from: seconds(40), to: seconds(50))
+        let after = sim.queueDelays(from: seconds(65), to: seconds(80)).quantile(0.5)
+        let afterTarget = sim.meanTarget(from: seconds(65), to: seconds(80))
+        print("shared link falling to 0.6M: cast \(mbps(fallen)) at 40–50 s; download gone: cast \(mbps(afterTarget)), queue p50 \(after)")
+        // The remembered link (2 Mbit/s) no longer holds the cast over the fallen one...
+        #expect(fallen < 600_000, "\(fallen)")
+        // ... and once the download has gone the cast has the link, with its queue its own again.
+        #expect(afterTarget >= 450_000, "\(afterTarget)")
+        #expect(after < .milliseconds(50), "\(after)")
+    }
+
+    @Test func aLinkTheCastHasAloneIsNeverTakenForAShared() throws {
+        // Its own queues: the repeated sharp falls (each a standing queue until the drain), and the
+        // busy picture through a 1 Mbit/s tbf link whose frames the ladder makes large.
+        var schedule: [(at: Double, bitsPerSecond: Int64)] = [(0, 4_400_000)]
+        for k in 0..<5 { schedule += [(15 + 6 * Double(k), 1_200_000), (18 + 6 * Double(k), 4_400_000)] }
+        var falling = try CallSimulation(configuration: CallSimulation.configuration(),
+                                         link: LinkEmulator(bitsPerSecond: 4_400_000, buffer: .milliseconds(200), delay: .milliseconds(20)))
+        try falling.run(until: seconds(48)) { link, now in
+            link.bitsPerSecond = schedule.last { seconds($0.at) <= now }!.bitsPerSecond
+        }
+        var link = LinkEmulator(bitsPerSecond: 1_000_000, buffer: .milliseconds(200), delay: .milliseconds(5))
+        link.perPacketOverhead = 28
+        link.bucketBytes = 5_000
+        var busy = try CallSimulation(configuration: CallSimulation.configuration(), link: link)
+        busy.ladder = RateLadder(size: FrameSize(width: 1920, height: 1080), maxFrameRate: 30, maxBitrate: 4_000_000)
+        try busy.run(until: seconds(40))
+        for sim in [falling, busy] {
+            #expect(!sim.samples.isEmpty)
+            #expect(sim.samples.allSatisfy { $0.sharedFloor == nil }, "\(sim.samples.first { $0.sharedFloor != nil }?.at as Any)")
+        }
+    }
+}

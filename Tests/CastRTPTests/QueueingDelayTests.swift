@@ -27,4 +27,23 @@ import CastCore
         for s in 6...11 { q.arrived(sentAt: ms(Double(s) * 1_000), arrivalMs: Double(s) * 1_000 + 80) }
         #expect(q.current == 0)
     }
+
+    @Test func aQueueHeldLongerThanTheWindowStillStandsAgainstTheLastMinute() {
+        var q = QueueingDelay()
+        q.arrived(sentAt: ms(0), arrivalMs: 20)
+        #expect(q.takeLeastStanding() == 0)
+        #expect(q.takeLeastStanding() == nil)   // nothing since
+        // Another flow keeps 150 ms queued from 1 s on: after 10 s it is the short base, not the long one.
+        for s in 1...30 { q.arrived(sentAt: ms(Double(s) * 1_000), arrivalMs: Double(s) * 1_000 + 170) }
+        #expect(q.current == 0)
+        #expect(q.takeLeastStanding() == 150)
+        // The least of the packets since the last reading: one of them found the queue empty.
+        q.arrived(sentAt: ms(30_100), arrivalMs: 30_100 + 170)
+        q.arrived(sentAt: ms(30_200), arrivalMs: 30_200 + 30)
+        q.arrived(sentAt: ms(30_300), arrivalMs: 30_300 + 170)
+        #expect(q.takeLeastStanding() == 10)
+        // A minute on, the long base has forgotten the empty queue too.
+        for s in 31...95 { q.arrived(sentAt: ms(Double(s) * 1_000), arrivalMs: Double(s) * 1_000 + 170) }
+        #expect(q.takeLeastStanding() == 0)
+    }
 }

@@ -109,6 +109,7 @@ public final class LivePeerPort: PeerPort, @unchecked Sendable {
                     ("alr", e?.applicationLimited ?? false), ("loss", e.map { Int($0.lossFraction * 1000) } ?? 0),
                     ("rtt_ms", e?.roundTripTime.map { Int($0.totalNanoseconds / 1_000_000) } ?? -1),
                     ("queue_ms", e?.trace.queueingDelayMs.map { Int($0) } ?? -1), ("delivery_kbps", (e?.trace.deliveryBitsPerSecond ?? 0) / 1000),
+                    ("shared_floor_kbps", (e?.trace.sharedLinkFloorBitsPerSecond ?? 0) / 1000),
                     ("draining", e?.draining ?? false)]))
             }
         } catch {

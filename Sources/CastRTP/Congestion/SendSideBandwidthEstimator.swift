@@ -26,7 +26,9 @@ import CastCore
 /// beyond 1.5 × what is acknowledged nor decays for lack of traffic.
 /// After an over-use or a high-loss reading it drains the bottleneck's queue
 /// (`RateTarget.draining`): target and pacing below the delivery rate, the pacer
-/// at the target, until `QueueingDelay` reads the queue empty.
+/// at the target, until `QueueingDelay` reads the queue empty. While a queue stands that
+/// another flow holds (a bulk TCP download on the same link), the estimate keeps a share of the
+/// link's rate, paces near the target and does not drain (`sharedLinkFloor`).
 public struct SendSideBandwidthEstimator: Sendable, SansIO {
     public struct Configuration: Sendable, Equatable {
         public var startBitrate: Int64
@@ -36,18 +38,22 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         public var pacingFactor: Double
         /// Whether to ask for probes (pointless without transport-cc feedback or a way to send padding).
         public var probing: Bool
+        /// The share of the link's rate the estimate keeps while a queue it did not build stands
+        /// (`sharedLinkFloor`); 0: none, a delay-based controller's plain yield.
+        public var sharedLinkShare: Double
 
         /// No estimate goes above 10 Gbit/s, whatever the owner says (keeps every product finite).
         public static let absoluteMaximum: Int64 = 10_000_000_000
 
         /// Start at 1 Mbit/s; 50 kbit/s floor; 4 Mbit/s ceiling (spec §7 maxBitrateBps at 1080p).
         public init(startBitrate: Int64 = 1_000_000, minimumBitrate: Int64 = 50_000, maximumBitrate: Int64 = 4_000_000,
-                    pacingFactor: Double = 2.5, probing: Bool = true) {
+                    pacingFactor: Double = 2.5, probing: Bool = true, sharedLinkShare: Double = 0.4) {
             self.minimumBitrate = min(max(10_000, minimumBitrate), Self.absoluteMaximum)
             self.maximumBitrate = min(max(self.minimumBitrate, maximumBitrate), Self.absoluteMaximum)
             self.startBitrate = min(max(startBitrate, self.minimumBitrate), self.maximumBitrate)
             self.pacingFactor = pacingFactor.isFinite ? min(max(1, pacingFactor), 10) : 2.5
             self.probing = probing
+            self.sharedLinkShare = sharedLinkShare.isFinite ? min(max(0, sharedLinkShare), 0.5) : 0
         }
     }
 
@@ -75,6 +81,8 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         public struct Trace: Equatable, Sendable {
             public var queueingDelayMs: Double?
             public var deliveryBitsPerSecond: Int64?
+            /// The least the estimate goes to while the link is shared (`sharedLinkFloor`), when it is.
+            public var sharedLinkFloorBitsPerSecond: Int64?
 
             public static func == (_: Trace, _: Trace) -> Bool { true }
         }
@@ -183,6 +191,26 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// 40 % above the link kept its 200 ms buffer full for a second after the over-use.
     static let drainTimeMs = 400.0
     static let drainShareRange = 0.5...0.95
+    /// A queue that has stood over `standingQueueDelayMs` against the last minute's base for
+    /// every packet of every feedback (`QueueingDelay.takeLeastStanding`) for this long, never under `drainedQueueDelayMs`, is held by
+    /// another flow: a queue of ours empties within a second or two of an over-use (the cut to
+    /// 0.85 × what arrives, or the drain), and a bulk TCP flow's stays for as long as it sends.
+    /// From then, and for `sharedLinkMemory` after the last such reading, the estimate keeps at
+    /// least `Configuration.sharedLinkShare` × the link's rate (`sharedLinkFloor`). Not 2 s: the
+    /// start on the real 1 Mbit/s tbf link (an estimate 20 % over the link until its first
+    /// over-use) kept a queue of its own for 3.1 s.
+    static let sharedQueueTime = Duration.seconds(4)
+    static let sharedLinkMemory = Duration.seconds(5)
+    /// The link's rate is the highest of what was acknowledged and what arrived under a standing
+    /// queue in this window (both at most the link's rate); held while the link is shared, when
+    /// what arrives is only our share of it.
+    static let linkRateWindow = Duration.seconds(30)
+    /// Pacing while the link is shared: near the target. The other flow keeps the queue near full,
+    /// and a frame let in at 2.5 × the target arrives as a burst that a near-full drop-tail queue
+    /// drops the tail of, where the other flow's ack-clocked packets come one by one.
+    static let sharedPacingFactor = 1.2
+    /// Two high-loss readings this close are one loss that lasts (`noteSharedLink`).
+    static let sharedLossRepeat = Duration.milliseconds(1200)
 
     public private(set) var configuration: Configuration
     private var detector = DelayBasedDetector()
@@ -203,6 +231,15 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     private var ackedWhenShort: Double?
     /// The rate at which the last feedback's packets arrived (bits per second).
     private var deliveryRate: Double?
+    /// The link's rate (`linkRateWindow`): rates in decreasing order, a sliding maximum.
+    private var linkRates: [(rate: Double, at: Instant)] = []
+    /// Until when the link counts as shared with a flow that holds its queue (`sharedQueueTime`).
+    private var sharedUntil: Instant?
+    /// When feedback last showed a packet under `drainedQueueDelayMs` over the last minute's base.
+    private var shortStandingAt: Instant?
+    /// The last high-loss reading before this feedback's.
+    private var highLossBefore: Instant?
+    private var firstFeedbackAt: Instant?
     private var remb: Double?
     private var rtt: Duration?
     /// Whether transport-cc feedback has arrived (then RR loss and NACKs are not the loss signal).
@@ -308,6 +345,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
 
     private mutating func feedback(_ fb: TransportCCFeedback, now: Instant) {
         hasTransportFeedback = true
+        if firstFeedbackAt == nil { firstFeedbackAt = now }
         let (received, lost, late) = log.feedback(fb, reorderWindow: reorderWindow)
         lossesConfirmed += lost
         lateReports += late
@@ -328,9 +366,11 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         let probeIsStartup = result?.kind == .startup
         let probeIsALRRecovery = result?.kind == .alrRecovery
         let burstSeen = probeIsStartup && result?.burstSeen == true
+        var freshDelivery: Double?
         if let first = received.first, let last = received.last, last.arrivalMs - first.arrivalMs >= 20 {
             let bytes = received.dropFirst().reduce(0) { $0 + $1.size }
             deliveryRate = Double(bytes) * 8_000 / (last.arrivalMs - first.arrivalMs)
+            freshDelivery = deliveryRate
         }
         if detector.state == .overusing { lastOveruseAt = now }
         if loss.packets(lost: lost, expected: lost + received.count, target: currentRate,
@@ -338,6 +378,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
            loss.lastLossFraction > LossBasedControl.highLoss {
             lastHighLossAt = now
         }
+        noteSharedLink(freshDelivery, now: now)
         if let p0 = probeRate, detector.state != .overusing {
             let p = probeIsStartup ? p0 : probeIsALRRecovery ? min(p0, capacityProbeLimit) : min(p0, laterProbeLimit)
             let rate = min(p, bounds.upperBound)
@@ -370,7 +411,56 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
             aimd.update(detector.state, acked: acked.bitsPerSecond, applicationLimited: alr.isLimited,
                         rtt: rtt ?? .milliseconds(100), bounds: bounds, now: now)
         }
+        if let floor = sharedLinkFloor(now: now) {
+            if aimd.bitrate < floor { aimd.set(floor, now: now) }
+            if lastHighLossAt != now { loss.raise(to: floor) }
+        }
         updateDraining(now: now)
+    }
+
+    /// The link's rate from this feedback, and whether its queue has stood long enough to be
+    /// another flow's (`sharedQueueTime`).
+    private mutating func noteSharedLink(_ delivery: Double?, now: Instant) {
+        let shared = sharedUntil.map { now < $0 } ?? false
+        if let a = acked.bitsPerSecond, !alr.isLimited { noteLinkRate(a, now: now) }
+        if let d = delivery, (queue.current ?? 0) >= Self.standingQueueDelayMs { noteLinkRate(d, now: now) }
+        if !shared {
+            while let first = linkRates.first, now - first.at >= Self.linkRateWindow { linkRates.removeFirst() }
+        } else if lastHighLossAt == now {
+            // Losses over 10 % in two readings running while shared: the link may be slower than
+            // remembered (a floor over it keeps its queue full and loses packets every reading).
+            // One such reading alone is the other flow's overflow, which it backs off from.
+            if let before = highLossBefore, now - before <= Self.sharedLossRepeat {
+                for i in linkRates.indices { linkRates[i].rate *= 1 - 0.5 * loss.lastLossFraction }
+            }
+        }
+        if lastHighLossAt == now { highLossBefore = now }
+        // The least delay of this feedback's packets: the latest one alone finds a queue of our
+        // own whenever a frame takes about a frame interval to cross the link (the busy picture at
+        // 1 Mbit/s, frames of 100 ms at 10 fps), which empties only before the next frame.
+        guard let least = queue.takeLeastStanding() else { return }
+        if least < Self.drainedQueueDelayMs { shortStandingAt = now }
+        if least >= Self.standingQueueDelayMs, let short = shortStandingAt ?? firstFeedbackAt,
+           now - short >= Self.sharedQueueTime {
+            sharedUntil = now + Self.sharedLinkMemory
+        }
+    }
+
+    private mutating func noteLinkRate(_ rate: Double, now: Instant) {
+        while let last = linkRates.last, last.rate <= rate { linkRates.removeLast() }
+        linkRates.append((rate, now))
+    }
+
+    /// The least the estimate goes to while the link is shared with a flow that holds its queue
+    /// (a bulk TCP download beside the cast): `sharedLinkShare` × the link's rate. Delay-based
+    /// control yields to such a flow without end, since the queue rises whatever it sends: beside
+    /// a cubic download on the real 2 Mbit/s tbf link castd fell to 0.22 Mbit/s (11 %), its
+    /// additive climb near the last over-use's rate (4 kbit/s a second) no match for one cut
+    /// after another. Below the link's rate the floor cannot be what builds a queue.
+    private func sharedLinkFloor(now: Instant) -> Double? {
+        guard configuration.sharedLinkShare > 0, let until = sharedUntil, now < until,
+              let link = linkRates.first?.rate else { return nil }
+        return min(max(configuration.sharedLinkShare * link, bounds.lowerBound), bounds.upperBound)
     }
 
     /// Draining starts at an over-use or a high-loss reading with a standing queue (the link
@@ -392,7 +482,12 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         let linkFell = deliveryRate.flatMap { d in ackedWhenShort.map { d < Self.suddenFallRatio * $0 } } ?? false
         let suddenQueue = q >= Self.deepQueueDelayMs && shortQueueAt.map { now - $0 <= Self.suddenQueueTime } ?? false
             && linkFell
-        if congested, (q >= Self.standingQueueDelayMs && sharpFall) || suddenQueue || drainingSince != nil {
+        // A queue another flow holds is not ours to drain (`sharedLinkFloor`).
+        let shared = sharedUntil.map { now < $0 } ?? false
+        if shared, drainingSince != nil {
+            drainingSince = nil
+            drainEndedAt = now
+        } else if !shared, congested, (q >= Self.standingQueueDelayMs && sharpFall) || suddenQueue || drainingSince != nil {
             if drainingSince == nil { drainingSince = now }
             // With a standing queue the packets arrive at the link's rate: that, not the
             // acknowledged rate (which lags a fall by seconds), is what the estimate backs off
@@ -452,12 +547,14 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
                             Self.drainShareRange.upperBound)
             media = min(rate, max(share * d, bounds.lowerBound))
         }
-        let factor = draining ? Self.drainPacingFactor : configuration.pacingFactor
+        let shared = lastProcess.map { now in sharedUntil.map { now < $0 } ?? false } ?? false
+        let factor = draining ? Self.drainPacingFactor : shared ? Self.sharedPacingFactor : configuration.pacingFactor
         return RateTarget(bitsPerSecond: Int64(media), pacingBitsPerSecond: Int64(media * factor),
                           usage: detector.state, applicationLimited: alr.isLimited,
                           acknowledgedBitsPerSecond: acked.bitsPerSecond.map(Self.wholeBitsPerSecond),
                           roundTripTime: rtt, lossFraction: loss.lastLossFraction, draining: draining,
-                          trace: .init(queueingDelayMs: queue.current, deliveryBitsPerSecond: deliveryRate.map(Self.wholeBitsPerSecond)))
+                          trace: .init(queueingDelayMs: queue.current, deliveryBitsPerSecond: deliveryRate.map(Self.wholeBitsPerSecond),
+                                        sharedLinkFloorBitsPerSecond: lastProcess.flatMap(sharedLinkFloor).map(Self.wholeBitsPerSecond)))
     }
 
     /// A rate as whole bits per second, held to 0…10¹² so that no reading traps the conversion.

@@ -20,6 +20,8 @@ struct CallSimulation {
         var frameRate = 30
         var applicationLimited = false
         var probesSent = 0
+        /// The estimator's floor on a shared link then (`SendSideBandwidthEstimator.sharedLinkFloor`), if any.
+        var sharedFloor: Int64?
     }
 
     var sender: VideoSender
@@ -144,7 +146,8 @@ struct CallSimulation {
                 let s = sender.statistics
                 samples.append(Sample(at: now, target: s.mediaTargetBitsPerSecond, estimate: s.estimate?.bitsPerSecond ?? 0, pacing: s.estimate?.pacingBitsPerSecond ?? 0,
                                       usage: s.estimate?.usage ?? .normal, frameRate: currentFrameRate,
-                                      applicationLimited: s.estimate?.applicationLimited ?? false, probesSent: Int(s.probesSent)))
+                                      applicationLimited: s.estimate?.applicationLimited ?? false, probesSent: Int(s.probesSent),
+                                      sharedFloor: s.estimate?.trace.sharedLinkFloorBitsPerSecond))
                 nextSample = nextSample + .milliseconds(100)
             }
             var next = min(nextFrame, nextSample, end)

@@ -27,6 +27,72 @@ struct LinkEmulator {
     /// spell up to this much passes at once, at line rate. 0: a plain serialising bottleneck.
     var bucketBytes = 0
 
+    /// A bulk TCP download through the same buffer from `bulkStartsAt` on (`BulkFlow`); nil: none.
+    var bulk: BulkFlow?
+
+    /// A window-based bulk flow, Reno in small: slow start (one packet more per ack) until its
+    /// first loss, then one packet more per window; at a loss its window × 0.7 (cubic's β), once a
+    /// round trip. Ack-clocked: a packet's ack returns one way after it left the bottleneck and one
+    /// way back; a dropped packet is noticed a buffer's time later, as duplicate acks would tell it.
+    /// What its packets carry is counted when their acks return.
+    struct BulkFlow {
+        var startsAt: Instant
+        /// The download stops sending new data then (nil: never).
+        var endsAt: Instant?
+        var packetBytes = 1500
+        private(set) var window = 10.0
+        private var slowStart = true
+        private var inFlight = 0
+        private var started = false
+        private var acks: [Instant] = []
+        private var losses: [Instant] = []
+        private var recoveryUntil = Instant.zero
+        /// When each of its delivered packets' ack returned.
+        private(set) var delivered: [Instant] = []
+
+        init(startsAt: Instant, endsAt: Instant? = nil) {
+            self.startsAt = startsAt
+            self.endsAt = endsAt
+        }
+
+        /// Bits per second delivered over [from, to).
+        func bitsPerSecond(from: Instant, to: Instant) -> Int64 {
+            let n = delivered.filter { $0 >= from && $0 < to }.count
+            return Int64(Double(n * packetBytes * 8) / (to - from).seconds)
+        }
+
+        /// The next event at or before `now`: an ack, or a loss noticed.
+        fileprivate mutating func next(until now: Instant) -> (at: Instant, lost: Bool)? {
+            if !started, startsAt <= now { started = true; return (startsAt, false) }
+            let a = acks.first.flatMap { $0 <= now ? $0 : nil }
+            let l = losses.first.flatMap { $0 <= now ? $0 : nil }
+            switch (a, l) {
+            case (let a?, let l?) where l < a: losses.removeFirst(); lost(at: l); return (l, true)
+            case (_, let l?) where a == nil: losses.removeFirst(); lost(at: l); return (l, true)
+            case (let a?, _): acks.removeFirst(); inFlight -= 1; delivered.append(a)
+                window += slowStart ? 1 : 1 / window
+                return (a, false)
+            default: return nil
+            }
+        }
+
+        private mutating func lost(at t: Instant) {
+            inFlight -= 1
+            guard t >= recoveryUntil else { return }
+            window = max(2, window * 0.7)
+            slowStart = false
+            recoveryUntil = t + .milliseconds(200)
+        }
+
+        fileprivate func wantsToSend(at t: Instant) -> Bool {
+            started && Double(inFlight) < window.rounded(.down) && endsAt.map { t < $0 } ?? true
+        }
+        fileprivate mutating func sent(ackAt: Instant?, lossNoticedAt: Instant) {
+            inFlight += 1
+            if let a = ackAt { acks.append(a) } else { losses.append(lossNoticedAt) }
+        }
+    }
+
     private(set) var inFlight: [(at: Instant, bytes: [UInt8])] = []
     /// When the bottleneck has finished sending what it holds.
     private var busyUntil = Instant.zero
@@ -97,8 +163,19 @@ struct LinkEmulator {
         }
     }
 
+    /// The bulk flow's acks, losses and sends up to `now`, in time order.
+    private mutating func runBulk(until now: Instant) {
+        while bulk != nil, let event = bulk!.next(until: now) {
+            while bulk!.wantsToSend(at: event.at) {
+                let departs = enqueue(bulk!.packetBytes, now: event.at)
+                bulk!.sent(ackAt: departs.map { $0 + delay + delay }, lossNoticedAt: event.at + buffer + delay + delay)
+            }
+        }
+    }
+
     mutating func send(_ bytes: [UInt8], now: Instant) {
         addCrossTraffic(until: now)
+        runBulk(until: now)
         packetsIn += 1
         if let b = burstLoss {
             if bad { if chance(b.leave) { bad = false } } else if chance(b.enter) { bad = true }
