@@ -58,11 +58,10 @@ SCENARIOS = {
     # --seconds 60; the fractions scale with it); asked for by name, not in the default set
     "falls-4.4-1.2": ([(0.25, 4400)] + [(0.05, 1200), (0.05, 4400)] * 5 + [(0.25, 4400)], 0.0),
     # a bulk TCP download through the same link for the whole run (castkit/tcp_bulk.py); asked
-    # for by name, not in the default set
-    "2mbit-tcp-cubic": ([(1.0, 2000)], 0.0),
-    "2mbit-tcp-bbr": ([(1.0, 2000)], 0.0),
+    # for by name, not in the default set: {1,2,4}mbit-tcp-{cubic,bbr}
+    **{f"{r}mbit-tcp-{cc}": ([(1.0, r * 1000)], 0.0) for r in (1, 2, 4) for cc in ("cubic", "bbr")},
 }
-TCP = {"2mbit-tcp-cubic": "cubic", "2mbit-tcp-bbr": "bbr"}
+TCP = {f"{r}mbit-tcp-{cc}": cc for r in (1, 2, 4) for cc in ("cubic", "bbr")}
 SENDERS = ("castd", "libwebrtc", "libwebrtc-detail")
 HINTS = {"libwebrtc": "motion", "libwebrtc-detail": "detail"}
 
@@ -450,7 +449,7 @@ def main() -> int:
     ap.add_argument("--steps-seconds", type=float, help="seconds of the 8 → 1.5 → 8 run (default 60; --quick 36)")
     ap.add_argument("--scenario", action="append", choices=list(SCENARIOS),
                     help="repeatable (default: the five without a TCP download; 2mbit-tcp-cubic and 2mbit-tcp-bbr "
-                         "share the 2 Mbit/s link with a bulk TCP download; falls-4.4-1.2 drops 4.4 → 1.2 Mbit/s "
+                         "share the 2 Mbit/s link with a bulk TCP download, 1mbit-* and 4mbit-* a 1 or 4 Mbit/s one; falls-4.4-1.2 drops 4.4 → 1.2 Mbit/s "
                          "for 3 s in every 6, five times, and reports each fall's drain)")
     ap.add_argument("--sender", action="append", choices=list(SENDERS),
                     help="repeatable (default: castd and libwebrtc; libwebrtc-detail is contentHint 'detail')")
