@@ -286,7 +286,18 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
         "video_codec": next((l.split("event=video_codec", 1)[1].strip() for l in reversed(sender.err)
                              if "event=video_codec" in l), None),
         "largest_frame_kb": round(largest[0] / 1000, 1), "largest_frame_packets": largest[1],
+        # the mean slice QP of the H.264 frames decoded in the window (receiver.QPS; None for VP8)
+        "decoder_qp_mean": _mean_qp(data.qps, w0, w1),
     }
+
+
+def _mean_qp(qps: list, w0: float, w1: float) -> float | None:
+    return _mean_of([q for t, _, q in qps if w0 <= t <= w1])
+
+
+def _mean_of(values: list) -> float | None:
+    v = [x for x in values if x is not None]
+    return round(sum(v) / len(v), 1) if v else None
 
 
 def scenario_codec(name: str) -> str:
@@ -346,6 +357,7 @@ def summarize(rounds: list[dict]) -> dict:
         "largest_frame_kb": max(r.get("largest_frame_kb", 0) for r in rounds),
         "largest_frame_packets": max(r.get("largest_frame_packets", 0) for r in rounds),
         "latency_breakdown_ms": _summarize_stages(rounds),
+        "decoder_qp_mean": _mean_of([r.get("decoder_qp_mean") for r in rounds]),
     } | (_summarize_audio(rounds) if "audio_packets" in rounds[0] else {}) | (
         quality.summary([q[1] for r in rounds for q in r["quality_per_frame"]],
                         [q[2] for r in rounds for q in r["quality_per_frame"]]) if "quality_per_frame" in rounds[0] else {})

@@ -204,7 +204,7 @@ async def run(a) -> dict:
 
 
 COLUMNS = ("fps", "g2g median / p95 ms", "Mbit/s", "SSIM mean", "SSIM p5", "PSNR-Y mean dB", "PSNR-Y p5 dB", "frames",
-           "freezes / PLIs")
+           "freezes / PLIs", "QP")
 
 
 def table(result: dict) -> str:
@@ -223,7 +223,7 @@ def table(result: dict) -> str:
             rows.append(head + f" {s['fps']} | {s['glass_to_glass_median_ms']} / {s['glass_to_glass_p95_ms']} "
                         f"| {s['mean_bitrate_bps'] / 1e6:.2f} | {s.get('ssim_mean')} | {s.get('ssim_p5')} "
                         f"| {s.get('psnr_mean_db')} | {s.get('psnr_p5_db')} | {s.get('quality_frames')} "
-                        f"| {s.get('freezes')} / {s.get('receiver_plis', 0)} |")
+                        f"| {s.get('freezes')} / {s.get('receiver_plis', 0)} | {s.get('decoder_qp_mean')} |")
     return "\n".join(rows)
 
 

@@ -59,6 +59,7 @@ from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.mediastreams import MediaStreamError
 
 from castkit.bench import timecode
+from castkit.bench.h264_qp import SliceQP
 from castkit import twcc_feedback
 from castkit.receiver_answerer import ReceiverAnswerer
 
@@ -85,7 +86,22 @@ def _timed(decode):
     return wrapper
 
 
-aiortc_h264.H264Decoder.decode = _timed(aiortc_h264.H264Decoder.decode)
+# (time.monotonic(), RTP timestamp, mean slice QP) of every H.264 frame handed to the decoder:
+# aiortc's stats have no qpSum, so the QP is read from the slice headers (castkit/bench/h264_qp.py)
+QPS: list[tuple[float, int, float]] = []
+
+
+def _with_qp(decode):
+    def wrapper(self, encoded_frame):
+        parser = self.__dict__.setdefault("_castd_qp", SliceQP())
+        qps = parser.access_unit(bytes(encoded_frame.data))
+        if qps:
+            QPS.append((time.monotonic(), encoded_frame.timestamp, sum(qps) / len(qps)))
+        return decode(self, encoded_frame)
+    return wrapper
+
+
+aiortc_h264.H264Decoder.decode = _with_qp(_timed(aiortc_h264.H264Decoder.decode))
 aiortc_vpx.Vp8Decoder.decode = _timed(aiortc_vpx.Vp8Decoder.decode)
 
 

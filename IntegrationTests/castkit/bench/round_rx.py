@@ -50,6 +50,7 @@ class RoundData:
     connection_states: list[str] = field(default_factory=list)
     color: tuple[int, int] | None = None    # receiver.Recording.color
     plis: int = 0                           # PLIs the receiver sent on a stalled picture (receiver.STALL_PLI_S)
+    qps: list = field(default_factory=list)  # (t, RTP timestamp, mean slice QP) of every H.264 frame (receiver.QPS)
 
     def to_json(self) -> dict:
         from dataclasses import astuple
@@ -57,7 +58,7 @@ class RoundData:
                 "audio_packets": self.audio_packets, "frames_out": self.frames_out, "decodes": self.decodes,
                 "audio": self.audio, "lumas": [[t, v, n] for t, v, n, _ in self.lumas],
                 "codecs": self.codecs, "connection_states": self.connection_states, "color": self.color,
-                "plis": self.plis}
+                "plis": self.plis, "qps": self.qps}
 
     @classmethod
     def from_json(cls, d: dict, pictures: list[np.ndarray]) -> "RoundData":
@@ -67,7 +68,8 @@ class RoundData:
                    decodes=[tuple(x) for x in d["decodes"]], audio=[tuple(a) for a in d["audio"]],
                    lumas=[(t, v, n, y) for (t, v, n), y in zip(d["lumas"], pictures)],
                    codecs=d["codecs"], connection_states=d["connection_states"],
-                   color=tuple(d["color"]) if d.get("color") else None, plis=d.get("plis", 0))
+                   color=tuple(d["color"]) if d.get("color") else None, plis=d.get("plis", 0),
+                   qps=[tuple(q) for q in d.get("qps", [])])
 
 
 class LocalReceiver:
@@ -89,7 +91,7 @@ class LocalReceiver:
         self.answerer = receiver.TimecodeReceiver(self.rx.client, sid, screen_width, codec=codec,
                                                   keep_luma_every=keep_luma_every)
         await self.answerer.start()
-        for record in (receiver.PACKETS, receiver.AUDIO_PACKETS, receiver.FRAMES_OUT, receiver.DECODES):
+        for record in (receiver.PACKETS, receiver.AUDIO_PACKETS, receiver.FRAMES_OUT, receiver.DECODES, receiver.QPS):
             record.clear()
         t = time.monotonic()
         await self.rx.client.api("session-approve", {"sessionId": sid, "approve": True, "streamPrefs": prefs})
@@ -117,7 +119,8 @@ class LocalReceiver:
                          decodes=list(receiver.DECODES), audio=list(a.rec.audio),
                          lumas=[q for q in a.rec.lumas if w0 <= q[0] <= w1], codecs=list(a.codecs),
                          connection_states=list(a.connection_states), color=a.rec.color,
-                         plis=sum(1 for _, kind in a.keyframes.requests if kind == "pli"))
+                         plis=sum(1 for _, kind in a.keyframes.requests if kind == "pli"),
+                         qps=list(receiver.QPS))
 
     async def close(self) -> None:
         if self.answerer:
