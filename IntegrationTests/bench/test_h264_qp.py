@@ -49,3 +49,23 @@ def test_no_figure_without_parameter_sets_or_from_a_truncated_slice():
     assert parser.access_unit(b"\x00\x00\x00\x01\x41\x9a\x00\x10") == []       # a P slice, no PPS seen
     assert parser.access_unit(b"\x00\x00\x01\x65") == []                       # an IDR slice with no header
     assert parser.access_unit(b"") == []
+
+
+def test_random_and_damaged_streams_give_no_error_and_only_valid_qps(tmp_path):
+    """What a lossy link hands the receiver: truncated and bit-flipped access units."""
+    import random
+    path = tmp_path / "s.264"
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-f", "lavfi",
+                    "-i", "testsrc2=size=160x120:rate=30", "-frames:v", "10", "-c:v", "libx264",
+                    *STREAMS["high-b-frames-weighted"], "-y", str(path)], check=True)
+    good = path.read_bytes()
+    rng = random.Random(7)
+    parser = SliceQP()
+    for _ in range(3000):
+        data = bytearray(good[:rng.randrange(len(good))])
+        for _ in range(rng.randrange(8)):
+            if data:
+                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        if rng.random() < 0.3:
+            data = bytearray(b"\x00\x00\x01") + bytearray(rng.randbytes(rng.randrange(64)))
+        assert all(0 <= q <= 51 for q in parser.access_unit(bytes(data)))
