@@ -287,12 +287,8 @@ async def run_round(stack, screen: BenchScreen, kind: str, seconds: float, warmu
                              if "event=video_codec" in l), None),
         "largest_frame_kb": round(largest[0] / 1000, 1), "largest_frame_packets": largest[1],
         # the mean slice QP of the H.264 frames decoded in the window (receiver.QPS; None for VP8)
-        "decoder_qp_mean": _mean_qp(data.qps, w0, w1),
+        "decoder_qp_mean": _mean_of([q for t, _, q in data.qps if w0 <= t <= w1]),
     }
-
-
-def _mean_qp(qps: list, w0: float, w1: float) -> float | None:
-    return _mean_of([q for t, _, q in qps if w0 <= t <= w1])
 
 
 def _mean_of(values: list) -> float | None:

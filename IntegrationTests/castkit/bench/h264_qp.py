@@ -178,7 +178,7 @@ class SliceQP:
                             raise ValueError("modification_of_pic_nums_idc out of range")
                         b.ue()
         if (p["weighted_pred"] and slice_type in (P, SP)) or (p["weighted_bipred"] == 1 and slice_type == B):
-            self._pred_weight_table(b, s, slice_type, l0, l1)
+            self._pred_weight_table(b, slice_type, l0, l1)
         if ref_idc:
             if idr:
                 b.u(2)               # no_output_of_prior_pics_flag, long_term_reference_flag
@@ -198,16 +198,15 @@ class SliceQP:
         return qp if 0 <= qp <= 51 else None
 
     @staticmethod
-    def _pred_weight_table(b: _Bits, s: dict, slice_type: int, l0: int, l1: int) -> None:
+    def _pred_weight_table(b: _Bits, slice_type: int, l0: int, l1: int) -> None:
+        # With chroma weights throughout: ChromaArrayType is 1 for the 4:2:0 streams senders send.
         b.ue()                       # luma_log2_weight_denom
-        chroma = True                # ChromaArrayType != 0 for the 4:2:0 streams senders send
-        if chroma:
-            b.ue()
+        b.ue()                       # chroma_log2_weight_denom
         for n in ([l0, l1] if slice_type == B else [l0]):
             for _ in range(n):
-                if b.u(1):
+                if b.u(1):           # luma weight and offset
                     b.se()
                     b.se()
-                if chroma and b.u(1):
+                if b.u(1):           # chroma weights and offsets, Cb and Cr
                     for _ in range(4):
                         b.se()

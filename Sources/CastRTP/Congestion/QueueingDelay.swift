@@ -7,9 +7,9 @@ import CastCore
 /// BBR's windowed minimum). The minimum is kept per second, so a path that
 /// got longer is forgotten after 10 s instead of reading as a queue forever.
 ///
-/// `takeLeastStanding()` reads the delay above the least of the last minute: a queue another flow keeps
-/// full for longer than 10 s (a bulk TCP download) becomes the 10 s base, and only the longer
-/// memory still reads it as a queue.
+/// `takeLeastStanding()` reads the delay above the least of the last minute: a queue another
+/// flow keeps full for longer than 10 s (a bulk TCP download) becomes the 10 s base, and only
+/// the longer memory still reads it as a queue.
 struct QueueingDelay: Sendable {
     static let baseWindowSeconds = 10
     static let longWindowSeconds = 60
@@ -21,9 +21,8 @@ struct QueueingDelay: Sendable {
     /// The least one-way delay of each 10 s of the last `longWindowSeconds`.
     private var longMinima: [(tenSeconds: Int64, delay: Double)] = []
     /// The least delay above the last minute's least one (ms) of the packets since
-    /// `takeLeastStanding()` was last called: a queue
-    /// of our own frames empties between them, so the first packet of a frame finds none; one
-    /// another flow holds delays every packet.
+    /// `takeLeastStanding()` was last called: a queue of our own frames empties between them, so
+    /// the first packet of a frame finds none; one another flow holds delays every packet.
     private var leastStanding: Double?
     private var latestSend: Instant?
 

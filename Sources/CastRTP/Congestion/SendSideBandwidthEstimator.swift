@@ -421,7 +421,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// The link's rate from this feedback, and whether its queue has stood long enough to be
     /// another flow's (`sharedQueueTime`).
     private mutating func noteSharedLink(_ delivery: Double?, now: Instant) {
-        let shared = sharedUntil.map { now < $0 } ?? false
+        let shared = isShared(now: now)
         if let a = acked.bitsPerSecond, !alr.isLimited { noteLinkRate(a, now: now) }
         if let d = delivery, (queue.current ?? 0) >= Self.standingQueueDelayMs { noteLinkRate(d, now: now) }
         if !shared {
@@ -446,6 +446,9 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         }
     }
 
+    /// Whether the link counts as shared with a flow that holds its queue (`sharedQueueTime`).
+    private func isShared(now: Instant) -> Bool { sharedUntil.map { now < $0 } ?? false }
+
     private mutating func noteLinkRate(_ rate: Double, now: Instant) {
         while let last = linkRates.last, last.rate <= rate { linkRates.removeLast() }
         linkRates.append((rate, now))
@@ -458,8 +461,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
     /// additive climb near the last over-use's rate (4 kbit/s a second) no match for one cut
     /// after another. Below the link's rate the floor cannot be what builds a queue.
     private func sharedLinkFloor(now: Instant) -> Double? {
-        guard configuration.sharedLinkShare > 0, let until = sharedUntil, now < until,
-              let link = linkRates.first?.rate else { return nil }
+        guard configuration.sharedLinkShare > 0, isShared(now: now), let link = linkRates.first?.rate else { return nil }
         return min(max(configuration.sharedLinkShare * link, bounds.lowerBound), bounds.upperBound)
     }
 
@@ -483,7 +485,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
         let suddenQueue = q >= Self.deepQueueDelayMs && shortQueueAt.map { now - $0 <= Self.suddenQueueTime } ?? false
             && linkFell
         // A queue another flow holds is not ours to drain (`sharedLinkFloor`).
-        let shared = sharedUntil.map { now < $0 } ?? false
+        let shared = isShared(now: now)
         if shared, drainingSince != nil {
             drainingSince = nil
             drainEndedAt = now
@@ -547,7 +549,7 @@ public struct SendSideBandwidthEstimator: Sendable, SansIO {
                             Self.drainShareRange.upperBound)
             media = min(rate, max(share * d, bounds.lowerBound))
         }
-        let shared = lastProcess.map { now in sharedUntil.map { now < $0 } ?? false } ?? false
+        let shared = lastProcess.map(isShared) ?? false
         let factor = draining ? Self.drainPacingFactor : shared ? Self.sharedPacingFactor : configuration.pacingFactor
         return RateTarget(bitsPerSecond: Int64(media), pacingBitsPerSecond: Int64(media * factor),
                           usage: detector.state, applicationLimited: alr.isLimited,

@@ -27,7 +27,7 @@ struct LinkEmulator {
     /// spell up to this much passes at once, at line rate. 0: a plain serialising bottleneck.
     var bucketBytes = 0
 
-    /// A bulk TCP download through the same buffer from `bulkStartsAt` on (`BulkFlow`); nil: none.
+    /// A bulk TCP download through the same buffer (`BulkFlow`, from its `startsAt`); nil: none.
     var bulk: BulkFlow?
 
     /// A window-based bulk flow, Reno in small: slow start (one packet more per ack) until its
@@ -61,19 +61,22 @@ struct LinkEmulator {
             return Int64(Double(n * packetBytes * 8) / (to - from).seconds)
         }
 
-        /// The next event at or before `now`: an ack, or a loss noticed.
-        fileprivate mutating func next(until now: Instant) -> (at: Instant, lost: Bool)? {
-            if !started, startsAt <= now { started = true; return (startsAt, false) }
+        /// The time of the next event at or before `now` (the start, an ack, or a loss noticed),
+        /// taken into the window.
+        fileprivate mutating func next(until now: Instant) -> Instant? {
+            if !started, startsAt <= now { started = true; return startsAt }
             let a = acks.first.flatMap { $0 <= now ? $0 : nil }
-            let l = losses.first.flatMap { $0 <= now ? $0 : nil }
-            switch (a, l) {
-            case (let a?, let l?) where l < a: losses.removeFirst(); lost(at: l); return (l, true)
-            case (_, let l?) where a == nil: losses.removeFirst(); lost(at: l); return (l, true)
-            case (let a?, _): acks.removeFirst(); inFlight -= 1; delivered.append(a)
-                window += slowStart ? 1 : 1 / window
-                return (a, false)
-            default: return nil
+            if let l = losses.first, l <= now, a.map({ l < $0 }) ?? true {
+                losses.removeFirst()
+                lost(at: l)
+                return l
             }
+            guard let a else { return nil }
+            acks.removeFirst()
+            inFlight -= 1
+            delivered.append(a)
+            window += slowStart ? 1 : 1 / window
+            return a
         }
 
         private mutating func lost(at t: Instant) {
@@ -165,10 +168,10 @@ struct LinkEmulator {
 
     /// The bulk flow's acks, losses and sends up to `now`, in time order.
     private mutating func runBulk(until now: Instant) {
-        while bulk != nil, let event = bulk!.next(until: now) {
-            while bulk!.wantsToSend(at: event.at) {
-                let departs = enqueue(bulk!.packetBytes, now: event.at)
-                bulk!.sent(ackAt: departs.map { $0 + delay + delay }, lossNoticedAt: event.at + buffer + delay + delay)
+        while bulk != nil, let at = bulk!.next(until: now) {
+            while bulk!.wantsToSend(at: at) {
+                let departs = enqueue(bulk!.packetBytes, now: at)
+                bulk!.sent(ackAt: departs.map { $0 + delay + delay }, lossNoticedAt: at + buffer + delay + delay)
             }
         }
     }
